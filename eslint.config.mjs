@@ -1,0 +1,52 @@
+// Type-aware lint with zero warnings. The domain folder is fenced: no I/O, no clock, no randomness.
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', 'bin/**', '*.config.js', 'eslint.config.mjs'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+    },
+  },
+  {
+    files: ['**/*.test.ts', 'test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-non-null-assertion': 'off',
+    },
+  },
+  {
+    // The purity fence: the fold and the validation rules must give the same answer everywhere they run
+    // (embedded projection, ClickHouse projector, replay, tests), so they may not touch I/O, time or chance.
+    files: ['services/domain/src/**/*.ts'],
+    ignores: ['services/domain/src/**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { group: ['node:*', 'fs', 'fs/*', 'net', 'http', 'https', 'crypto', 'os', 'child_process', 'worker_threads', 'path'], message: 'The domain does no I/O.' },
+          { group: ['kafkajs', '@grpc/*', '@clickhouse/*', 'koa', '@koa/*', 'ioredis', '@pushbase/*'], message: 'The domain imports no adapter and no other service.' },
+        ],
+      }],
+      'no-restricted-globals': ['error',
+        { name: 'Date', message: 'Time is an input to the domain, never read from the clock.' },
+        { name: 'process', message: 'The domain reads no environment.' },
+        { name: 'setTimeout', message: 'The domain does not schedule.' },
+        { name: 'setInterval', message: 'The domain does not schedule.' },
+        { name: 'fetch', message: 'The domain does no I/O.' },
+        { name: 'require', message: 'The domain does no dynamic loading.' },
+      ],
+      'no-restricted-properties': ['error',
+        { object: 'Math', property: 'random', message: 'The domain is deterministic.' },
+        { object: 'crypto', property: 'randomUUID', message: 'The domain is deterministic.' },
+        { object: 'performance', property: 'now', message: 'Time is an input to the domain.' },
+      ],
+    },
+  },
+);

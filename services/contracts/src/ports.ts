@@ -1,0 +1,91 @@
+import type { DatasetEvent, DatasetRecord, DatasetSummary, DatasetDefinition } from '@pushbase/domain';
+
+/*
+ * The ports of pushbase. Each has an embedded adapter now and a distributed one later (file | Kafka,
+ * memory | Redis, memory | ClickHouse, in-process | gRPC); one behaviour suite runs against every adapter.
+ */
+
+/** Called synchronously, in log order, for every durable batch of events. */
+export type EventListener = (events: readonly DatasetEvent[]) => void;
+
+export interface EventLog {
+  /**
+   * Delivers every stored event to `listener` in order (the replay), then every newly durable batch.
+   * Call once, before the first append.
+   */
+  start(listener: EventListener): Promise<void>;
+  /**
+   * Appends the events in order and resolves once they are durable (fsync'd / acknowledged by all
+   * replicas) and the listener has seen them. Rejects with a DomainError of code `unavailable` when the
+   * log cannot take the write; then none of the events is stored.
+   */
+  append(events: readonly DatasetEvent[]): Promise<void>;
+  /** Stops taking appends, waits for those in flight, releases the log. */
+  close(): Promise<void>;
+}
+
+/** What the schema service reads to decide: the live datasets' definitions and the per-account count. */
+export interface SchemaStore {
+  get(account: string, id: string): Promise<DatasetSummary | undefined>;
+  count(account: string): Promise<number>;
+}
+
+export interface DatasetListing {
+  readonly id: string;
+  readonly fields: DatasetDefinition['fields'];
+  readonly unique_by: readonly string[];
+  readonly record_count: number;
+}
+
+/** The read side, behind the admin listener and the widgets. */
+export interface ReadModel {
+  listDatasets(account: string): Promise<DatasetListing[]>;
+  /** Oldest insertion first; undefined when the dataset does not exist. */
+  listRecords(account: string, id: string): Promise<DatasetRecord[] | undefined>;
+}
+
+export interface RateDecision {
+  readonly allowed: boolean;
+  readonly limit: number;
+  readonly remaining: number;
+  /** Milliseconds until the next request would be allowed again / the window resets. */
+  readonly resetMs: number;
+}
+
+export interface RateLimiter {
+  /** Counts one request for `key` unless it is refused; refused requests do not count. */
+  consume(key: string): Promise<RateDecision>;
+}
+
+/** Maps a presented API key to its account. Keys are stored only as hashes. */
+export interface KeyStore {
+  resolve(apiKey: string): Promise<string | undefined>;
+}
+
+// ── The service contracts (proto/pushbase/v1): implemented in-process now, by gRPC clients later. ──
+
+export interface DatasetRef {
+  readonly account: string;
+  readonly id: string;
+}
+export interface DatasetBody extends DatasetRef {
+  /** The parsed JSON body of the request. */
+  readonly body: unknown;
+}
+
+export interface FindOrCreateResult {
+  readonly created: boolean;
+  readonly dataset: DatasetSummary;
+}
+
+export interface SchemaService {
+  findOrCreate(req: DatasetBody): Promise<FindOrCreateResult>;
+  /** Rejects with `not_found` when the dataset does not exist. */
+  get(req: DatasetRef): Promise<DatasetSummary>;
+  delete(req: DatasetRef): Promise<void>;
+}
+
+export interface RecordService {
+  append(req: DatasetBody): Promise<void>;
+  replace(req: DatasetBody): Promise<void>;
+}

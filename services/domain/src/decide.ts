@@ -1,0 +1,121 @@
+import { definitionDifferences, parseDatasetId, parseDefinition } from './definition';
+import { DomainError, invalid } from './errors';
+import { EVENT_SCHEMA_VERSION, type DatasetDefined, type DatasetDeleted, type RecordsAppended, type RecordsReplaced } from './events';
+import type { DatasetSummary } from './fold';
+import { parseDeleteBy, parseRecords } from './records';
+import { LIMITS } from './types';
+
+/*
+ * Commands are decided from the schema side only (a DatasetSummary), never from the records, so the
+ * record service is stateless and needs no single-writer lock: the window is enforced by the fold.
+ * Time (`at`) and the fresh incarnation are inputs, chosen by the caller.
+ */
+
+export const notFound = (): DomainError => new DomainError('not_found', 'Dataset not found');
+
+const asBody = (body: unknown): Readonly<Record<string, unknown>> => {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw invalid('The request body must be a JSON object');
+  }
+  return body as Record<string, unknown>;
+};
+
+export interface DefineCommand {
+  readonly account: string;
+  readonly id: string;
+  readonly body: unknown;
+  readonly at: number;
+  /** Used only when the dataset is created. */
+  readonly newIncarnation: string;
+}
+
+export type DefineDecision =
+  | { readonly outcome: 'found'; readonly dataset: DatasetSummary }
+  | { readonly outcome: 'created'; readonly dataset: DatasetSummary; readonly event: DatasetDefined };
+
+/** Find or create (`PUT /datasets/:id`). `existing` is the live dataset with this id, `count` the account's datasets. */
+export function decideDefine(cmd: DefineCommand, existing: DatasetSummary | undefined, count: number): DefineDecision {
+  const id = parseDatasetId(cmd.id);
+  const definition = parseDefinition(cmd.body);
+  if (existing !== undefined) {
+    const diff = definitionDifferences(existing.definition, definition);
+    if (diff.length > 0) {
+      throw new DomainError('conflict', `A dataset with different fields already exists with the ID "${id}": ${diff.join('; ')}`);
+    }
+    return { outcome: 'found', dataset: existing };
+  }
+  if (count >= LIMITS.datasetsPerAccount) {
+    throw new DomainError(
+      'dataset_limit',
+      `You have reached the limit of ${LIMITS.datasetsPerAccount} datasets for this account. Delete datasets you no longer need to make room for new ones.`,
+    );
+  }
+  const event: DatasetDefined = {
+    type: 'DatasetDefined',
+    schema_version: EVENT_SCHEMA_VERSION,
+    account: cmd.account,
+    dataset: id,
+    incarnation: cmd.newIncarnation,
+    at: cmd.at,
+    definition,
+  };
+  const dataset: DatasetSummary = { account: cmd.account, id, incarnation: cmd.newIncarnation, definition, created_at: cmd.at, updated_at: cmd.at };
+  return { outcome: 'created', dataset, event };
+}
+
+export interface WriteCommand {
+  readonly account: string;
+  readonly id: string;
+  readonly body: unknown;
+  readonly at: number;
+}
+
+/** Append (`POST /datasets/:id/data`). */
+export function decideAppend(cmd: WriteCommand, dataset: DatasetSummary | undefined): RecordsAppended {
+  parseDatasetId(cmd.id);
+  if (dataset === undefined) throw notFound();
+  const body = asBody(cmd.body);
+  const records = parseRecords(dataset.definition, body.data);
+  const delete_by = parseDeleteBy(dataset.definition, body);
+  return {
+    type: 'RecordsAppended',
+    schema_version: EVENT_SCHEMA_VERSION,
+    account: cmd.account,
+    dataset: dataset.id,
+    incarnation: dataset.incarnation,
+    at: cmd.at,
+    records,
+    delete_by,
+  };
+}
+
+/** Replace (`PUT /datasets/:id/data`); `data: []` clears the dataset and keeps its schema. */
+export function decideReplace(cmd: WriteCommand, dataset: DatasetSummary | undefined): RecordsReplaced {
+  parseDatasetId(cmd.id);
+  if (dataset === undefined) throw notFound();
+  const body = asBody(cmd.body);
+  const records = parseRecords(dataset.definition, body.data);
+  return {
+    type: 'RecordsReplaced',
+    schema_version: EVENT_SCHEMA_VERSION,
+    account: cmd.account,
+    dataset: dataset.id,
+    incarnation: dataset.incarnation,
+    at: cmd.at,
+    records,
+  };
+}
+
+/** Delete (`DELETE /datasets/:id`): the schema and records go and the id is free again. */
+export function decideDelete(cmd: Omit<WriteCommand, 'body'>, dataset: DatasetSummary | undefined): DatasetDeleted {
+  parseDatasetId(cmd.id);
+  if (dataset === undefined) throw notFound();
+  return {
+    type: 'DatasetDeleted',
+    schema_version: EVENT_SCHEMA_VERSION,
+    account: cmd.account,
+    dataset: dataset.id,
+    incarnation: dataset.incarnation,
+    at: cmd.at,
+  };
+}

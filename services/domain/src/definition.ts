@@ -1,0 +1,151 @@
+import { code as currencyByCode } from 'currency-codes';
+import { invalid } from './errors';
+import {
+  FIELD_TYPES,
+  LIMITS,
+  TIME_UNITS,
+  type DatasetDefinition,
+  type FieldDefinition,
+  type FieldType,
+  type TimeUnit,
+} from './types';
+
+// DECISIONS.md → Identifiers.
+const DATASET_ID = /^[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?$/;
+const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
+const MULTI_UNIQUE_TYPES: ReadonlySet<FieldType> = new Set(['string', 'date', 'datetime']);
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+/** Validates an already percent-decoded dataset id. */
+export function parseDatasetId(id: string): string {
+  if (!DATASET_ID.test(id)) {
+    throw invalid(
+      `Invalid dataset id "${id.slice(0, 120)}": use 1 to ${LIMITS.datasetIdLength} characters of a-z, 0-9, ".", "_" and "-", starting and ending with a letter or digit`,
+      'id',
+    );
+  }
+  return id;
+}
+
+export function isCurrencyCode(code: string): boolean {
+  return /^[A-Z]{3}$/.test(code) && currencyByCode(code) !== undefined;
+}
+
+function parseField(key: string, raw: unknown): FieldDefinition {
+  const path = `fields.${key}`;
+  if (!FIELD_KEY.test(key)) {
+    throw invalid(
+      `Invalid field key "${key.slice(0, 60)}": field keys are lower case, start with a letter and hold only a-z, 0-9 and "_" (at most 50 characters)`,
+      path,
+    );
+  }
+  if (!isObject(raw)) throw invalid(`Field "${key}" must be an object with a type and a name, not ${describe(raw)}`, path);
+  const { type, name, optional } = raw;
+  if (typeof type !== 'string' || !(FIELD_TYPES as readonly string[]).includes(type)) {
+    throw invalid(`Field "${key}" has an invalid type ${JSON.stringify(type) ?? 'undefined'}: use one of ${FIELD_TYPES.join(', ')}`, `${path}.type`);
+  }
+  if (typeof name !== 'string' || name.trim() === '') {
+    throw invalid(`Field "${key}" needs a name: a non-empty string`, `${path}.name`);
+  }
+  if (optional !== undefined && typeof optional !== 'boolean') {
+    throw invalid(`Field "${key}": optional must be true or false`, `${path}.optional`);
+  }
+  const field: { -readonly [K in keyof FieldDefinition]: FieldDefinition[K] } = {
+    type: type as FieldType,
+    name,
+    optional: optional === true,
+  };
+  if (type === 'money') {
+    const currency = raw.currency_code;
+    if (typeof currency !== 'string' || !isCurrencyCode(currency)) {
+      throw invalid(
+        `Field "${key}" of type money needs a currency_code: an upper-case ISO 4217 code such as "USD" (got ${JSON.stringify(currency) ?? 'nothing'})`,
+        `${path}.currency_code`,
+      );
+    }
+    field.currency_code = currency;
+  }
+  if (type === 'duration') {
+    const unit = raw.time_unit;
+    if (typeof unit !== 'string' || !(TIME_UNITS as readonly string[]).includes(unit)) {
+      throw invalid(`Field "${key}" of type duration needs a time_unit: one of ${TIME_UNITS.join(', ')}`, `${path}.time_unit`);
+    }
+    field.time_unit = unit as TimeUnit;
+  }
+  return field;
+}
+
+/**
+ * Validates the body of `PUT /datasets/:id`. Extra top-level keys (`id`, `created_at`…) are tolerated
+ * because real clients echo them back.
+ */
+export function parseDefinition(body: unknown): DatasetDefinition {
+  if (!isObject(body)) throw invalid(`The request body must be a JSON object with "fields", not ${describe(body)}`);
+  const rawFields = body.fields;
+  if (!isObject(rawFields)) throw invalid('"fields" is required: an object mapping field keys to field definitions', 'fields');
+  const keys = Object.keys(rawFields);
+  if (keys.length === 0) throw invalid('"fields" must define at least one field', 'fields');
+  if (keys.length > LIMITS.fieldsPerDataset) {
+    throw invalid(`A dataset can have at most ${LIMITS.fieldsPerDataset} fields; ${keys.length} were given`, 'fields');
+  }
+  const fields: Record<string, FieldDefinition> = {};
+  for (const key of keys) fields[key] = parseField(key, rawFields[key]);
+
+  let rawUnique = body.unique_by;
+  // Some clients send a bare field key instead of a one-element list.
+  if (typeof rawUnique === 'string') rawUnique = [rawUnique];
+  const unique_by: string[] = [];
+  if (rawUnique !== undefined && rawUnique !== null) {
+    if (!Array.isArray(rawUnique)) throw invalid('"unique_by" must be an array of field keys', 'unique_by');
+    for (const [i, key] of rawUnique.entries()) {
+      if (typeof key !== 'string') throw invalid(`"unique_by"[${i}] must be a field key string`, `unique_by[${i}]`);
+      const field = fields[key];
+      if (field === undefined) {
+        throw invalid(`"unique_by" names the unknown field "${key}"; the defined fields are ${keys.join(', ')}`, `unique_by[${i}]`);
+      }
+      if (unique_by.includes(key)) throw invalid(`"unique_by" lists the field "${key}" twice`, `unique_by[${i}]`);
+      unique_by.push(key);
+    }
+    if (unique_by.length > 1) {
+      for (const key of unique_by) {
+        const type = fields[key]?.type;
+        if (type === undefined || !MULTI_UNIQUE_TYPES.has(type)) {
+          throw invalid(
+            `When "unique_by" lists several fields each must be of type string, date or datetime; "${key}" is ${type ?? 'unknown'}`,
+            'unique_by',
+          );
+        }
+      }
+    }
+  }
+  return { fields, unique_by };
+}
+
+/** What differs between a stored and a requested definition; empty when they are the same definition. */
+export function definitionDifferences(stored: DatasetDefinition, requested: DatasetDefinition): string[] {
+  const out: string[] = [];
+  const props = ['type', 'name', 'optional', 'currency_code', 'time_unit'] as const;
+  for (const key of Object.keys(stored.fields)) {
+    const a = stored.fields[key];
+    const b = requested.fields[key];
+    if (a === undefined) continue;
+    if (b === undefined) {
+      out.push(`field "${key}" is missing`);
+      continue;
+    }
+    for (const p of props) {
+      if (a[p] !== b[p]) out.push(`field "${key}" ${p} is ${JSON.stringify(a[p]) ?? 'unset'}, not ${JSON.stringify(b[p]) ?? 'unset'}`);
+    }
+  }
+  for (const key of Object.keys(requested.fields)) {
+    if (stored.fields[key] === undefined) out.push(`field "${key}" is not defined`);
+  }
+  const sa = [...stored.unique_by].sort();
+  const sb = [...requested.unique_by].sort();
+  if (sa.length !== sb.length || sa.some((k, i) => k !== sb[i])) {
+    out.push(`unique_by is ${JSON.stringify(stored.unique_by)}, not ${JSON.stringify(requested.unique_by)}`);
+  }
+  return out;
+}

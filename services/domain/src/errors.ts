@@ -1,0 +1,24 @@
+/**
+ * Errors carry a neutral code; HTTP statuses and gRPC codes are chosen at the edges only
+ * (gateway error middleware, gRPC servers). Never put a transport number in here.
+ */
+export type DomainErrorCode =
+  | 'invalid' // the request breaks a rule of the spec (bad id, definition, record, delete_by…)
+  | 'not_found' // the dataset does not exist for this account
+  | 'conflict' // the dataset exists with a different definition
+  | 'dataset_limit' // the account already holds the maximum number of datasets
+  | 'unavailable'; // a dependency (event log, store) cannot take the write now
+
+export class DomainError extends Error {
+  override readonly name = 'DomainError';
+  constructor(
+    readonly code: DomainErrorCode,
+    message: string,
+    /** Where the rule was broken, e.g. `data[3].amount` or `fields.day.type`. */
+    readonly path?: string,
+  ) {
+    super(message);
+  }
+}
+
+export const invalid = (message: string, path?: string): DomainError => new DomainError('invalid', message, path);

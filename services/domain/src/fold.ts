@@ -1,0 +1,161 @@
+import type { DatasetEvent } from './events';
+import { uniqueKey } from './records';
+import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldValue } from './types';
+
+/** What the schema side knows of a dataset: enough to decide commands, no records. */
+export interface DatasetSummary {
+  readonly account: string;
+  readonly id: string;
+  readonly incarnation: string;
+  readonly definition: DatasetDefinition;
+  readonly created_at: number;
+  readonly updated_at: number;
+}
+
+/**
+ * One dataset's state. `rows` iterates oldest insertion first (a Map keeps insertion order, and a
+ * unique_by merge deletes then re-inserts, which makes the merged record the newest, as DECISIONS.md asks).
+ */
+export interface DatasetState extends DatasetSummary {
+  readonly rows: Map<string, DatasetRecord>;
+  /** Row keys of datasets without unique_by come from this counter, i.e. from event position. */
+  readonly nextRow: number;
+}
+
+/** The whole read model: account → dataset id → state. */
+export type State = Map<string, Map<string, DatasetState>>;
+
+export const initialState = (): State => new Map();
+
+/**
+ * Applies the records of one request to a row map: unique_by merge (the new record replaces the stored
+ * one whole), later-wins inside the request, row keys from the event position otherwise.
+ * Returns the next row counter.
+ */
+function insertRows(rows: Map<string, DatasetRecord>, uniqueBy: readonly string[], records: readonly DatasetRecord[], nextRow: number): number {
+  let next = nextRow;
+  if (uniqueBy.length === 0) {
+    for (const r of records) rows.set(`#${next++}`, r);
+    return next;
+  }
+  for (const r of records) {
+    const key = uniqueKey(uniqueBy, r);
+    rows.delete(key); // re-insert so the merged record counts as newest
+    rows.set(key, r);
+  }
+  return next;
+}
+
+/**
+ * The 5000-record window (SPEC.md → Limits, DECISIONS.md → Append). Runs only when the dataset holds more
+ * than the limit. Without `deleteBy` the oldest insertions go. With it, records are ordered by that field
+ * and dropped from the oldest end in whole groups of equal value (a whole day for a date, an exact
+ * instant for a datetime), so fewer than the limit may remain. Null values are the oldest and go first,
+ * one by one, oldest insertion first.
+ */
+export function enforceWindow(rows: Map<string, DatasetRecord>, deleteBy: string | null, limit: number = LIMITS.recordsPerDataset): void {
+  let excess = rows.size - limit;
+  if (excess <= 0) return;
+  if (deleteBy === null) {
+    for (const key of rows.keys()) {
+      rows.delete(key);
+      if (--excess === 0) return;
+    }
+    return;
+  }
+  const nulls: string[] = [];
+  const valued: { key: string; value: string }[] = [];
+  for (const [key, r] of rows) {
+    const v: FieldValue = r[deleteBy] ?? null;
+    if (v === null) nulls.push(key);
+    else valued.push({ key, value: String(v) });
+  }
+  for (const key of nulls) {
+    rows.delete(key);
+    if (--excess === 0) return;
+  }
+  // Normalised dates and UTC datetimes sort as strings in time order. Array#sort is stable.
+  valued.sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
+  let i = 0;
+  while (excess > 0 && i < valued.length) {
+    const group = (valued[i] as { value: string }).value;
+    while (i < valued.length && (valued[i] as { value: string }).value === group) {
+      rows.delete((valued[i] as { key: string }).key);
+      excess--;
+      i++;
+    }
+  }
+}
+
+function evolveDataset(current: DatasetState | undefined, event: DatasetEvent): DatasetState | undefined {
+  switch (event.type) {
+    case 'DatasetDefined':
+      // A redelivered definition of the live incarnation changes nothing.
+      if (current !== undefined && current.incarnation === event.incarnation) return current;
+      return {
+        account: event.account,
+        id: event.dataset,
+        incarnation: event.incarnation,
+        definition: event.definition,
+        created_at: event.at,
+        updated_at: event.at,
+        rows: new Map(),
+        nextRow: 0,
+      };
+    case 'RecordsAppended': {
+      if (current === undefined || current.incarnation !== event.incarnation) return current;
+      const nextRow = insertRows(current.rows, current.definition.unique_by, event.records, current.nextRow);
+      enforceWindow(current.rows, event.delete_by);
+      return { ...current, nextRow, updated_at: event.at };
+    }
+    case 'RecordsReplaced': {
+      if (current === undefined || current.incarnation !== event.incarnation) return current;
+      const rows = new Map<string, DatasetRecord>();
+      const nextRow = insertRows(rows, current.definition.unique_by, event.records, current.nextRow);
+      enforceWindow(rows, null);
+      return { ...current, rows, nextRow, updated_at: event.at };
+    }
+    case 'DatasetDeleted':
+      if (current === undefined || current.incarnation !== event.incarnation) return current;
+      return undefined;
+    default: {
+      const unknown: never = event;
+      return unknownEvent(current, unknown);
+    }
+  }
+}
+
+// evolve never throws: an event of a type this version does not know leaves the state as it is.
+const unknownEvent = (current: DatasetState | undefined, _event: never): DatasetState | undefined => current;
+
+/**
+ * evolve(state, event) → state. For speed with 5000-row datasets it reuses the given state's maps, so the
+ * state passed in is consumed; fold from `initialState()` to get an independent copy. Deterministic: the
+ * same events give the same state, whatever the clock says.
+ */
+export function evolve(state: State, event: DatasetEvent): State {
+  let datasets = state.get(event.account);
+  const current = datasets?.get(event.dataset);
+  const next = evolveDataset(current, event);
+  if (next === current) return state;
+  if (next === undefined) {
+    datasets?.delete(event.dataset);
+    if (datasets?.size === 0) state.delete(event.account);
+    return state;
+  }
+  if (datasets === undefined) {
+    datasets = new Map();
+    state.set(event.account, datasets);
+  }
+  datasets.set(event.dataset, next);
+  return state;
+}
+
+export const fold = (events: Iterable<DatasetEvent>, state: State = initialState()): State => {
+  let s = state;
+  for (const e of events) s = evolve(s, e);
+  return s;
+};
+
+/** The records of a dataset, oldest insertion first. */
+export const recordsOf = (ds: DatasetState): DatasetRecord[] => [...ds.rows.values()];

@@ -1,0 +1,168 @@
+import { invalid } from './errors';
+import { formatUtcMillis, isCalendarDate, parseDateTimeMillis } from './time';
+import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
+
+/** Returns the normalised value, or a string saying why the value is refused. */
+type Normaliser = (v: unknown) => FieldValue | Refusal;
+class Refusal {
+  constructor(readonly reason: string) {}
+}
+
+const MAX_MONEY = 2 ** 53;
+
+function codePointLength(s: string): number {
+  if (s.length <= LIMITS.stringLength) return s.length; // code points ≤ UTF-16 units
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const next = s.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+
+const finiteNumber = (kind: string): Normaliser => (v) =>
+  typeof v === 'number' && Number.isFinite(v) ? v : new Refusal(`must be a ${kind} (a finite JSON number)`);
+
+function normaliserFor(field: FieldDefinition): Normaliser {
+  switch (field.type) {
+    case 'number':
+      return finiteNumber('number');
+    case 'percentage':
+      return finiteNumber('percentage');
+    case 'duration':
+      return finiteNumber('duration');
+    case 'money':
+      return (v) =>
+        typeof v === 'number' && Number.isInteger(v) && Math.abs(v) <= MAX_MONEY
+          ? v
+          : new Refusal(`must be an integer amount in the smallest unit of ${field.currency_code ?? 'the currency'} (e.g. 1000 for 10.00)`);
+    case 'string':
+      return (v) => {
+        if (typeof v !== 'string') return new Refusal('must be a string');
+        if (codePointLength(v) > LIMITS.stringLength) return new Refusal(`must be at most ${LIMITS.stringLength} characters long`);
+        return v;
+      };
+    case 'date':
+      return (v) => (typeof v === 'string' && isCalendarDate(v) ? v : new Refusal('must be a date formatted YYYY-MM-DD'));
+    case 'datetime':
+      return (v) => {
+        if (typeof v !== 'string') return new Refusal('must be an ISO 8601 date-time string such as 2024-01-31T12:00:00Z');
+        const ms = parseDateTimeMillis(v);
+        return ms === undefined ? new Refusal('must be an ISO 8601 date-time such as 2024-01-31T12:00:00Z') : formatUtcMillis(ms);
+      };
+  }
+}
+
+const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+interface CompiledField {
+  readonly key: string;
+  readonly optional: boolean;
+  readonly normalise: Normaliser;
+}
+interface CompiledDefinition {
+  readonly fields: readonly CompiledField[];
+  readonly keys: ReadonlySet<string>;
+}
+
+// A definition is immutable once parsed, so its compiled validators can be cached by identity.
+const compiled = new WeakMap<DatasetDefinition, CompiledDefinition>();
+function compile(def: DatasetDefinition): CompiledDefinition {
+  let c = compiled.get(def);
+  if (c === undefined) {
+    const fields = Object.entries(def.fields).map(([key, f]) => ({ key, optional: f.optional, normalise: normaliserFor(f) }));
+    c = { fields, keys: new Set(fields.map((f) => f.key)) };
+    compiled.set(def, c);
+  }
+  return c;
+}
+
+/** Validates and normalises one record; `index` only names it in the error. */
+export function parseRecord(def: DatasetDefinition, raw: unknown, index: number): DatasetRecord {
+  const c = compile(def);
+  const at = `data[${index}]`;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw invalid(`Record ${index} (${at}) must be an object, not ${describe(raw)}`, at);
+  }
+  const obj = raw as Record<string, unknown>;
+  for (const key in obj) {
+    if (!c.keys.has(key)) {
+      throw invalid(
+        `Record ${index} (${at}) has the unknown field "${key.slice(0, 60)}"; the dataset defines ${[...c.keys].join(', ')}`,
+        `${at}.${key.slice(0, 60)}`,
+      );
+    }
+  }
+  const out: Record<string, FieldValue> = {};
+  for (const f of c.fields) {
+    const v = obj[f.key];
+    if (v === undefined || v === null) {
+      if (!f.optional) {
+        throw invalid(
+          `Record ${index} (${at}): the field "${f.key}" is required${v === null ? ' and may not be null' : ' but missing'}`,
+          `${at}.${f.key}`,
+        );
+      }
+      out[f.key] = null;
+      continue;
+    }
+    const n = f.normalise(v);
+    if (n instanceof Refusal) {
+      throw invalid(`Record ${index} (${at}): the field "${f.key}" ${n.reason}; got ${JSON.stringify(v)?.slice(0, 60) ?? describe(v)}`, `${at}.${f.key}`);
+    }
+    out[f.key] = n;
+  }
+  return out;
+}
+
+/**
+ * Validates the `data` array of an append or replace. The request is validated whole before anything is
+ * written: the first failing record is named by index and field.
+ */
+export function parseRecords(def: DatasetDefinition, data: unknown): DatasetRecord[] {
+  if (data === undefined) throw invalid('"data" is required: an array of records', 'data');
+  if (!Array.isArray(data)) throw invalid(`"data" must be an array of records, not ${describe(data)}`, 'data');
+  if (data.length > LIMITS.recordsPerRequest) {
+    throw invalid(
+      `Too many records: at most ${LIMITS.recordsPerRequest} records can be written in one request, ${data.length} were sent; send several append requests instead`,
+      'data',
+    );
+  }
+  const out = new Array<DatasetRecord>(data.length);
+  for (let i = 0; i < data.length; i++) out[i] = parseRecord(def, data[i], i);
+  return out;
+}
+
+/**
+ * Reads `delete_by` (also `deleteBy`, and a one-element array, as real clients send it). It must name a
+ * date or datetime field of the dataset. Null when absent.
+ */
+export function parseDeleteBy(def: DatasetDefinition, body: Readonly<Record<string, unknown>>): string | null {
+  let raw = body.delete_by ?? body.deleteBy;
+  if (raw === undefined || raw === null || raw === '') return null;
+  if (Array.isArray(raw) && raw.length === 1) raw = raw[0];
+  if (typeof raw !== 'string') throw invalid('"delete_by" must be the key of a date or datetime field', 'delete_by');
+  const field = def.fields[raw];
+  if (field === undefined) {
+    throw invalid(`"delete_by" names the unknown field "${raw.slice(0, 60)}"; it must be a date or datetime field of the dataset`, 'delete_by');
+  }
+  if (field.type !== 'date' && field.type !== 'datetime') {
+    throw invalid(`"delete_by" must name a date or datetime field; "${raw}" is of type ${field.type}`, 'delete_by');
+  }
+  return raw;
+}
+
+/**
+ * The unique key of a record under `unique_by`: equal exactly when every unique_by value is equal
+ * (type included, so the number 1 and the string "1" differ).
+ */
+export function uniqueKey(uniqueBy: readonly string[], record: DatasetRecord): string {
+  if (uniqueBy.length === 1) return keyPart(record[uniqueBy[0] as string] ?? null);
+  // JSON keeps the parts unambiguous whatever characters the values hold.
+  return JSON.stringify(uniqueBy.map((f) => record[f] ?? null));
+}
+const keyPart = (v: FieldValue): string => (v === null ? 'z' : typeof v === 'number' ? `n${v}` : `s${v}`);
