@@ -1,0 +1,63 @@
+import { z } from 'zod';
+
+// Unset and empty variables both mean "use the default".
+const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+const port = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(65535).default(def));
+const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
+const optionalString = z.preprocess(blankToUndefined, z.string().optional());
+
+const schema = z
+  .object({
+    PUSHBASE_PORT: port(8443),
+    PUSHBASE_HOST: z.preprocess(blankToUndefined, z.string().default('0.0.0.0')),
+    PUSHBASE_ADMIN_PORT: port(8444),
+    PUSHBASE_ADMIN_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
+    PUSHBASE_ADMIN_TOKEN: z.preprocess(blankToUndefined, z.string().min(16, 'PUSHBASE_ADMIN_TOKEN must be at least 16 characters').optional()),
+    PUSHBASE_DATA_DIR: z.preprocess(blankToUndefined, z.string().default('./.data')),
+    PUSHBASE_API_KEYS: z.preprocess(blankToUndefined, z.string().default('')),
+    PUSHBASE_TLS_CERT: optionalString,
+    PUSHBASE_TLS_KEY: optionalString,
+    PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),
+    PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(100),
+    PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
+  })
+  .refine((c) => (c.PUSHBASE_TLS_CERT === undefined) === (c.PUSHBASE_TLS_KEY === undefined), {
+    message: 'Set both PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY, or neither (then a self-signed certificate is generated)',
+  });
+
+export interface EmbeddedConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly adminPort: number;
+  readonly adminHost: string;
+  readonly adminToken: string | undefined;
+  readonly dataDir: string;
+  readonly apiKeys: string;
+  readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
+  readonly rateLimitPerMinute: number;
+  readonly authFailuresPerMinute: number;
+  readonly shutdownTimeoutMs: number;
+}
+
+/** Parses the environment once, at start; a bad value stops the process with every problem listed. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+    throw new Error(`Invalid configuration:\n  ${problems}`);
+  }
+  const c = parsed.data;
+  return Object.freeze({
+    port: c.PUSHBASE_PORT,
+    host: c.PUSHBASE_HOST,
+    adminPort: c.PUSHBASE_ADMIN_PORT,
+    adminHost: c.PUSHBASE_ADMIN_HOST,
+    adminToken: c.PUSHBASE_ADMIN_TOKEN,
+    dataDir: c.PUSHBASE_DATA_DIR,
+    apiKeys: c.PUSHBASE_API_KEYS,
+    tls: c.PUSHBASE_TLS_CERT !== undefined && c.PUSHBASE_TLS_KEY !== undefined ? { certFile: c.PUSHBASE_TLS_CERT, keyFile: c.PUSHBASE_TLS_KEY } : undefined,
+    rateLimitPerMinute: c.PUSHBASE_RATE_LIMIT_PER_MINUTE,
+    authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
+    shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+  });
+}

@@ -1,0 +1,49 @@
+import { randomUUID } from 'node:crypto';
+import Koa, { type Context, type Next } from 'koa';
+import Router from '@koa/router';
+import type { ReadModel } from '@pushbase/contracts';
+import { errorMiddleware, HttpError } from './errors';
+import { safeEqual } from './keys';
+
+export interface AdminDeps {
+  readonly readModel: ReadModel;
+  readonly token: string;
+  readonly log?: (line: string) => void;
+}
+
+/**
+ * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
+ * bearer token. The public API deliberately offers no read of records.
+ */
+export function createAdminApp({ readModel, token, log }: AdminDeps): Koa {
+  const app = new Koa();
+  app.use(async (ctx: Context, next: Next) => {
+    ctx.state.requestId = randomUUID();
+    ctx.set('X-Request-Id', ctx.state.requestId as string);
+    await next();
+  });
+  app.use(errorMiddleware(log ?? ((line: string) => process.stderr.write(`${line}\n`))));
+  app.use(async (ctx: Context, next: Next) => {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
+    if (m === null || !safeEqual(m[1] as string, token)) {
+      ctx.set('WWW-Authenticate', 'Bearer realm="pushbase-admin"');
+      throw new HttpError(401, 'A valid admin bearer token is required', 'unauthorized');
+    }
+    await next();
+  });
+  const router = new Router();
+  router.get('/admin/accounts/:account/datasets', async (ctx) => {
+    ctx.body = { datasets: await readModel.listDatasets(ctx.params.account ?? '') };
+  });
+  router.get('/admin/accounts/:account/datasets/:id/records', async (ctx) => {
+    const records = await readModel.listRecords(ctx.params.account ?? '', ctx.params.id ?? '');
+    if (records === undefined) throw new HttpError(404, 'Dataset not found', 'not_found');
+    ctx.body = { records };
+  });
+  app.use(router.routes());
+  app.use(async (ctx: Context, next: Next) => {
+    await next();
+    if (ctx.body === undefined && ctx.status === 404) throw new HttpError(404, `No such endpoint: ${ctx.method} ${ctx.path}`, 'no_route');
+  });
+  return app;
+}

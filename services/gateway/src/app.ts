@@ -1,0 +1,157 @@
+import { randomUUID } from 'node:crypto';
+import Koa, { type Context, type Next } from 'koa';
+import Router from '@koa/router';
+import getRawBody from 'raw-body';
+import type { KeyStore, RecordService, SchemaService } from '@pushbase/contracts';
+import { formatUtcMillis, invalid, type DatasetSummary } from '@pushbase/domain';
+import { errorMiddleware, HttpError } from './errors';
+import type { FlexibleRateLimiter } from './rate-limit';
+import type { RateLimiter } from '@pushbase/contracts';
+
+export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
+
+export interface GatewayDeps {
+  readonly schemas: SchemaService;
+  readonly records: RecordService;
+  readonly keys: KeyStore;
+  /** Requests per key (60 a rolling minute by DECISIONS.md). */
+  readonly rateLimiter: RateLimiter;
+  /** Failed authentications per client address: a brute-force guard. */
+  readonly authFailureLimiter: FlexibleRateLimiter;
+  /**
+   * Set only when a TLS-terminating proxy forwards plain HTTP: then a request whose
+   * X-Forwarded-Proto is not https is refused, and the client address comes from X-Forwarded-For.
+   */
+  readonly behindTlsProxy?: boolean;
+  readonly log?: (line: string) => void;
+}
+
+const RATE_LIMIT_MESSAGE = 'You have exceeded the API rate limit of 60 requests per minute. Try sending data less frequently.';
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Basic auth with the API key as user name and an empty password (`<API_KEY>:`). */
+export function apiKeyFromAuthorization(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const m = /^Basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+  if (m === null) return undefined;
+  const decoded = Buffer.from(m[1] as string, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  const key = colon === -1 ? decoded : decoded.slice(0, colon);
+  return key === '' ? undefined : key;
+}
+
+/** Reads the body (4 MiB at most) and parses it as JSON whatever the Content-Type says. */
+async function readJson(ctx: Context): Promise<unknown> {
+  const raw = await getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null, encoding: 'utf8' });
+  if (raw.trim() === '') return undefined;
+  try {
+    return JSON.parse(raw) as unknown;
+  } catch (e: unknown) {
+    throw invalid(`The request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: ds.id, fields: ds.definition.fields };
+  if (ds.definition.unique_by.length > 0) out.unique_by = ds.definition.unique_by;
+  out.created_at = formatUtcMillis(ds.created_at);
+  out.updated_at = formatUtcMillis(ds.updated_at);
+  return out;
+}
+
+const account = (ctx: Context): string => ctx.state.account as string;
+
+/** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
+export function createGatewayApp(deps: GatewayDeps): Koa {
+  const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const app = new Koa({ proxy: deps.behindTlsProxy === true });
+
+  app.use(async (ctx: Context, next: Next) => {
+    const given = ctx.get('x-request-id');
+    ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
+    ctx.set('X-Request-Id', ctx.state.requestId as string);
+    await next();
+  });
+  app.use(errorMiddleware(log));
+
+  if (deps.behindTlsProxy === true) {
+    app.use(async (ctx: Context, next: Next) => {
+      if (ctx.get('x-forwarded-proto').split(',')[0]?.trim().toLowerCase() !== 'https') {
+        throw new HttpError(400, 'Only HTTPS requests are accepted', 'https_required');
+      }
+      await next();
+    });
+  }
+
+  // Authentication, with a per-address guard against guessing keys.
+  app.use(async (ctx: Context, next: Next) => {
+    const address = ctx.ip;
+    const blocked = await deps.authFailureLimiter.isBlocked(address);
+    if (blocked !== undefined) {
+      throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {
+        'Retry-After': String(Math.max(1, Math.ceil(blocked.resetMs / 1000))),
+      });
+    }
+    const key = apiKeyFromAuthorization(ctx.get('authorization') || undefined);
+    const acct = key === undefined ? undefined : await deps.keys.resolve(key);
+    if (acct === undefined) {
+      await deps.authFailureLimiter.consume(address);
+      ctx.set('WWW-Authenticate', 'Basic realm="pushbase"');
+      throw new HttpError(401, 'Your API key is invalid', 'unauthorized');
+    }
+    ctx.state.account = acct;
+    ctx.state.apiKey = key;
+    await next();
+  });
+
+  // 60 requests per minute per API key (DECISIONS.md → Rate limit).
+  app.use(async (ctx: Context, next: Next) => {
+    const d = await deps.rateLimiter.consume(ctx.state.apiKey as string);
+    const resetSeconds = String(Math.max(0, Math.ceil(d.resetMs / 1000)));
+    ctx.set('RateLimit-Limit', String(d.limit));
+    ctx.set('RateLimit-Remaining', String(d.remaining));
+    ctx.set('RateLimit-Reset', resetSeconds);
+    if (!d.allowed) {
+      throw new HttpError(429, RATE_LIMIT_MESSAGE, 'rate_limited', { 'Retry-After': String(Math.max(1, Number(resetSeconds))) });
+    }
+    await next();
+  });
+
+  const router = new Router();
+  const ok = (ctx: Context, status = 200, body: unknown = {}): void => {
+    ctx.status = status;
+    ctx.body = body;
+  };
+
+  router.get('/', (ctx) => ok(ctx));
+  router.put('/datasets/:id', async (ctx) => {
+    const { created, dataset } = await deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
+    ok(ctx, created ? 201 : 200, datasetResponse(dataset));
+  });
+  router.delete('/datasets/:id', async (ctx) => {
+    await deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' });
+    ok(ctx);
+  });
+  router.post('/datasets/:id/data', async (ctx) => {
+    await deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
+    ok(ctx);
+  });
+  router.put('/datasets/:id/data', async (ctx) => {
+    await deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
+    ok(ctx);
+  });
+
+  app.use(router.routes());
+  app.use(async (ctx: Context, next: Next) => {
+    await next();
+    if (ctx.body !== undefined || ctx.status !== 404) return;
+    const allowed = router.match(ctx.path, ctx.method).path.flatMap((layer) => layer.methods);
+    if (allowed.length > 0) {
+      throw new HttpError(405, `Method ${ctx.method} is not allowed on ${ctx.path}; use ${[...new Set(allowed)].join(', ')}`, 'method_not_allowed', {
+        Allow: [...new Set(allowed)].join(', '),
+      });
+    }
+    throw new HttpError(404, `No such endpoint: ${ctx.method} ${ctx.path}`, 'no_route');
+  });
+  return app;
+}

@@ -1,0 +1,69 @@
+import type { Context, Next } from 'koa';
+import { DomainError, type DomainErrorCode } from '@pushbase/domain';
+
+/** An error raised by the gateway itself (auth, limits, routing), already knowing its HTTP status. */
+export class HttpError extends Error {
+  override readonly name = 'HttpError';
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly code: string,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+}
+
+// The one place where a domain code becomes an HTTP status (DECISIONS.md → Statuses and bodies).
+const STATUS_OF: Record<DomainErrorCode, number> = {
+  invalid: 400,
+  not_found: 404,
+  conflict: 409,
+  dataset_limit: 400,
+  unavailable: 503,
+};
+
+interface ErrorBody {
+  error: { message: string; code: string; path?: string; request_id: string };
+}
+
+const isBodyParserError = (e: unknown): e is { status: number; type: string; message: string } =>
+  typeof e === 'object' && e !== null && 'status' in e && typeof e.status === 'number' && 'type' in e && typeof e.type === 'string';
+
+/**
+ * Runs first: turns every failure into `{"error": {"message"}}` JSON with the right status, and never
+ * leaks a stack trace. Unexpected errors are logged with the request id that the client also sees.
+ */
+export function errorMiddleware(log: (line: string) => void) {
+  return async (ctx: Context, next: Next): Promise<void> => {
+    try {
+      await next();
+    } catch (err: unknown) {
+      const requestId = String(ctx.state.requestId ?? '');
+      let status: number;
+      let body: ErrorBody;
+      if (err instanceof DomainError) {
+        status = STATUS_OF[err.code];
+        body = { error: { message: err.message, code: err.code, request_id: requestId } };
+        if (err.path !== undefined) body.error.path = err.path;
+      } else if (err instanceof HttpError) {
+        status = err.status;
+        body = { error: { message: err.message, code: err.code, request_id: requestId } };
+        for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
+      } else if (isBodyParserError(err) && err.type === 'entity.too.large') {
+        status = 413;
+        body = { error: { message: 'The request body is larger than the limit of 4 MiB', code: 'body_too_large', request_id: requestId } };
+      } else if (isBodyParserError(err) && err.status >= 400 && err.status < 500) {
+        status = err.status;
+        body = { error: { message: `The request body could not be read: ${err.message}`, code: 'bad_body', request_id: requestId } };
+      } else {
+        status = 500;
+        body = { error: { message: `Internal error; quote request id ${requestId} when reporting it`, code: 'internal', request_id: requestId } };
+        log(`request ${requestId} ${ctx.method} ${ctx.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      }
+      ctx.status = status;
+      ctx.type = 'application/json';
+      ctx.body = body;
+    }
+  };
+}

@@ -1,0 +1,5 @@
+export * from './app';
+export * from './admin';
+export * from './errors';
+export * from './keys';
+export * from './rate-limit';

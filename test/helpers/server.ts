@@ -1,0 +1,186 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { request as httpsRequest, type RequestOptions as HttpsRequestOptions } from 'node:https';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+
+export const ROOT = path.resolve(__dirname, '../..');
+const MAIN = path.join(ROOT, 'services/cli/src/main.ts');
+
+export interface ServerOptions {
+  /** Reuse a data directory (restart tests); a fresh temporary one otherwise. */
+  readonly dataDir?: string;
+  /** account → API key; two accounts by default. */
+  readonly keys?: Record<string, string>;
+  readonly env?: Record<string, string>;
+}
+
+export interface Response {
+  readonly status: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly text: string;
+  /** The parsed JSON body, or undefined when the body is not JSON. */
+  readonly body: any;
+}
+
+export interface RequestOptions {
+  /** API key for Basic auth; omit for no Authorization header. */
+  readonly key?: string;
+  /** Serialised as JSON unless `raw` is given. */
+  readonly body?: unknown;
+  readonly raw?: string | Buffer;
+  readonly headers?: Record<string, string>;
+}
+
+export class TestServer {
+  readonly adminToken = randomBytes(18).toString('base64url');
+  readonly keys: Record<string, string>;
+  readonly dataDir: string;
+  port = 0;
+  adminPort = 0;
+  ca = '';
+  /** Path of the server's certificate (PEM), as printed in its "listening" line: for NODE_EXTRA_CA_CERTS. */
+  certFile = '';
+  proc: ChildProcess | undefined;
+  readonly output: string[] = [];
+  private readonly env: Record<string, string>;
+
+  constructor(opts: ServerOptions = {}) {
+    this.dataDir = opts.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'pushbase-e2e-'));
+    this.keys = opts.keys ?? { acme: `key-acme-${randomBytes(8).toString('hex')}`, globex: `key-globex-${randomBytes(8).toString('hex')}` };
+    this.env = opts.env ?? {};
+  }
+
+  get baseUrl(): string {
+    return `https://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts `pushbase serve` as a child process on random ports and waits for its "listening" line. */
+  async start(): Promise<this> {
+    const proc = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        PUSHBASE_PORT: '0',
+        PUSHBASE_HOST: '127.0.0.1',
+        PUSHBASE_ADMIN_PORT: '0',
+        PUSHBASE_ADMIN_TOKEN: this.adminToken,
+        PUSHBASE_DATA_DIR: this.dataDir,
+        PUSHBASE_API_KEYS: Object.entries(this.keys)
+          .map(([account, key]) => `${key}:${account}`)
+          .join(','),
+        ...this.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.proc = proc;
+    proc.stderr?.on('data', (d: Buffer) => this.output.push(d.toString()));
+    const lines = createInterface({ input: proc.stdout! });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`server did not start in 30 s:\n${this.output.join('')}`)), 30_000);
+      proc.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`server exited with ${code} before listening:\n${this.output.join('')}`));
+      });
+      lines.on('line', (line) => {
+        this.output.push(line);
+        try {
+          const msg = JSON.parse(line);
+          if (msg.msg === 'listening') {
+            this.port = msg.port;
+            this.adminPort = msg.admin_port;
+            this.certFile = msg.cert_file;
+            this.ca = readFileSync(msg.cert_file, 'utf8');
+            clearTimeout(timer);
+            resolve();
+          }
+        } catch {
+          /* not a log line */
+        }
+      });
+    });
+    return this;
+  }
+
+  /** SIGTERM and wait for exit; resolves to the exit code. */
+  async stop(): Promise<number | null> {
+    return this.signal('SIGTERM');
+  }
+
+  /** kill -9: no chance to flush anything. */
+  async kill9(): Promise<void> {
+    await this.signal('SIGKILL');
+  }
+
+  private async signal(sig: NodeJS.Signals): Promise<number | null> {
+    const proc = this.proc;
+    if (proc === undefined || proc.exitCode !== null || proc.signalCode !== null) return proc?.exitCode ?? null;
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+    proc.kill(sig);
+    return exited;
+  }
+
+  /** A request to the public HTTPS API, trusting the server's certificate. */
+  request(method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+    if (opts.key !== undefined) headers.authorization = `Basic ${Buffer.from(`${opts.key}:`).toString('base64')}`;
+    let payload: string | Buffer | undefined = opts.raw;
+    if (payload === undefined && opts.body !== undefined) {
+      payload = JSON.stringify(opts.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    return send(httpsRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers, ca: this.ca, servername: 'localhost' }, payload);
+  }
+
+  /** A request to the admin listener with the bearer token. */
+  admin(urlPath: string, token: string = this.adminToken): Promise<Response> {
+    return send(httpRequest, { host: '127.0.0.1', port: this.adminPort, method: 'GET', path: urlPath, headers: { authorization: `Bearer ${token}` } }, undefined);
+  }
+
+  /** The records of a dataset as the read side shows them, oldest insertion first. */
+  async records(account: string, id: string): Promise<any[]> {
+    const res = await this.admin(`/admin/accounts/${account}/datasets/${encodeURIComponent(id)}/records`);
+    if (res.status !== 200) throw new Error(`records of ${account}/${id}: ${res.status} ${res.text}`);
+    return res.body.records;
+  }
+}
+
+function send(
+  fn: (o: HttpsRequestOptions, cb: (res: import('node:http').IncomingMessage) => void) => import('node:http').ClientRequest,
+  options: HttpsRequestOptions,
+  payload: string | Buffer | undefined,
+): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const req = fn({ ...options, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          body = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** Polls `check` until it returns a value other than undefined, or fails after the deadline. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('condition not met before the deadline');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
