@@ -5,9 +5,11 @@ const common = { transform, testEnvironment: 'node', moduleFileExtensions: ['ts'
 
 /** @type {import('jest').Config} */
 module.exports = {
+  // Per-test ceiling; e2e tests start real servers. Unit tests finish far below it.
+  testTimeout: 60000,
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/services/**/*.unit.test.ts', '<rootDir>/test/**/*.unit.test.ts'] },
     { ...common, displayName: 'contract', testMatch: ['<rootDir>/services/**/*.contract.test.ts', '<rootDir>/test/**/*.contract.test.ts'] },
-    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e.test.ts'], testTimeout: 60000 },
+    { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e.test.ts'] },
   ],
 };

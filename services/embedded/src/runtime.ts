@@ -1,0 +1,164 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import path from 'node:path';
+import { createRecordService, createSchemaService, MemoryProjection } from '@pushbase/app';
+import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, newApiKey, parseBootstrapKeys } from '@pushbase/gateway';
+import type { EmbeddedConfig } from './config';
+import { FileEventLog } from './file-event-log';
+import { loadOrCreateTls } from './tls';
+
+export interface RunningEmbedded {
+  readonly port: number;
+  readonly adminPort: number;
+  readonly certFile: string;
+  readonly projection: MemoryProjection;
+  /** Stops accepting, lets in-flight requests finish, flushes the log. */
+  stop(): Promise<void>;
+}
+
+type Logger = (msg: string, fields?: Record<string, unknown>) => void;
+export const jsonLogger: Logger = (msg, fields = {}) => process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`);
+
+/** Tracks open sockets and in-flight requests so shutdown can drain instead of cutting requests off. */
+function drainable(server: HttpServer | HttpsServer): { close(timeoutMs: number): Promise<void> } {
+  const sockets = new Set<Socket>();
+  let inFlight = 0;
+  let idle: (() => void) | undefined;
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('secureConnection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('request', (_req, res: import('node:http').ServerResponse) => {
+    inFlight++;
+    res.on('close', () => {
+      if (--inFlight === 0) idle?.();
+    });
+  });
+  return {
+    async close(timeoutMs: number): Promise<void> {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      if (inFlight > 0) {
+        await Promise.race([new Promise<void>((r) => (idle = r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
+      }
+      server.closeAllConnections();
+      for (const s of sockets) s.destroy();
+      await closed;
+    },
+  };
+}
+
+async function listen(server: HttpServer | HttpsServer, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+/** The admin token: the configured one, else one generated once into the data directory. */
+async function adminToken(config: EmbeddedConfig, log: Logger): Promise<string> {
+  if (config.adminToken !== undefined) return config.adminToken;
+  const file = path.resolve(config.dataDir, 'admin.token');
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch {
+    const token = randomBytes(24).toString('base64url');
+    await writeFile(file, `${token}\n`, { mode: 0o600 });
+    log('generated admin token', { file });
+    return token;
+  }
+}
+
+interface StoredKey {
+  readonly hash: string;
+  readonly account: string;
+  readonly created_at: string;
+}
+
+/**
+ * Keys kept in `<dataDir>/api-keys.json`, as SHA-256 hashes only. On a first start with no key at all, one
+ * key for the account `default` is generated and shown once, so `npm start` is usable straight away.
+ */
+async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log: Logger): Promise<void> {
+  const file = path.resolve(dataDir, 'api-keys.json');
+  let stored: StoredKey[] = [];
+  try {
+    stored = JSON.parse(await readFile(file, 'utf8')) as StoredKey[];
+  } catch (e: unknown) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(e as Error).message}`);
+  }
+  for (const k of stored) keys.add(k.hash, k.account);
+  if (keys.size > 0) return;
+  const key = newApiKey();
+  const entry: StoredKey = { hash: hashApiKey(key), account: 'default', created_at: new Date().toISOString() };
+  await writeFile(`${file}.tmp`, `${JSON.stringify([entry], null, 2)}\n`, { mode: 0o600 });
+  await rename(`${file}.tmp`, file);
+  keys.add(entry.hash, entry.account);
+  log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key, keys_file: file });
+}
+
+/** Every service in one process: the default `npm start`. */
+export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLogger): Promise<RunningEmbedded> {
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const tls = await loadOrCreateTls(config.dataDir, config.tls);
+
+  const keys = new MemoryKeyStore();
+  for (const { key, account } of parseBootstrapKeys(config.apiKeys)) keys.add(hashApiKey(key), account);
+  await loadStoredKeys(config.dataDir, keys, log);
+
+  const projection = new MemoryProjection();
+  const eventLog = new FileEventLog({ dir: config.dataDir });
+  const replayStart = process.hrtime.bigint();
+  await eventLog.start(projection.apply);
+  log('event log replayed', { ms: Number(process.hrtime.bigint() - replayStart) / 1e6, ...projection.stats() });
+
+  const clock = { now: () => Date.now() };
+  const schemas = createSchemaService({ log: eventLog, store: projection, clock, ids: { newIncarnation: () => randomUUID() } });
+  const records = createRecordService({ schemas: projection, log: eventLog, clock });
+  const errorLog = (line: string): void => log('request failed', { detail: line });
+
+  const gateway = createGatewayApp({
+    schemas,
+    records,
+    keys,
+    rateLimiter: memoryRateLimiter(config.rateLimitPerMinute, 60, 'key'),
+    authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
+    log: errorLog,
+  });
+  // HTTPS only: a plain-HTTP request to this port fails the TLS handshake and is never served.
+  const publicServer = createHttpsServer({ cert: tls.cert, key: tls.key }, gateway.callback());
+  publicServer.keepAliveTimeout = 65_000;
+  const admin = createAdminApp({ readModel: projection, token: await adminToken(config, log), log: errorLog });
+  const adminServer = createHttpServer(admin.callback());
+  const publicDrain = drainable(publicServer);
+  const adminDrain = drainable(adminServer);
+
+  const port = await listen(publicServer, config.port, config.host);
+  const adminPort = await listen(adminServer, config.adminPort, config.adminHost);
+  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls.certFile, data_dir: path.resolve(config.dataDir) });
+
+  let stopping: Promise<void> | undefined;
+  return {
+    port,
+    adminPort,
+    certFile: tls.certFile,
+    projection,
+    stop: () =>
+      (stopping ??= (async () => {
+        await Promise.all([publicDrain.close(config.shutdownTimeoutMs), adminDrain.close(1000)]);
+        await eventLog.close();
+        log('stopped', projection.stats());
+      })()),
+  };
+}

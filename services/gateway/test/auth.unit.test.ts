@@ -1,0 +1,51 @@
+import { apiKeyFromAuthorization, hashApiKey, MemoryKeyStore, newApiKey, parseBootstrapKeys } from '../src';
+
+const basic = (s: string): string => `Basic ${Buffer.from(s).toString('base64')}`;
+
+describe('Basic auth with the API key as user name', () => {
+  it('reads the key from "<key>:"', () => {
+    expect(apiKeyFromAuthorization(basic('abc123:'))).toBe('abc123');
+  });
+  it('ignores the password part and accepts a bare key without colon', () => {
+    expect(apiKeyFromAuthorization(basic('abc123:whatever'))).toBe('abc123');
+    expect(apiKeyFromAuthorization(basic('abc123'))).toBe('abc123');
+  });
+  it('is case-insensitive in the scheme name', () => {
+    expect(apiKeyFromAuthorization(`basic ${Buffer.from('k:').toString('base64')}`)).toBe('k');
+  });
+  it.each([undefined, '', 'Bearer abc', 'Basic', 'Basic !!!', basic(':'), basic(':password')])('refuses %p', (header) => {
+    expect(apiKeyFromAuthorization(header)).toBeUndefined();
+  });
+});
+
+describe('key store', () => {
+  it('resolves a key by its hash only', async () => {
+    const keys = new MemoryKeyStore();
+    const key = newApiKey();
+    keys.add(hashApiKey(key), 'acme');
+    await expect(keys.resolve(key)).resolves.toBe('acme');
+    await expect(keys.resolve(`${key}x`)).resolves.toBeUndefined();
+    expect(keys.revoke(hashApiKey(key))).toBe(true);
+    await expect(keys.resolve(key)).resolves.toBeUndefined();
+  });
+  it('generates distinct high-entropy keys', () => {
+    const a = newApiKey();
+    expect(a).toMatch(/^pb_[A-Za-z0-9_-]{43}$/);
+    expect(newApiKey()).not.toBe(a);
+  });
+});
+
+describe('PUSHBASE_API_KEYS', () => {
+  it('parses key:account pairs', () => {
+    expect(parseBootstrapKeys('k1:acme, k2:globex,')).toEqual([
+      { key: 'k1', account: 'acme' },
+      { key: 'k2', account: 'globex' },
+    ]);
+  });
+  it('allows colons inside the key (the account is after the last one)', () => {
+    expect(parseBootstrapKeys('a:b:acme')).toEqual([{ key: 'a:b', account: 'acme' }]);
+  });
+  it.each(['nokey', ':acme', 'k:', 'k:bad account'])('refuses %p without echoing the key', (spec) => {
+    expect(() => parseBootstrapKeys(spec)).toThrow(/PUSHBASE_API_KEYS/);
+  });
+});
