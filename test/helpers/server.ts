@@ -16,6 +16,10 @@ export interface ServerOptions {
   /** account → API key; two accounts by default. */
   readonly keys?: Record<string, string>;
   readonly env?: Record<string, string>;
+  /** How long `start()` waits for the "listening" line; 30 s by default (a big log replays longer). */
+  readonly startTimeoutMs?: number;
+  /** Extra node flags for the server process, e.g. `--cpu-prof` (not allowed in NODE_OPTIONS). */
+  readonly nodeArgs?: readonly string[];
 }
 
 export interface Response {
@@ -47,11 +51,15 @@ export class TestServer {
   proc: ChildProcess | undefined;
   readonly output: string[] = [];
   private readonly env: Record<string, string>;
+  private readonly startTimeoutMs: number;
+  private readonly nodeArgs: readonly string[];
 
   constructor(opts: ServerOptions = {}) {
     this.dataDir = opts.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'pushbase-e2e-'));
     this.keys = opts.keys ?? { acme: `key-acme-${randomBytes(8).toString('hex')}`, globex: `key-globex-${randomBytes(8).toString('hex')}` };
     this.env = opts.env ?? {};
+    this.startTimeoutMs = opts.startTimeoutMs ?? 30_000;
+    this.nodeArgs = opts.nodeArgs ?? [];
   }
 
   get baseUrl(): string {
@@ -60,7 +68,7 @@ export class TestServer {
 
   /** Starts `pushbase serve` as a child process on random ports and waits for its "listening" line. */
   async start(): Promise<this> {
-    const proc = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve'], {
+    const proc = spawn(process.execPath, [...this.nodeArgs, '--import', 'tsx', MAIN, 'serve'], {
       cwd: ROOT,
       env: {
         ...process.env,
@@ -78,9 +86,9 @@ export class TestServer {
     });
     this.proc = proc;
     proc.stderr?.on('data', (d: Buffer) => this.output.push(d.toString()));
-    const lines = createInterface({ input: proc.stdout! });
+    const lines = createInterface({ input: proc.stdout });
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`server did not start in 30 s:\n${this.output.join('')}`)), 30_000);
+      const timer = setTimeout(() => reject(new Error(`server did not start in ${this.startTimeoutMs / 1000} s:\n${this.output.join('')}`)), this.startTimeoutMs);
       proc.once('exit', (code) => {
         clearTimeout(timer);
         reject(new Error(`server exited with ${code} before listening:\n${this.output.join('')}`));

@@ -1,0 +1,106 @@
+/*
+ * Keeps docs/openapi.yaml true: every response the live server gives in this scripted session is checked
+ * against the document (body schema, required headers), and the session must have produced every status
+ * the document promises for each operation, except those that need a broken dependency (500, 503).
+ */
+import { TestServer, type Response } from '../helpers/server';
+import { listOperations, loadOpenApiDocument, validateResponse } from '../helpers/openapi';
+
+const DEFINITION = {
+  fields: {
+    day: { type: 'date', name: 'Day' },
+    amount: { type: 'money', name: 'Amount', currency_code: 'EUR' },
+    note: { type: 'string', name: 'Note', optional: true },
+  },
+  unique_by: ['day'],
+};
+
+describe('the live server conforms to docs/openapi.yaml', () => {
+  const server = new TestServer();
+  const seen = new Map<string, Set<number>>();
+  const failures: string[] = [];
+
+  const call = async (method: string, template: string, concrete: string, opts: Parameters<TestServer['request']>[2] = {}): Promise<Response> => {
+    const res = await server.request(method, concrete, opts);
+    const errors = validateResponse(method, template, res.status, res.headers, res.body ?? res.text);
+    if (errors.length > 0) failures.push(`${method} ${concrete} → ${res.status}: ${errors.join('; ')}`);
+    const key = `${method.toUpperCase()} ${template}`;
+    if (!seen.has(key)) seen.set(key, new Set());
+    seen.get(key)!.add(res.status);
+    return res;
+  };
+
+  beforeAll(async () => {
+    await server.start();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('answers every operation in the documented shapes', async () => {
+    const key = server.keys.acme!;
+    const bad = 'not-a-key';
+    // ping
+    expect((await call('GET', '/', '/', { key })).status).toBe(200);
+    await call('GET', '/', '/', { key: bad });
+    // find or create
+    expect((await call('PUT', '/datasets/{id}', '/datasets/oa.sales', { key, body: DEFINITION })).status).toBe(201);
+    expect((await call('PUT', '/datasets/{id}', '/datasets/oa.sales', { key, body: DEFINITION })).status).toBe(200);
+    expect((await call('PUT', '/datasets/{id}', '/datasets/oa.sales', { key, body: { fields: { day: { type: 'date', name: 'Other' } } } })).status).toBe(409);
+    expect((await call('PUT', '/datasets/{id}', '/datasets/Bad%20Id', { key, body: DEFINITION })).status).toBe(400);
+    await call('PUT', '/datasets/{id}', '/datasets/oa.sales', { key: bad, body: DEFINITION });
+    expect((await call('PUT', '/datasets/{id}', '/datasets/oa.big', { key, raw: Buffer.alloc(4 * 1024 * 1024 + 10, 0x20) })).status).toBe(413);
+    // append
+    const rows = [{ day: '2024-01-01', amount: 1000 }, { day: '2024-01-02', amount: 250, note: 'x' }];
+    expect((await call('POST', '/datasets/{id}/data', '/datasets/oa.sales/data', { key, body: { data: rows, delete_by: 'day' } })).status).toBe(200);
+    expect((await call('POST', '/datasets/{id}/data', '/datasets/oa.sales/data', { key, body: { data: [{ day: 'nope', amount: 1 }] } })).status).toBe(400);
+    expect((await call('POST', '/datasets/{id}/data', '/datasets/oa.missing/data', { key, body: { data: rows } })).status).toBe(404);
+    await call('POST', '/datasets/{id}/data', '/datasets/oa.sales/data', { key: bad, body: { data: rows } });
+    expect((await call('POST', '/datasets/{id}/data', '/datasets/oa.sales/data', { key, raw: '{"data": [' })).status).toBe(400);
+    expect((await call('POST', '/datasets/{id}/data', '/datasets/oa.big/data', { key, raw: Buffer.alloc(4 * 1024 * 1024 + 10, 0x20) })).status).toBe(413);
+    // replace
+    expect((await call('PUT', '/datasets/{id}/data', '/datasets/oa.sales/data', { key, body: { data: rows } })).status).toBe(200);
+    expect((await call('PUT', '/datasets/{id}/data', '/datasets/oa.sales/data', { key, body: { data: 'no' } })).status).toBe(400);
+    expect((await call('PUT', '/datasets/{id}/data', '/datasets/oa.missing/data', { key, body: { data: [] } })).status).toBe(404);
+    await call('PUT', '/datasets/{id}/data', '/datasets/oa.sales/data', { key: bad, body: { data: [] } });
+    expect((await call('PUT', '/datasets/{id}/data', '/datasets/oa.big/data', { key, raw: Buffer.alloc(4 * 1024 * 1024 + 10, 0x20) })).status).toBe(413);
+    // delete
+    expect((await call('DELETE', '/datasets/{id}', '/datasets/oa.sales', { key })).status).toBe(200);
+    expect((await call('DELETE', '/datasets/{id}', '/datasets/oa.sales', { key })).status).toBe(404);
+    expect((await call('DELETE', '/datasets/{id}', '/datasets/-bad-', { key })).status).toBe(400);
+    await call('DELETE', '/datasets/{id}', '/datasets/oa.sales', { key: bad });
+    // routing
+    expect((await server.request('GET', '/nowhere', { key })).status).toBe(404);
+    const wrongMethod = await server.request('PATCH', '/datasets/oa.sales', { key });
+    expect(wrongMethod.status).toBe(405);
+    for (const [res, tpl] of [
+      [await server.request('GET', '/nowhere', { key }), '/nowhere'],
+      [wrongMethod, '/datasets/oa.sales'],
+    ] as const) {
+      const errors = validateResponse(tpl === '/nowhere' ? 'GET' : 'PATCH', tpl, res.status, res.headers, res.body);
+      if (errors.length > 0) failures.push(`${tpl} → ${res.status}: ${errors.join('; ')}`);
+    }
+    // the rate limit: the same key until refused
+    let limited: Response | undefined;
+    for (let i = 0; i < 70 && limited === undefined; i++) {
+      const res = await call('GET', '/', '/', { key });
+      if (res.status === 429) limited = res;
+    }
+    expect(limited?.status).toBe(429);
+    expect(failures).toEqual([]);
+  });
+
+  it('produced every documented status except those that need a failing dependency', () => {
+    const doc = loadOpenApiDocument();
+    const missing: string[] = [];
+    for (const op of listOperations(doc)) {
+      const key = `${op.method.toUpperCase()} ${op.path}`;
+      for (const status of Object.keys((op.operation.responses ?? {}))) {
+        // 429 is produced once (it is per key, not per operation); 500/503 need a broken dependency.
+        if (['429', '500', '503'].includes(status)) continue;
+        if (!seen.get(key)?.has(Number(status))) missing.push(`${key} ${status}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+});
