@@ -137,10 +137,12 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
     log: errorLog,
   });
   // HTTPS only: a plain-HTTP request to this port fails the TLS handshake and is never served.
-  const publicServer = createHttpsServer({ cert: tls.cert, key: tls.key }, gateway.callback());
+  const handleGateway = gateway.callback();
+  const publicServer = createHttpsServer({ cert: tls.cert, key: tls.key }, (req, res) => void handleGateway(req, res));
   publicServer.keepAliveTimeout = 65_000;
   const admin = createAdminApp({ readModel: projection, token: await adminToken(config, log), log: errorLog });
-  const adminServer = createHttpServer(admin.callback());
+  const handleAdmin = admin.callback();
+  const adminServer = createHttpServer((req, res) => void handleAdmin(req, res));
   const publicDrain = drainable(publicServer);
   const adminDrain = drainable(adminServer);
 
