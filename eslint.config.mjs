@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', 'bin/**', '*.config.js', 'eslint.config.mjs'] },
+  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', 'bin/**', 'scripts/**/*.js', 'bench/.scratch*', '*.config.js', 'eslint.config.mjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -14,7 +14,7 @@ export interface ProjectionFixture {
 }
 
 const base = (account: string, dataset: string, incarnation: string, at: number) => ({
-  schema_version: EVENT_SCHEMA_VERSION,
+  schema_version: EVENT_SCHEMA_VERSION as typeof EVENT_SCHEMA_VERSION,
   account,
   dataset,
   incarnation,

@@ -17,6 +17,9 @@ const MULTI_UNIQUE_TYPES: ReadonlySet<FieldType> = new Set(['string', 'date', 'd
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+/** A field by key, own keys only: `fields["constructor"]` must not find Object.prototype's. */
+export const fieldOf = (fields: Readonly<Record<string, FieldDefinition>>, key: string): FieldDefinition | undefined =>
+  Object.hasOwn(fields, key) ? fields[key] : undefined;
 
 /** Validates an already percent-decoded dataset id. */
 export function parseDatasetId(id: string): string {
@@ -101,7 +104,7 @@ export function parseDefinition(body: unknown): DatasetDefinition {
     if (!Array.isArray(rawUnique)) throw invalid('"unique_by" must be an array of field keys', 'unique_by');
     for (const [i, key] of rawUnique.entries()) {
       if (typeof key !== 'string') throw invalid(`"unique_by"[${i}] must be a field key string`, `unique_by[${i}]`);
-      const field = fields[key];
+      const field = fieldOf(fields, key);
       if (field === undefined) {
         throw invalid(`"unique_by" names the unknown field "${key}"; the defined fields are ${keys.join(', ')}`, `unique_by[${i}]`);
       }
@@ -110,7 +113,7 @@ export function parseDefinition(body: unknown): DatasetDefinition {
     }
     if (unique_by.length > 1) {
       for (const key of unique_by) {
-        const type = fields[key]?.type;
+        const type = fieldOf(fields, key)?.type;
         if (type === undefined || !MULTI_UNIQUE_TYPES.has(type)) {
           throw invalid(
             `When "unique_by" lists several fields each must be of type string, date or datetime; "${key}" is ${type ?? 'unknown'}`,
@@ -128,8 +131,8 @@ export function definitionDifferences(stored: DatasetDefinition, requested: Data
   const out: string[] = [];
   const props = ['type', 'name', 'optional', 'currency_code', 'time_unit'] as const;
   for (const key of Object.keys(stored.fields)) {
-    const a = stored.fields[key];
-    const b = requested.fields[key];
+    const a = fieldOf(stored.fields, key);
+    const b = fieldOf(requested.fields, key);
     if (a === undefined) continue;
     if (b === undefined) {
       out.push(`field "${key}" is missing`);
@@ -140,7 +143,7 @@ export function definitionDifferences(stored: DatasetDefinition, requested: Data
     }
   }
   for (const key of Object.keys(requested.fields)) {
-    if (stored.fields[key] === undefined) out.push(`field "${key}" is not defined`);
+    if (fieldOf(stored.fields, key) === undefined) out.push(`field "${key}" is not defined`);
   }
   const sa = [...stored.unique_by].sort();
   const sb = [...requested.unique_by].sort();

@@ -1,3 +1,4 @@
+import { fieldOf } from './definition';
 import { invalid } from './errors';
 import { formatUtcMillis, isCalendarDate, parseDateTimeMillis } from './time';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
@@ -99,7 +100,8 @@ export function parseRecord(def: DatasetDefinition, raw: unknown, index: number)
   }
   const out: Record<string, FieldValue> = {};
   for (const f of c.fields) {
-    const v = obj[f.key];
+    // Own keys only: a missing field named "constructor" is missing, not Object.prototype's.
+    const v = Object.hasOwn(obj, f.key) ? obj[f.key] : undefined;
     if (v === undefined || v === null) {
       if (!f.optional) {
         throw invalid(
@@ -146,7 +148,7 @@ export function parseDeleteBy(def: DatasetDefinition, body: Readonly<Record<stri
   if (raw === undefined || raw === null || raw === '') return null;
   if (Array.isArray(raw) && raw.length === 1) raw = raw[0];
   if (typeof raw !== 'string') throw invalid('"delete_by" must be the key of a date or datetime field', 'delete_by');
-  const field = def.fields[raw];
+  const field = fieldOf(def.fields, raw);
   if (field === undefined) {
     throw invalid(`"delete_by" names the unknown field "${raw.slice(0, 60)}"; it must be a date or datetime field of the dataset`, 'delete_by');
   }

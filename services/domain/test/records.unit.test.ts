@@ -1,0 +1,289 @@
+import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition } from '../src';
+import { appendRecords, datasetDefined, field, given, recordsAppended, recordsReplaced, replaceRecords } from './specification';
+
+/** A dataset with one required field `value` of the given kind, plus an optional `note`. */
+const single = (f: FieldDefinition): DatasetDefinition => ({ fields: { value: f, note: field('string', 'Note', { optional: true }) }, unique_by: [] });
+const givenField = (f: FieldDefinition) => given([datasetDefined('ds', single(f))]);
+const accepts = (f: FieldDefinition, value: unknown, stored: unknown = value) =>
+  givenField(f)
+    .when(appendRecords('ds', { data: [{ value }] }))
+    .then([recordsAppended('ds', [{ value: stored, note: null } as DatasetRecord])]);
+const refuses = (f: FieldDefinition, value: unknown, fragment: string): void => {
+  givenField(f).when(appendRecords('ds', { data: [{ value }] })).thenThrows('invalid', fragment, 'data[0].value');
+};
+
+const orders: DatasetDefinition = {
+  fields: {
+    day: field('date', 'Day'),
+    at: field('datetime', 'At', { optional: true }),
+    item: field('string', 'Item'),
+    qty: field('number', 'Quantity'),
+    price: field('money', 'Price', { currency_code: 'USD', optional: true }),
+  },
+  unique_by: [],
+};
+const ordersDefined = [datasetDefined('orders', orders)];
+const order = (i: number): Record<string, unknown> => ({ day: '2024-03-01', item: `item ${i}`, qty: i });
+const stored = (i: number): DatasetRecord => ({ day: '2024-03-01', at: null, item: `item ${i}`, qty: i, price: null });
+
+describe('append and replace bodies', () => {
+  it('normalises records into one RecordsAppended event, in request order', () => {
+    given(ordersDefined)
+      .when(appendRecords('orders', { data: [order(1), { ...order(2), at: '2024-03-01T10:00:00+01:00', price: 795.0 }] }))
+      .then([recordsAppended('orders', [stored(1), { ...stored(2), at: '2024-03-01T09:00:00.000Z', price: 795 }])]);
+  });
+
+  it('records a RecordsReplaced event for replace', () => {
+    given(ordersDefined).when(replaceRecords('orders', { data: [order(1)] })).then([recordsReplaced('orders', [stored(1)])]);
+  });
+
+  it.each([null, [], 'data', 5])('refuses a body %j that is not an object', (body) => {
+    given(ordersDefined).when(appendRecords('orders', body)).thenThrows('invalid', 'must be a JSON object');
+    given(ordersDefined).when(replaceRecords('orders', body)).thenThrows('invalid', 'must be a JSON object');
+  });
+
+  it('requires data', () => {
+    given(ordersDefined).when(appendRecords('orders', {})).thenThrows('invalid', '"data" is required', 'data');
+    given(ordersDefined).when(replaceRecords('orders', { delete_by: 'day' })).thenThrows('invalid', '"data" is required', 'data');
+  });
+
+  it.each([null, {}, 'records', 3, { 0: order(1) }])('refuses data %j that is not an array', (data) => {
+    given(ordersDefined).when(appendRecords('orders', { data })).thenThrows('invalid', '"data" must be an array', 'data');
+    given(ordersDefined).when(replaceRecords('orders', { data })).thenThrows('invalid', '"data" must be an array', 'data');
+  });
+
+  it('takes an empty append as a no-op', () => {
+    const events = [...ordersDefined, recordsAppended('orders', [stored(1)])];
+    given(events).when(appendRecords('orders', { data: [] })).then([recordsAppended('orders', [])]);
+    given(events).when(appendRecords('orders', { data: [] })).thenRecords([stored(1)]);
+  });
+
+  it('accepts 500 records in one request and refuses 501, for append and replace', () => {
+    const five = Array.from({ length: LIMITS.recordsPerRequest }, (_, i) => order(i));
+    given(ordersDefined).when(appendRecords('orders', { data: five })).then([recordsAppended('orders', five.map((_, i) => stored(i)))]);
+    given(ordersDefined).when(replaceRecords('orders', { data: five })).then([recordsReplaced('orders', five.map((_, i) => stored(i)))]);
+    const tooMany = [...five, order(500)];
+    given(ordersDefined).when(appendRecords('orders', { data: tooMany })).thenThrows('invalid', 'at most 500 records', 'data');
+    given(ordersDefined).when(replaceRecords('orders', { data: tooMany })).thenThrows('invalid', '501 were sent', 'data');
+  });
+
+  it('counts updated records under unique_by towards the 500 too', () => {
+    const keyed = [datasetDefined('k', { fields: { day: field('date', 'Day') }, unique_by: ['day'] })];
+    const same = Array.from({ length: 501 }, () => ({ day: '2024-01-01' }));
+    given(keyed).when(appendRecords('k', { data: same })).thenThrows('invalid', 'at most 500 records');
+  });
+
+  it('validates the whole request first: one bad record refuses it, naming the first failing index and field', () => {
+    const data = [order(0), order(1), { ...order(2), qty: 'three' }, { ...order(3), day: 'nope' }];
+    given(ordersDefined).when(appendRecords('orders', { data })).thenThrows('invalid', 'Record 2 (data[2]): the field "qty"', 'data[2].qty');
+    given(ordersDefined).when(replaceRecords('orders', { data })).thenThrows('invalid', 'Record 2', 'data[2].qty');
+  });
+
+  it('refuses a wrong type, e.g. a number in a datetime field (SPEC.md → Record)', () => {
+    given(ordersDefined)
+      .when(appendRecords('orders', { data: [{ ...order(0), at: 1709280000000 }] }))
+      .thenThrows('invalid', 'the field "at" must be an ISO 8601 date-time', 'data[0].at');
+  });
+});
+
+describe('record shape', () => {
+  it.each([null, 5, 'record', [], [1, 2], true])('refuses a record %j that is not an object', (record) => {
+    given(ordersDefined).when(appendRecords('orders', { data: [order(0), record] })).thenThrows('invalid', 'must be an object', 'data[1]');
+  });
+
+  it('refuses an unknown key, naming it and the defined keys', () => {
+    given(ordersDefined)
+      .when(appendRecords('orders', { data: [{ ...order(0), colour: 'red' }] }))
+      .thenThrows('invalid', 'unknown field "colour"; the dataset defines day, at, item, qty, price', 'data[0].colour');
+  });
+
+  it('refuses an own "__proto__" key as sent in JSON', () => {
+    const record: unknown = JSON.parse('{"day": "2024-03-01", "item": "x", "qty": 1, "__proto__": {"qty": 2}}');
+    given(ordersDefined).when(appendRecords('orders', { data: [record] })).thenThrows('invalid', 'unknown field "__proto__"');
+  });
+
+  it('refuses a missing required key', () => {
+    given(ordersDefined)
+      .when(appendRecords('orders', { data: [{ day: '2024-03-01', item: 'x' }] }))
+      .thenThrows('invalid', 'the field "qty" is required but missing', 'data[0].qty');
+  });
+
+  it('refuses null in a required field', () => {
+    given(ordersDefined)
+      .when(appendRecords('orders', { data: [{ ...order(0), item: null }] }))
+      .thenThrows('invalid', 'the field "item" is required and may not be null', 'data[0].item');
+  });
+
+  it('reads a missing optional key and an explicit null alike as null', () => {
+    given(ordersDefined)
+      .when(appendRecords('orders', { data: [order(0), { ...order(1), at: null, price: null }] }))
+      .then([recordsAppended('orders', [stored(0), stored(1)])]);
+  });
+
+  it('reads a missing field named "constructor" as missing, not as Object.prototype.constructor', () => {
+    const def: DatasetDefinition = { fields: { constructor: field('number', 'C', { optional: true }), n: field('number', 'N') }, unique_by: [] };
+    const events = [datasetDefined('ds', def)];
+    given(events)
+      .when(appendRecords('ds', { data: [{ n: 1 }] }))
+      .thenState((s) => expect(Object.entries(s.get('acme')?.get('ds')?.rows.get('#0') ?? {})).toStrictEqual([['constructor', null], ['n', 1]]));
+    const required: DatasetDefinition = { fields: { constructor: field('number', 'C') }, unique_by: [] };
+    given([datasetDefined('ds', required)]).when(appendRecords('ds', { data: [{}] })).thenThrows('invalid', 'is required but missing');
+  });
+});
+
+describe('number, percentage and duration: a finite JSON number', () => {
+  const kinds: FieldDefinition[] = [field('number', 'N'), field('percentage', 'P'), field('duration', 'D', { time_unit: 'seconds' })];
+  describe.each(kinds)('$type', (f) => {
+    it.each([0, -0, 1, -1.5, 0.25, 1.5, 150, 1e300, -1e-300, Number.MAX_VALUE, Number.MIN_VALUE])('accepts %p', (v) => accepts(f, v));
+    it.each([NaN, Infinity, -Infinity, '5', '', true, false, {}, [], [1]])('refuses %p', (v) => refuses(f, v, 'finite JSON number'));
+  });
+});
+
+describe('money: an integer amount within ±2^53', () => {
+  const usd = field('money', 'Amount', { currency_code: 'USD' });
+  it.each([0, 1000, -250, 795.0, 2 ** 53, -(2 ** 53), Number.MAX_SAFE_INTEGER, 1e15])('accepts %p', (v) => accepts(usd, v));
+  it.each([795.5, 0.1, -0.01, 2 ** 53 + 2, -(2 ** 53) - 2, 1e300, NaN, Infinity, '795', true, {}])('refuses %p', (v) =>
+    refuses(usd, v, 'integer amount in the smallest unit of USD'),
+  );
+});
+
+describe('string: at most 100 characters counted as code points', () => {
+  const str = field('string', 'S');
+  it.each([
+    ['the empty string', ''],
+    ['one character', 'a'],
+    ['100 ASCII characters', 'x'.repeat(100)],
+    ['100 astral characters (200 UTF-16 units)', '😀'.repeat(100)],
+    ['99 letters and one emoji', `${'x'.repeat(99)}😀`],
+    ['100 CJK characters', '漢'.repeat(100)],
+    ['a lone surrogate', '\ud800'],
+    ['control characters', '\u0000\n\t'],
+  ])('accepts %s', (_label, v) => accepts(str, v));
+
+  it.each([
+    ['101 ASCII characters', 'x'.repeat(101)],
+    ['101 astral characters', '😀'.repeat(101)],
+    ['99 letters and two emoji', `${'x'.repeat(99)}😀😀`],
+    ['100 letters and a combining accent (101 code points)', `${'e'.repeat(99)}e\u0301`],
+  ])('refuses %s', (_label, v) => refuses(str, v, 'at most 100 characters'));
+
+  it.each([5, true, {}, ['a']])('refuses the non-string %p', (v) => refuses(str, v, 'must be a string'));
+});
+
+describe('date: YYYY-MM-DD, a real calendar date', () => {
+  const date = field('date', 'Day');
+  it.each(['2024-02-29', '2000-02-29', '2023-02-28', '1999-12-31', '2024-04-30', '0001-01-01', '0000-01-01', '9999-12-31'])('accepts %p unchanged', (v) =>
+    accepts(date, v),
+  );
+  it.each([
+    '2023-02-29',
+    '1900-02-29',
+    '2100-02-29',
+    '2024-02-30',
+    '2024-04-31',
+    '2024-13-01',
+    '2024-00-10',
+    '2024-01-00',
+    '2024-01-32',
+    '2024-1-1',
+    '24-01-01',
+    '20240101',
+    '2024/01/01',
+    '2024-01-01T00:00:00Z',
+    ' 2024-01-01',
+    '2024-01-01 ',
+    '+02024-01-01',
+    '２０２４-01-01',
+    '',
+    20240101,
+    true,
+  ])('refuses %p', (v) => refuses(date, v, 'must be a date formatted YYYY-MM-DD'));
+});
+
+describe('datetime: ISO 8601 with Z, ±hh:mm or no offset (UTC), stored as UTC with milliseconds', () => {
+  const dt = field('datetime', 'At');
+  it.each([
+    ['2024-01-31T12:00:00Z', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00.000Z', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00+00:00', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00-00:00', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00+02:00', '2024-01-31T10:00:00.000Z'],
+    ['2024-01-31T12:00:00-05:00', '2024-01-31T17:00:00.000Z'],
+    ['2024-01-31T12:00:00+05:30', '2024-01-31T06:30:00.000Z'],
+    ['2024-01-31T01:00:00+02:00', '2024-01-30T23:00:00.000Z'],
+    ['2024-12-31T23:30:00-01:00', '2025-01-01T00:30:00.000Z'],
+    ['2024-03-01T00:00:00+05:30', '2024-02-29T18:30:00.000Z'],
+    ['2024-01-31T12:00:00', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00.5Z', '2024-01-31T12:00:00.500Z'],
+    ['2024-01-31T12:00:00.05Z', '2024-01-31T12:00:00.050Z'],
+    ['2024-01-31T12:00:00.123Z', '2024-01-31T12:00:00.123Z'],
+    ['2024-01-31T12:00:00.123456789Z', '2024-01-31T12:00:00.123Z'],
+    ['2024-01-31T12:00:00.9999Z', '2024-01-31T12:00:00.999Z'],
+    ['2024-01-31T12:00:00.001+01:00', '2024-01-31T11:00:00.001Z'],
+    ['2024-02-29T23:59:59.999Z', '2024-02-29T23:59:59.999Z'],
+    ['1970-01-01T00:00:00Z', '1970-01-01T00:00:00.000Z'],
+    ['1969-12-31T23:59:59.999Z', '1969-12-31T23:59:59.999Z'],
+  ])('accepts %p as %p', (v, normalised) => accepts(dt, v, normalised));
+
+  it.each([
+    '2023-02-29T00:00:00Z',
+    '2024-04-31T00:00:00Z',
+    '2024-13-01T00:00:00Z',
+    '2024-01-31T24:00:00Z',
+    '2024-01-31T12:60:00Z',
+    '2024-01-31T12:00:60Z',
+    '2024-01-31T12:00:00+25:00',
+    '2024-01-31T12:00:00+02:60',
+    '2024-01-31T12:00:00 Z',
+    '2024-01-31T12:00:00.Z',
+    '2024-01-31',
+    '2024-01-31T',
+    '12:00:00Z',
+    'yesterday',
+    'Wed, 31 Jan 2024 12:00:00 GMT',
+    '',
+  ])('refuses %p', (v) => refuses(dt, v, 'must be an ISO 8601 date-time'));
+
+  it.each([1706702400000, true, {}, ['2024-01-31T12:00:00Z']])('refuses the non-string %p', (v) => refuses(dt, v, 'must be an ISO 8601 date-time'));
+});
+
+describe('delete_by', () => {
+  const stats: DatasetDefinition = {
+    fields: { day: field('date', 'Day'), at: field('datetime', 'At'), team: field('string', 'Team'), n: field('number', 'N') },
+    unique_by: [],
+  };
+  const events = [datasetDefined('stats', stats)];
+  const rec = { day: '2024-01-01', at: '2024-01-01T00:00:00Z', team: 'a', n: 1 };
+  const normal = { day: '2024-01-01', at: '2024-01-01T00:00:00.000Z', team: 'a', n: 1 };
+
+  it.each<[Record<string, unknown>, string | null]>([
+    [{}, null],
+    [{ delete_by: null }, null],
+    [{ delete_by: 'day' }, 'day'],
+    [{ delete_by: 'at' }, 'at'],
+    [{ deleteBy: 'day' }, 'day'],
+    [{ delete_by: ['at'] }, 'at'],
+    [{ deleteBy: ['day'] }, 'day'],
+  ])('reads %j as %j', (extra, deleteBy) => {
+    given(events)
+      .when(appendRecords('stats', { data: [rec], ...extra }))
+      .then([recordsAppended('stats', [normal], deleteBy)]);
+  });
+
+  it.each<[unknown, string]>([
+    ['n', 'must name a date or datetime field; "n" is of type number'],
+    ['team', '"team" is of type string'],
+    ['dya', 'unknown field "dya"'],
+    ['Day', 'unknown field "Day"'],
+    ['constructor', 'unknown field "constructor"'],
+    ['toString', 'unknown field "toString"'],
+    [['day', 'at'], 'must be the key of a date or datetime field'],
+    [[], 'must be the key of a date or datetime field'],
+    [[5], 'must be the key of a date or datetime field'],
+    [5, 'must be the key of a date or datetime field'],
+    [{ field: 'day' }, 'must be the key of a date or datetime field'],
+  ])('refuses delete_by %j', (deleteBy, fragment) => {
+    given(events).when(appendRecords('stats', { data: [rec], delete_by: deleteBy })).thenThrows('invalid', fragment, 'delete_by');
+    given(events).when(appendRecords('stats', { data: [rec], deleteBy })).thenThrows('invalid', fragment, 'delete_by');
+  });
+});
