@@ -1,5 +1,5 @@
 import { MemoryProjection } from '@pushbase/app';
-import { memoryRateLimiter } from '@pushbase/gateway';
+import { memoryRateLimiter, SlidingWindowRateLimiter } from '@pushbase/gateway';
 import { describeProjectionContract } from './read-model.contract';
 import { describeRateLimiterContract } from './rate-limiter.contract';
 
@@ -10,4 +10,8 @@ describeProjectionContract('MemoryProjection', () => {
 
 describeRateLimiterContract('rate-limiter-flexible memory backend', 60, () =>
   Promise.resolve({ limiter: memoryRateLimiter(60, 60, `contract-${Math.random()}`), cleanup: () => Promise.resolve() }),
+);
+
+describeRateLimiterContract('sliding window (memory)', 60, () =>
+  Promise.resolve({ limiter: new SlidingWindowRateLimiter(60, 60_000), cleanup: () => Promise.resolve() }),
 );

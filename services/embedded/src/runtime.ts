@@ -5,7 +5,7 @@ import { createServer as createHttpsServer, type Server as HttpsServer } from 'n
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { createRecordService, createSchemaService, MemoryProjection } from '@pushbase/app';
-import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, newApiKey, parseBootstrapKeys } from '@pushbase/gateway';
+import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, newApiKey, parseBootstrapKeys, SlidingWindowRateLimiter } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
 import { FileEventLog } from './file-event-log';
 import { loadOrCreateTls } from './tls';
@@ -132,7 +132,7 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
     schemas,
     records,
     keys,
-    rateLimiter: memoryRateLimiter(config.rateLimitPerMinute, 60, 'key'),
+    rateLimiter: new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000),
     authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
     log: errorLog,
   });

@@ -26,7 +26,7 @@ export interface GatewayDeps {
   readonly log?: (line: string) => void;
 }
 
-const RATE_LIMIT_MESSAGE = 'You have exceeded the API rate limit of 60 requests per minute. Try sending data less frequently.';
+const rateLimitMessage = (limit: number): string => `You have exceeded the API rate limit of ${limit} requests per minute. Try sending data less frequently.`;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Basic auth with the API key as user name and an empty password (`<API_KEY>:`). */
@@ -40,9 +40,50 @@ export function apiKeyFromAuthorization(header: string | undefined): string | un
   return key === '' ? undefined : key;
 }
 
+// How much of an oversized body is still read (and dropped) so that its sender gets to see the 413.
+const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
+const DISCARD_TIMEOUT_MS = 10_000;
+
+/**
+ * Reads and drops the rest of a request body, within a byte and a time budget. Answering while the client
+ * is still sending makes the server close a connection with unread data, which resets it: many clients
+ * (Node's https.request among them) then report EPIPE/ECONNRESET instead of the 413 (DECISIONS.md).
+ */
+function discardRest(req: Context['req']): Promise<void> {
+  const declared = Number(req.headers['content-length']);
+  if (req.complete || declared > DISCARD_LIMIT_BYTES) return Promise.resolve();
+  return new Promise((resolve) => {
+    let seen = 0;
+    const done = (): void => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.off('end', done);
+      req.off('close', done);
+      req.off('error', done);
+      resolve();
+    };
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.length;
+      if (seen > DISCARD_LIMIT_BYTES) done();
+    };
+    const timer = setTimeout(done, DISCARD_TIMEOUT_MS);
+    req.on('data', onData);
+    req.once('end', done);
+    req.once('close', done);
+    req.once('error', done);
+    req.resume();
+  });
+}
+
 /** Reads the body (4 MiB at most) and parses it as JSON whatever the Content-Type says. */
 async function readJson(ctx: Context): Promise<unknown> {
-  const raw = await getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null, encoding: 'utf8' });
+  let raw: string;
+  try {
+    raw = await getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null, encoding: 'utf8' });
+  } catch (e: unknown) {
+    if (typeof e === 'object' && e !== null && (e as { type?: unknown }).type === 'entity.too.large') await discardRest(ctx.req);
+    throw e;
+  }
   if (raw.trim() === '') return undefined;
   try {
     return JSON.parse(raw) as unknown;
@@ -112,7 +153,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     ctx.set('RateLimit-Remaining', String(d.remaining));
     ctx.set('RateLimit-Reset', resetSeconds);
     if (!d.allowed) {
-      throw new HttpError(429, RATE_LIMIT_MESSAGE, 'rate_limited', { 'Retry-After': String(Math.max(1, Number(resetSeconds))) });
+      throw new HttpError(429, rateLimitMessage(d.limit), 'rate_limited', { 'Retry-After': String(Math.max(1, Number(resetSeconds))) });
     }
     await next();
   });
