@@ -7,6 +7,8 @@ const common = { transform, testEnvironment: 'node', moduleFileExtensions: ['ts'
 module.exports = {
   // Per-test ceiling; e2e tests start real servers. Unit tests finish far below it.
   testTimeout: 60000,
+  globalSetup: '<rootDir>/test/global-setup.js',
+  globalTeardown: '<rootDir>/test/global-teardown.js',
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/services/**/*.unit.test.ts', '<rootDir>/test/**/*.unit.test.ts'] },
     { ...common, displayName: 'contract', testMatch: ['<rootDir>/services/**/*.contract.test.ts', '<rootDir>/test/**/*.contract.test.ts'] },

@@ -55,7 +55,7 @@ export class TestServer {
   private readonly nodeArgs: readonly string[];
 
   constructor(opts: ServerOptions = {}) {
-    this.dataDir = opts.dataDir ?? mkdtempSync(path.join(os.tmpdir(), 'pushbase-e2e-'));
+    this.dataDir = opts.dataDir ?? mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'pushbase-e2e-'));
     this.keys = opts.keys ?? { acme: `key-acme-${randomBytes(8).toString('hex')}`, globex: `key-globex-${randomBytes(8).toString('hex')}` };
     this.env = opts.env ?? {};
     this.startTimeoutMs = opts.startTimeoutMs ?? 30_000;
