@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', 'bin/**', 'scripts/**/*.js', 'bench/.scratch*', '*.config.js', 'eslint.config.mjs'] },
+  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', 'bin/**', 'bench/.scratch*'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -12,6 +12,21 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
     },
+  },
+  {
+    // Plain CommonJS scripts (jest config and hooks, the install helper): linted, but without types.
+    files: ['**/*.js', '**/*.mjs'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'commonjs',
+      globals: { require: 'readonly', module: 'writable', process: 'readonly', __dirname: 'readonly', console: 'readonly' },
+    },
+    rules: { ...tseslint.configs.disableTypeChecked.rules, '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
+    files: ['eslint.config.mjs'],
+    languageOptions: { sourceType: 'module' },
   },
   {
     files: ['**/*.test.ts', 'test/**/*.ts', 'bench/**/*.ts'],
