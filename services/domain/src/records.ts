@@ -1,6 +1,6 @@
 import { fieldOf } from './definition';
 import { invalid } from './errors';
-import { formatUtcMillis, isCalendarDate, parseDateTimeMillis } from './time';
+import { isCalendarDate, normaliseDateTime } from './time';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
 
 /** Returns the normalised value, or a string saying why the value is refused. */
@@ -52,8 +52,7 @@ function normaliserFor(field: FieldDefinition): Normaliser {
     case 'datetime':
       return (v) => {
         if (typeof v !== 'string') return new Refusal('must be an ISO 8601 date-time string such as 2024-01-31T12:00:00Z');
-        const ms = parseDateTimeMillis(v);
-        return ms === undefined ? new Refusal('must be an ISO 8601 date-time such as 2024-01-31T12:00:00Z') : formatUtcMillis(ms);
+        return normaliseDateTime(v) ?? new Refusal('must be an ISO 8601 date-time such as 2024-01-31T12:00:00Z');
       };
   }
 }
@@ -63,6 +62,8 @@ const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v)
 interface CompiledField {
   readonly key: string;
   readonly optional: boolean;
+  /** The key also names an Object.prototype member (`constructor`), so only an own property counts. */
+  readonly shadowsPrototype: boolean;
   readonly normalise: Normaliser;
 }
 interface CompiledDefinition {
@@ -75,7 +76,12 @@ const compiled = new WeakMap<DatasetDefinition, CompiledDefinition>();
 function compile(def: DatasetDefinition): CompiledDefinition {
   let c = compiled.get(def);
   if (c === undefined) {
-    const fields = Object.entries(def.fields).map(([key, f]) => ({ key, optional: f.optional, normalise: normaliserFor(f) }));
+    const fields = Object.entries(def.fields).map(([key, f]) => ({
+      key,
+      optional: f.optional,
+      shadowsPrototype: key in Object.prototype,
+      normalise: normaliserFor(f),
+    }));
     c = { fields, keys: new Set(fields.map((f) => f.key)) };
     compiled.set(def, c);
   }
@@ -84,29 +90,34 @@ function compile(def: DatasetDefinition): CompiledDefinition {
 
 /** Validates and normalises one record; `index` only names it in the error. */
 export function parseRecord(def: DatasetDefinition, raw: unknown, index: number): DatasetRecord {
-  const c = compile(def);
-  const at = `data[${index}]`;
+  return parseCompiled(compile(def), raw, index);
+}
+
+const at = (index: number): string => `data[${index}]`;
+
+// The hot path of every write: no allocation but the output record; error texts are built only on failure.
+function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): DatasetRecord {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    throw invalid(`Record ${index} (${at}) must be an object, not ${describe(raw)}`, at);
+    throw invalid(`Record ${index} (${at(index)}) must be an object, not ${describe(raw)}`, at(index));
   }
   const obj = raw as Record<string, unknown>;
   for (const key in obj) {
     if (!c.keys.has(key)) {
       throw invalid(
-        `Record ${index} (${at}) has the unknown field "${key.slice(0, 60)}"; the dataset defines ${[...c.keys].join(', ')}`,
-        `${at}.${key.slice(0, 60)}`,
+        `Record ${index} (${at(index)}) has the unknown field "${key.slice(0, 60)}"; the dataset defines ${[...c.keys].join(', ')}`,
+        `${at(index)}.${key.slice(0, 60)}`,
       );
     }
   }
   const out: Record<string, FieldValue> = {};
   for (const f of c.fields) {
     // Own keys only: a missing field named "constructor" is missing, not Object.prototype's.
-    const v = Object.hasOwn(obj, f.key) ? obj[f.key] : undefined;
+    const v = f.shadowsPrototype && !Object.hasOwn(obj, f.key) ? undefined : obj[f.key];
     if (v === undefined || v === null) {
       if (!f.optional) {
         throw invalid(
-          `Record ${index} (${at}): the field "${f.key}" is required${v === null ? ' and may not be null' : ' but missing'}`,
-          `${at}.${f.key}`,
+          `Record ${index} (${at(index)}): the field "${f.key}" is required${v === null ? ' and may not be null' : ' but missing'}`,
+          `${at(index)}.${f.key}`,
         );
       }
       out[f.key] = null;
@@ -114,7 +125,7 @@ export function parseRecord(def: DatasetDefinition, raw: unknown, index: number)
     }
     const n = f.normalise(v);
     if (n instanceof Refusal) {
-      throw invalid(`Record ${index} (${at}): the field "${f.key}" ${n.reason}; got ${JSON.stringify(v)?.slice(0, 60) ?? describe(v)}`, `${at}.${f.key}`);
+      throw invalid(`Record ${index} (${at(index)}): the field "${f.key}" ${n.reason}; got ${JSON.stringify(v)?.slice(0, 60) ?? describe(v)}`, `${at(index)}.${f.key}`);
     }
     out[f.key] = n;
   }
@@ -134,8 +145,9 @@ export function parseRecords(def: DatasetDefinition, data: unknown): DatasetReco
       'data',
     );
   }
+  const c = compile(def);
   const out = new Array<DatasetRecord>(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = parseRecord(def, data[i], i);
+  for (let i = 0; i < data.length; i++) out[i] = parseCompiled(c, data[i], i);
   return out;
 }
 

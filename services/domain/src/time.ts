@@ -10,7 +10,8 @@ export function isLeapYear(y: number): boolean {
 }
 
 export function daysInMonth(y: number, m: number): number {
-  return m === 2 ? (isLeapYear(y) ? 29 : 28) : [4, 6, 9, 11].includes(m) ? 30 : 31;
+  if (m === 2) return isLeapYear(y) ? 29 : 28;
+  return m === 4 || m === 6 || m === 9 || m === 11 ? 30 : 31;
 }
 
 export function daysFromCivil(y: number, m: number, d: number): number {
@@ -34,21 +35,112 @@ export function civilFromDays(z: number): [number, number, number] {
   return [yoe + era * 400 + (m <= 2 ? 1 : 0), m, d];
 }
 
-const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
-// YYYY-MM-DDThh:mm[:ss[.fff…]][Z|±hh[:mm]]; no offset reads as UTC (DECISIONS.md → Records).
-const DATETIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?([Zz]|[+-]\d{2}(?::?\d{2})?)?$/;
+/*
+ * Dates and datetimes are validated on every record of every request, so they are scanned by character
+ * codes rather than by regular expressions: no match arrays, no number parsing of substrings, and the
+ * common UTC forms are normalised without any calendar arithmetic. Grammar of a datetime:
+ *   YYYY-MM-DD(T|t| )hh:mm[:ss[(.|,)f…]][Z|z|±hh[[:]mm]]   — no offset reads as UTC (DECISIONS.md → Records).
+ */
+
+/** Two decimal digits at `i`, or -1. */
+function digits2(s: string, i: number): number {
+  const a = s.charCodeAt(i) - 48;
+  const b = s.charCodeAt(i + 1) - 48;
+  return a >= 0 && a <= 9 && b >= 0 && b <= 9 ? a * 10 + b : -1;
+}
+
+function isRealDate(y: number, m: number, d: number): boolean {
+  return m >= 1 && m <= 12 && d >= 1 && d <= daysInMonth(y, m);
+}
+
+/** Reads `YYYY-MM-DD` at the start of `s` into `out[0..2]`; false when malformed or not a real date. */
+function scanDate(s: string, out: number[]): boolean {
+  const hi = digits2(s, 0);
+  const lo = digits2(s, 2);
+  if (hi < 0 || lo < 0 || s.charCodeAt(4) !== 45 || s.charCodeAt(7) !== 45) return false;
+  const y = hi * 100 + lo;
+  const m = digits2(s, 5);
+  const d = digits2(s, 8);
+  out[0] = y;
+  out[1] = m;
+  out[2] = d;
+  return isRealDate(y, m, d);
+}
+
+// Scratch for the scanner: y, mo, d, h, mi, s, ms, offset minutes. Reused; the domain is single-threaded
+// per isolate and every use reads it right after filling it.
+const parts = [0, 0, 0, 0, 0, 0, 0, 0];
 
 /** True when `s` is `YYYY-MM-DD` and a real calendar date. */
 export function isCalendarDate(s: string): boolean {
-  const m = DATE.exec(s);
-  if (m === null) return false;
-  const y = Number(m[1]);
-  const mo = Number(m[2]);
-  const d = Number(m[3]);
-  return mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth(y, mo);
+  return s.length === 10 && scanDate(s, parts);
 }
 
-const pad = (n: number, w: number): string => String(n).padStart(w, '0');
+function scanDateTime(s: string): boolean {
+  const n = s.length;
+  if (n < 16 || !scanDate(s, parts)) return false;
+  const sep = s.charCodeAt(10);
+  if (sep !== 84 && sep !== 116 && sep !== 32) return false; // T t space
+  const h = digits2(s, 11);
+  const mi = digits2(s, 14);
+  if (h < 0 || h > 23 || s.charCodeAt(13) !== 58 || mi < 0 || mi > 59) return false;
+  let i = 16;
+  let sec = 0;
+  let ms = 0;
+  if (i < n && s.charCodeAt(i) === 58) {
+    sec = digits2(s, i + 1);
+    if (sec < 0 || sec > 59) return false;
+    i += 3;
+    const dot = s.charCodeAt(i);
+    if (i < n && (dot === 46 || dot === 44)) {
+      const start = ++i;
+      while (i < n && s.charCodeAt(i) >= 48 && s.charCodeAt(i) <= 57) {
+        // Milliseconds are the first three fraction digits; further digits are dropped, not rounded.
+        if (i - start < 3) ms = ms * 10 + (s.charCodeAt(i) - 48);
+        i++;
+      }
+      const len = i - start;
+      if (len === 0) return false;
+      if (len === 1) ms *= 100;
+      else if (len === 2) ms *= 10;
+    }
+  }
+  let offset = 0;
+  if (i < n) {
+    const c = s.charCodeAt(i);
+    if (c === 90 || c === 122) {
+      i++; // Z z
+    } else if (c === 43 || c === 45) {
+      const oh = digits2(s, i + 1);
+      if (oh < 0 || oh > 23) return false;
+      i += 3;
+      let om = 0;
+      if (i < n) {
+        if (s.charCodeAt(i) === 58) i++;
+        om = digits2(s, i);
+        if (om < 0 || om > 59) return false;
+        i += 2;
+      }
+      offset = (c === 45 ? -1 : 1) * (oh * 60 + om);
+    } else {
+      return false;
+    }
+  }
+  if (i !== n) return false;
+  parts[3] = h;
+  parts[4] = mi;
+  parts[5] = sec;
+  parts[6] = ms;
+  parts[7] = offset;
+  return true;
+}
+
+const PAD2 = Array.from({ length: 100 }, (_, i) => String(i).padStart(2, '0'));
+const PAD3 = Array.from({ length: 1000 }, (_, i) => String(i).padStart(3, '0'));
+
+function formatParts(y: number, mo: number, d: number, h: number, mi: number, s: number, ms: number): string {
+  return `${PAD2[(y / 100) | 0] as string}${PAD2[y % 100] as string}-${PAD2[mo] as string}-${PAD2[d] as string}T${PAD2[h] as string}:${PAD2[mi] as string}:${PAD2[s] as string}.${PAD3[ms] as string}Z`;
+}
 
 /** Milliseconds since the epoch as `YYYY-MM-DDThh:mm:ss.sssZ`. */
 export function formatUtcMillis(ms: number): string {
@@ -60,38 +152,39 @@ export function formatUtcMillis(ms: number): string {
   const mi = Math.floor(rest / 60_000);
   rest -= mi * 60_000;
   const s = Math.floor(rest / 1000);
-  const msPart = rest - s * 1000;
-  return `${pad(y, 4)}-${pad(mo, 2)}-${pad(d, 2)}T${pad(h, 2)}:${pad(mi, 2)}:${pad(s, 2)}.${pad(msPart, 3)}Z`;
+  return formatParts(y, mo, d, h, mi, s, rest - s * 1000);
 }
+
+const toMillis = (): number => {
+  const [y, mo, d, h, mi, sec, ms, offset] = parts as [number, number, number, number, number, number, number, number];
+  return daysFromCivil(y, mo, d) * MS_PER_DAY + ((h * 60 + mi - offset) * 60 + sec) * 1000 + ms;
+};
 
 /**
  * Parses an ISO 8601 date-time into epoch milliseconds (fraction truncated to the millisecond, which is
  * the precision the spec matches timestamps at). Undefined when malformed or not a real instant.
  */
 export function parseDateTimeMillis(s: string): number | undefined {
-  const m = DATETIME.exec(s);
-  if (m === null) return undefined;
-  const y = Number(m[1]);
-  const mo = Number(m[2]);
-  const d = Number(m[3]);
-  const h = Number(m[4]);
-  const mi = Number(m[5]);
-  const sec = m[6] === undefined ? 0 : Number(m[6]);
-  const frac = m[7] === undefined ? 0 : Number((m[7] + '00').slice(0, 3));
-  if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23 || mi > 59 || sec > 59) return undefined;
-  let offsetMin = 0;
-  const tz = m[8];
-  if (tz !== undefined && tz !== 'Z' && tz !== 'z') {
-    const digits = tz.slice(1).replace(':', '');
-    const oh = Number(digits.slice(0, 2));
-    const om = digits.length > 2 ? Number(digits.slice(2, 4)) : 0;
-    if (oh > 23 || om > 59) return undefined;
-    offsetMin = (tz.startsWith('-') ? -1 : 1) * (oh * 60 + om);
-  }
-  const ms = daysFromCivil(y, mo, d) * MS_PER_DAY + ((h * 60 + mi - offsetMin) * 60 + sec) * 1000 + frac;
+  if (!scanDateTime(s)) return undefined;
+  const ms = toMillis();
   // Keep the normalised form inside four-digit years so string order stays time order.
-  if (ms < MIN_MS || ms > MAX_MS) return undefined;
-  return ms;
+  return ms < MIN_MS || ms > MAX_MS ? undefined : ms;
+}
+
+/**
+ * The stored form of a datetime: UTC `YYYY-MM-DDThh:mm:ss.sssZ`, so string order is time order and equal
+ * instants are equal strings. Undefined when `s` is not a valid date-time. Equal to
+ * `formatUtcMillis(parseDateTimeMillis(s))`, faster for UTC input.
+ */
+export function normaliseDateTime(s: string): string | undefined {
+  if (!scanDateTime(s)) return undefined;
+  if (parts[7] === 0) {
+    // Already canonical: return the very string, no allocation.
+    if (s.length === 24 && s.charCodeAt(10) === 84 && s.charCodeAt(19) === 46 && s.charCodeAt(23) === 90) return s;
+    return formatParts(parts[0] as number, parts[1] as number, parts[2] as number, parts[3] as number, parts[4] as number, parts[5] as number, parts[6] as number);
+  }
+  const ms = toMillis();
+  return ms < MIN_MS || ms > MAX_MS ? undefined : formatUtcMillis(ms);
 }
 
 const MIN_MS = daysFromCivil(0, 1, 1) * MS_PER_DAY;
