@@ -8,7 +8,8 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 
 export const ROOT = path.resolve(__dirname, '../..');
-const MAIN = path.join(ROOT, 'services/cli/src/main.ts');
+/** The bundle that `npm start` runs; jest's global setup builds it fresh for every test run. */
+export const BUNDLE = path.join(ROOT, 'dist/pushbase.js');
 
 export interface ServerOptions {
   /** Reuse a data directory (restart tests); a fresh temporary one otherwise. */
@@ -68,7 +69,7 @@ export class TestServer {
 
   /** Starts `pushbase serve` as a child process on random ports and waits for its "listening" line. */
   async start(): Promise<this> {
-    const proc = spawn(process.execPath, [...this.nodeArgs, '--import', 'tsx', MAIN, 'serve'], {
+    const proc = spawn(process.execPath, [...this.nodeArgs, '--enable-source-maps', BUNDLE, 'serve'], {
       cwd: ROOT,
       env: {
         ...process.env,

@@ -17,10 +17,16 @@ export interface DatasetSummary {
  * unique_by merge deletes then re-inserts, which makes the merged record the newest, as DECISIONS.md asks).
  */
 export interface DatasetState extends DatasetSummary {
-  readonly rows: Map<string, DatasetRecord>;
+  readonly rows: Map<RowKey, DatasetRecord>;
   /** Row keys of datasets without unique_by come from this counter, i.e. from event position. */
   readonly nextRow: number;
 }
+
+/**
+ * A row's key: the unique key (a string) under unique_by, else the row's position in the dataset's
+ * history (a number, which a Map holds without allocating).
+ */
+export type RowKey = string | number;
 
 /** The whole read model: account → dataset id → state. */
 export type State = Map<string, Map<string, DatasetState>>;
@@ -32,10 +38,10 @@ export const initialState = (): State => new Map();
  * one whole), later-wins inside the request, row keys from the event position otherwise.
  * Returns the next row counter.
  */
-function insertRows(rows: Map<string, DatasetRecord>, uniqueBy: readonly string[], records: readonly DatasetRecord[], nextRow: number): number {
+function insertRows(rows: Map<RowKey, DatasetRecord>, uniqueBy: readonly string[], records: readonly DatasetRecord[], nextRow: number): number {
   let next = nextRow;
   if (uniqueBy.length === 0) {
-    for (const r of records) rows.set(`#${next++}`, r);
+    for (const r of records) rows.set(next++, r);
     return next;
   }
   for (const r of records) {
@@ -53,7 +59,7 @@ function insertRows(rows: Map<string, DatasetRecord>, uniqueBy: readonly string[
  * instant for a datetime), so fewer than the limit may remain. Null values are the oldest and go first,
  * one by one, oldest insertion first.
  */
-export function enforceWindow(rows: Map<string, DatasetRecord>, deleteBy: string | null, limit: number = LIMITS.recordsPerDataset): void {
+export function enforceWindow(rows: Map<RowKey, DatasetRecord>, deleteBy: string | null, limit: number = LIMITS.recordsPerDataset): void {
   let excess = rows.size - limit;
   if (excess <= 0) return;
   if (deleteBy === null) {
@@ -63,8 +69,8 @@ export function enforceWindow(rows: Map<string, DatasetRecord>, deleteBy: string
     }
     return;
   }
-  const nulls: string[] = [];
-  const valued: { key: string; value: string }[] = [];
+  const nulls: RowKey[] = [];
+  const valued: { key: RowKey; value: string }[] = [];
   for (const [key, r] of rows) {
     const v: FieldValue = r[deleteBy] ?? null;
     if (v === null) nulls.push(key);
@@ -80,7 +86,7 @@ export function enforceWindow(rows: Map<string, DatasetRecord>, deleteBy: string
   while (excess > 0 && i < valued.length) {
     const group = (valued[i] as { value: string }).value;
     while (i < valued.length && (valued[i] as { value: string }).value === group) {
-      rows.delete((valued[i] as { key: string }).key);
+      rows.delete((valued[i] as { key: RowKey }).key);
       excess--;
       i++;
     }
@@ -110,7 +116,7 @@ function evolveDataset(current: DatasetState | undefined, event: DatasetEvent): 
     }
     case 'RecordsReplaced': {
       if (current === undefined || current.incarnation !== event.incarnation) return current;
-      const rows = new Map<string, DatasetRecord>();
+      const rows = new Map<RowKey, DatasetRecord>();
       const nextRow = insertRows(rows, current.definition.unique_by, event.records, current.nextRow);
       enforceWindow(rows, null);
       return { ...current, rows, nextRow, updated_at: event.at };

@@ -125,7 +125,7 @@ describe('record shape', () => {
     const events = [datasetDefined('ds', def)];
     given(events)
       .when(appendRecords('ds', { data: [{ n: 1 }] }))
-      .thenState((s) => expect(Object.entries(s.get('acme')?.get('ds')?.rows.get('#0') ?? {})).toStrictEqual([['constructor', null], ['n', 1]]));
+      .thenState((s) => expect(Object.entries(s.get('acme')?.get('ds')?.rows.get(0) ?? {})).toStrictEqual([['constructor', null], ['n', 1]]));
     const required: DatasetDefinition = { fields: { constructor: field('number', 'C') }, unique_by: [] };
     given([datasetDefined('ds', required)]).when(appendRecords('ds', { data: [{}] })).thenThrows('invalid', 'is required but missing');
   });
