@@ -1,6 +1,6 @@
 /* The calendar arithmetic of the domain (written without Date) checked against Date as an oracle. */
 import fc from 'fast-check';
-import { civilFromDays, daysFromCivil, daysInMonth, isLeapYear, parseDateTimeMillis } from '../src';
+import { civilFromDays, daysFromCivil, daysInMonth, formatUtcMillis, isLeapYear, normaliseDateTime, parseDateTimeMillis } from '../src';
 
 const DAY_MS = 86_400_000;
 const oracleDays = (y: number, m: number, d: number): number => {
@@ -44,5 +44,45 @@ describe('calendar arithmetic', () => {
     expect(parseDateTimeMillis('9999-12-31T23:59:59.999Z')).toBe(oracleDays(9999, 12, 31) * DAY_MS + DAY_MS - 1);
     expect(parseDateTimeMillis('0000-01-01T00:00:00+00:01')).toBeUndefined();
     expect(parseDateTimeMillis('9999-12-31T23:59:59-00:01')).toBeUndefined();
+  });
+});
+
+describe('normaliseDateTime (the fast path used on every record)', () => {
+  const pad = (n: number, w = 2): string => String(n).padStart(w, '0');
+  const datetime = fc
+    .record({
+      y: fc.integer({ min: 0, max: 9999 }),
+      mo: fc.integer({ min: 1, max: 13 }),
+      d: fc.integer({ min: 1, max: 31 }),
+      sep: fc.constantFrom('T', 't', ' '),
+      h: fc.integer({ min: 0, max: 24 }),
+      mi: fc.integer({ min: 0, max: 60 }),
+      sec: fc.option(fc.integer({ min: 0, max: 60 })),
+      frac: fc.option(fc.stringMatching(/^[0-9]{1,7}$/)),
+      tz: fc.constantFrom('', 'Z', 'z', '+00:00', '-00:00', '+05:30', '-0800', '+14', '-23:59', '+24:00'),
+    })
+    .map(({ y, mo, d, sep, h, mi, sec, frac, tz }) => {
+      const time = sec === null ? `${pad(h)}:${pad(mi)}` : `${pad(h)}:${pad(mi)}:${pad(sec)}${frac === null ? '' : `.${frac}`}`;
+      return `${pad(y, 4)}-${pad(mo)}-${pad(d)}${sep}${time}${tz}`;
+    });
+
+  it('equals formatUtcMillis(parseDateTimeMillis(s)) for valid and invalid input alike', () => {
+    fc.assert(
+      fc.property(fc.oneof(datetime, fc.string()), (s) => {
+        const ms = parseDateTimeMillis(s);
+        expect(normaliseDateTime(s)).toBe(ms === undefined ? undefined : formatUtcMillis(ms));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('returns canonical input unchanged and fills in what UTC input leaves out', () => {
+    const canonical = '2024-02-29T23:59:59.999Z';
+    expect(normaliseDateTime(canonical)).toBe(canonical);
+    expect(normaliseDateTime('2024-02-29T23:59Z')).toBe('2024-02-29T23:59:00.000Z');
+    expect(normaliseDateTime('2024-02-29 23:59:59,5+00:00')).toBe('2024-02-29T23:59:59.500Z');
+    expect(normaliseDateTime('2024-03-01T01:00:00+02:00')).toBe('2024-02-29T23:00:00.000Z');
+    expect(normaliseDateTime('0000-01-01T00:30:00+01:00')).toBeUndefined();
+    expect(normaliseDateTime('2023-02-29T00:00:00Z')).toBeUndefined();
   });
 });
