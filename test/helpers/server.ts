@@ -49,6 +49,7 @@ export class TestServer {
   ca = '';
   /** Path of the server's certificate (PEM), as printed in its "listening" line: for NODE_EXTRA_CA_CERTS. */
   certFile = '';
+  plainHttp = false;
   proc: ChildProcess | undefined;
   readonly output: string[] = [];
   private readonly env: Record<string, string>;
@@ -101,8 +102,10 @@ export class TestServer {
           if (msg.msg === 'listening') {
             this.port = msg.port;
             this.adminPort = msg.admin_port;
-            this.certFile = msg.cert_file;
-            this.ca = readFileSync(msg.cert_file, 'utf8');
+            // No certificate of its own when it runs behind a TLS-terminating proxy (plain HTTP).
+            this.plainHttp = msg.cert_file === null;
+            this.certFile = msg.cert_file ?? '';
+            this.ca = this.plainHttp ? '' : readFileSync(msg.cert_file, 'utf8');
             clearTimeout(timer);
             resolve();
           }
@@ -141,6 +144,7 @@ export class TestServer {
       payload = JSON.stringify(opts.body);
       headers['content-type'] ??= 'application/json';
     }
+    if (this.plainHttp) return send(httpRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers }, payload);
     return send(httpsRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers, ca: this.ca, servername: 'localhost' }, payload);
   }
 

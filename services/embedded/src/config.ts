@@ -20,6 +20,8 @@ const schema = z
     PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),
     PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(100),
     PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
+    // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
+    PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
   })
   .refine((c) => (c.PUSHBASE_TLS_CERT === undefined) === (c.PUSHBASE_TLS_KEY === undefined), {
     message: 'Set both PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY, or neither (then a self-signed certificate is generated)',
@@ -37,6 +39,7 @@ export interface EmbeddedConfig {
   readonly rateLimitPerMinute: number;
   readonly authFailuresPerMinute: number;
   readonly shutdownTimeoutMs: number;
+  readonly behindTlsProxy: boolean;
 }
 
 /** Parses the environment once, at start; a bad value stops the process with every problem listed. */
@@ -59,5 +62,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig
     rateLimitPerMinute: c.PUSHBASE_RATE_LIMIT_PER_MINUTE,
     authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
     shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+    behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
   });
 }

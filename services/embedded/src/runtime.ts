@@ -13,7 +13,8 @@ import { loadOrCreateTls } from './tls';
 export interface RunningEmbedded {
   readonly port: number;
   readonly adminPort: number;
-  readonly certFile: string;
+  /** Undefined behind a TLS-terminating proxy. */
+  readonly certFile: string | undefined;
   readonly projection: MemoryProjection;
   /** Stops accepting, lets in-flight requests finish, flushes the log. */
   stop(): Promise<void>;
@@ -111,7 +112,8 @@ async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log: Logger
 /** Every service in one process: the default `npm start`. */
 export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLogger): Promise<RunningEmbedded> {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  const tls = await loadOrCreateTls(config.dataDir, config.tls);
+  // Behind a TLS-terminating proxy there is no certificate of ours to serve.
+  const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
 
   const keys = new MemoryKeyStore();
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) keys.add(hashApiKey(key), account);
@@ -134,11 +136,16 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
     keys,
     rateLimiter: new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000),
     authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
+    behindTlsProxy: config.behindTlsProxy,
     log: errorLog,
   });
-  // HTTPS only: a plain-HTTP request to this port fails the TLS handshake and is never served.
   const handleGateway = gateway.callback();
-  const publicServer = createHttpsServer({ cert: tls.cert, key: tls.key }, (req, res) => void handleGateway(req, res));
+  // HTTPS only, unless told that a TLS-terminating proxy is in front (then the gateway refuses any request
+  // whose X-Forwarded-Proto is not https). A plain-HTTP request to the HTTPS port is never served.
+  const publicServer =
+    tls === undefined
+      ? createHttpServer((req, res) => void handleGateway(req, res))
+      : createHttpsServer({ cert: tls.cert, key: tls.key }, (req, res) => void handleGateway(req, res));
   publicServer.keepAliveTimeout = 65_000;
   const admin = createAdminApp({ readModel: projection, token: await adminToken(config, log), log: errorLog });
   const handleAdmin = admin.callback();
@@ -148,13 +155,13 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
 
   const port = await listen(publicServer, config.port, config.host);
   const adminPort = await listen(adminServer, config.adminPort, config.adminHost);
-  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls.certFile, data_dir: path.resolve(config.dataDir) });
+  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, data_dir: path.resolve(config.dataDir) });
 
   let stopping: Promise<void> | undefined;
   return {
     port,
     adminPort,
-    certFile: tls.certFile,
+    certFile: tls?.certFile,
     projection,
     stop: () =>
       (stopping ??= (async () => {

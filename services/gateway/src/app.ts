@@ -105,7 +105,9 @@ const account = (ctx: Context): string => ctx.state.account as string;
 /** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const app = new Koa({ proxy: deps.behindTlsProxy === true });
+  // Behind the proxy, the client address is the last X-Forwarded-For entry — the one the proxy itself
+  // appended; earlier entries come from the client and could be forged to dodge the failed-auth guard.
+  const app = new Koa({ proxy: deps.behindTlsProxy === true, maxIpsCount: 1 });
 
   app.use(async (ctx: Context, next: Next) => {
     const given = ctx.get('x-request-id');
