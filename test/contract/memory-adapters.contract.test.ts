@@ -1,5 +1,6 @@
 import { MemoryProjection } from '@pushbase/app';
-import { memoryRateLimiter, SlidingWindowRateLimiter } from '@pushbase/gateway';
+import { hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter } from '@pushbase/gateway';
+import { describeKeyStoreContract } from './key-store.contract';
 import { describeProjectionContract } from './read-model.contract';
 import { describeRateLimiterContract } from './rate-limiter.contract';
 
@@ -15,3 +16,20 @@ describeRateLimiterContract('rate-limiter-flexible memory backend', 60, () =>
 describeRateLimiterContract('sliding window (memory)', 60, () =>
   Promise.resolve({ limiter: new SlidingWindowRateLimiter(60, 60_000), cleanup: () => Promise.resolve() }),
 );
+
+describeKeyStoreContract('MemoryKeyStore', () => {
+  const store = new MemoryKeyStore();
+  return Promise.resolve({
+    store,
+    add: (key: string, account: string) => {
+      store.add(hashApiKey(key), account);
+      return Promise.resolve();
+    },
+    revoke: (key: string) => {
+      store.revoke(hashApiKey(key));
+      return Promise.resolve();
+    },
+    rawContents: () => Promise.resolve(JSON.stringify(store.export())),
+    cleanup: () => Promise.resolve(),
+  });
+});

@@ -22,6 +22,11 @@ export class MemoryKeyStore implements KeyStore {
     return Promise.resolve(this.accounts.get(hashApiKey(apiKey)));
   }
 
+  /** What the store holds, e.g. to persist it: hashes and accounts, never a key. */
+  export(): { hash: string; account: string }[] {
+    return [...this.accounts].map(([hash, account]) => ({ hash, account }));
+  }
+
   get size(): number {
     return this.accounts.size;
   }
