@@ -11,13 +11,18 @@
  *               --fill log (default) writes the event log directly with the server's own FileEventLog class
  *               and the domain's decideDefine/decideAppend (same format and events as the server would
  *               write, about 25 s); --fill http sends every request through the public API instead.
+ *               --history-factor N appends N times the state's records per dataset (the 5000-row window
+ *               keeps the last 5000), so the history is N × the state. Start 1 replays that history (no
+ *               snapshot yet); the server then compacts in the background (once sealed segments pass
+ *               PUSHBASE_COMPACT_AFTER_BYTES, 256 MiB by default) and the bench waits for it, so start 2 is a
+ *               restart from the snapshot plus the log's tail.
  *
  * Everything is bounded (durations, counts, an overall deadline that kills what it started), traffic goes
  * to 127.0.0.1 only, and temporary data directories are removed at the end unless --keep-data.
  *
  * Flags (or BENCH_<NAME> environment variables, e.g. BENCH_SECONDS=15):
  *   --phases parse,throughput,restart  --seconds 12  --warmup 3  --concurrency 48  --keys 200
- *   --accounts 10  --datasets 100  --records 5000  --fill log|http  --max-seconds 900  --keep-data
+ *   --accounts 10  --datasets 100  --records 5000  --history-factor 1  --fill log|http  --max-seconds 900  --keep-data
  *   --cpu-prof DIR   (each server writes a V8 CPU profile into DIR/<phase> when it stops; the profiler slows it)
  *   --server-node-args="--max-semi-space-size=64"   (node flags for every server started; note the "=")
  */
@@ -46,6 +51,7 @@ const { values: flags } = parseArgs({
     accounts: { type: 'string' },
     datasets: { type: 'string' },
     records: { type: 'string' },
+    'history-factor': { type: 'string' },
     fill: { type: 'string' },
     'max-seconds': { type: 'string' },
     'keep-data': { type: 'boolean' },
@@ -83,6 +89,7 @@ const opts = {
   accounts: intOption('accounts', 10, 1, 100),
   datasets: intOption('datasets', 100, 1, 100),
   records: intOption('records', 5000, RECORDS_PER_REQUEST, 5000),
+  historyFactor: intOption('history-factor', 1, 1, 10),
   fill: option('fill', 'log'),
   maxSeconds: intOption('max-seconds', 900, 10, 3600),
   keepData: flags['keep-data'] === true || process.env.BENCH_KEEP_DATA === '1',
@@ -385,17 +392,27 @@ async function fillThroughLog(dataDir: string, accounts: readonly string[], data
   let at = Date.UTC(2025, 0, 1);
   // Ten datasets' events are in flight at a time, so the log's group commit shares one fsync among them.
   const pending: Promise<void>[] = [];
-  for (const account of accounts) {
-    for (const id of datasetIds) {
-      const defined = decideDefine({ account, id, body: DATASET_DEFINITION, at: at++, newIncarnation: randomUUID() }, undefined, 0);
-      if (defined.outcome !== 'created') throw new Error('unreachable: a fresh dataset was found');
-      const batch: DatasetEvent[] = [defined.event];
-      for (let r = 0; r < rounds; r++) {
-        batch.push(decideAppend({ account, id, body: JSON.parse(bodies[(events + r) % bodies.length]!), at: at++ }, defined.dataset));
+  const summaries = new Map<string, DatasetSummary>();
+  // --history-factor N: N passes over every dataset, each appending a full state's worth of records.
+  for (let pass = 0; pass < opts.historyFactor; pass++) {
+    for (const account of accounts) {
+      for (const id of datasetIds) {
+        const batch: DatasetEvent[] = [];
+        let dataset = summaries.get(`${account}/${id}`);
+        if (dataset === undefined) {
+          const defined = decideDefine({ account, id, body: DATASET_DEFINITION, at: at++, newIncarnation: randomUUID() }, undefined, 0);
+          if (defined.outcome !== 'created') throw new Error('unreachable: a fresh dataset was found');
+          dataset = defined.dataset;
+          summaries.set(`${account}/${id}`, dataset);
+          batch.push(defined.event);
+        }
+        for (let r = 0; r < rounds; r++) {
+          batch.push(decideAppend({ account, id, body: JSON.parse(bodies[(events + r) % bodies.length]!), at: at++ }, dataset));
+        }
+        pending.push(log.append(batch));
+        events += batch.length;
+        if (pending.length >= 10) await Promise.all(pending.splice(0));
       }
-      pending.push(log.append(batch));
-      events += batch.length;
-      if (pending.length >= 10) await Promise.all(pending.splice(0));
     }
   }
   await Promise.all(pending);
@@ -430,6 +447,37 @@ async function fillThroughHttp(
   return { requests: creates.length + appends.length, seconds };
 }
 
+/**
+ * If the server started a background compaction, waits (bounded) for it to end and describes it: the
+ * worker's own time, its snapshot, and the server's peak RSS (worker thread included) by then.
+ */
+async function awaitCompaction(server: TestServer): Promise<string | undefined> {
+  const find = (msg: string): Record<string, unknown> | undefined => {
+    for (const l of server.output) {
+      try {
+        const m = JSON.parse(l) as Record<string, unknown>;
+        if (m.msg === msg) return m;
+      } catch {
+        /* not a log line */
+      }
+    }
+    return undefined;
+  };
+  if (find('compaction started') === undefined) return undefined;
+  const t0 = performance.now();
+  while (find('compaction finished') === undefined && find('compaction failed; will retry') === undefined && performance.now() - t0 < 600_000) {
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const done = find('compaction finished');
+  const mem = procStatus(server.proc!.pid!);
+  if (done === undefined) return `compaction did not finish: ${JSON.stringify(find('compaction failed; will retry') ?? 'timed out')}`;
+  return (
+    `background compaction (worker thread) ${fmt(Number(done.ms) / 1000, 1)} s: folded ${fmt(Number(done.frames_folded))} frames of ${fmt(Number(done.segments_folded))} segments ` +
+    `into a ${mib(Number(done.snapshot_bytes))} snapshot at frame ${fmt(Number(done.position))} (${fmt(Number(done.records))} records), deleted ${String(done.segments_deleted)} segments; ` +
+    `server peak RSS by then ${mib(mem.hwm)}`
+  );
+}
+
 async function restartPhase(): Promise<void> {
   const keys: Record<string, string> = {};
   for (let i = 0; i < opts.accounts; i++) keys[`acct${String(i).padStart(2, '0')}`] = newKey();
@@ -441,6 +489,7 @@ async function restartPhase(): Promise<void> {
   dataDirs.push(dataDir);
 
   line(`(c) Restart — ${opts.accounts} accounts × ${opts.datasets} datasets × ${fmt(opts.records)} records = ${fmt(expected)} records`);
+  if (opts.historyFactor > 1) line(`    history ${opts.historyFactor} × the state: ${fmt(expected * opts.historyFactor)} records appended (--history-factor ${opts.historyFactor}; --fill log only)`);
   const t0 = performance.now();
   if (opts.fill === 'log') {
     const events = await fillThroughLog(dataDir, accounts, datasetIds, bodies);
@@ -459,12 +508,18 @@ async function restartPhase(): Promise<void> {
     starts.push({ ms: spawnToListeningMs, ...mem, replay });
     const held = await totalRecords(server, accounts);
     const settled = await new Promise<{ rss: number }>((r) => setTimeout(() => r(procStatus(server.proc!.pid!)), 2000));
+    const compaction = await awaitCompaction(server);
     const exit = await stopServer(server);
-    const replayMs = typeof replay?.ms === 'number' ? `${fmt(replay.ms / 1000, 2)} s in replay` : 'no replay line';
+    const replayMs =
+      typeof replay?.ms === 'number'
+        ? `${fmt(replay.ms / 1000, 2)} s loading: snapshot ${replay.snapshot_position === null ? 'none' : `at frame ${fmt(Number(replay.snapshot_position))} (${fmt(Number(replay.snapshot_records))} records)`} ` +
+          `${fmt(Number(replay.snapshot_ms) / 1000, 2)} s, then ${fmt(Number(replay.frames_replayed))} log frames ${fmt(Number(replay.replay_ms) / 1000, 2)} s`
+        : 'no replay line';
     line(
       `    start ${i + 1}: spawn → "listening" ${fmt(spawnToListeningMs / 1000, 2)} s (${replayMs}); RSS ${mib(mem.rss)} at listening, ${mib(settled.rss)} 2 s later, peak ${mib(mem.hwm)}; ` +
         `holds ${fmt(held.records)} records in ${held.datasets} datasets; exit ${exit}`,
     );
+    if (compaction !== undefined) line(`             ${compaction}; data directory then ${mib(dirBytes(dataDir))}`);
     if (held.records !== expected) line(`    WARNING: expected ${fmt(expected)} records, the server holds ${fmt(held.records)}`);
   }
   const restart = starts[starts.length - 1]!;

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Bundles the TypeScript services into one file, dist/pushbase.js, which `npm start`, the `pushbase`
-// command and the end-to-end tests run. Third-party packages stay external (loaded from node_modules);
+// Bundles the TypeScript services into dist/pushbase.js, which `npm start`, the `pushbase` command and the
+// end-to-end tests run, plus dist/compactor.js, the embedded mode's compaction worker (a worker thread the
+// server starts from beside its own bundle). Third-party packages stay external (loaded from node_modules);
 // the @pushbase/* workspaces are compiled in. Compiling ahead of time, rather than through tsx's loader,
 // matters on the hot path: the loader keeps function names by wrapping every closure creation in a
 // defineProperty call and turns module exports into getters (measured in bench/, see the issue note).
@@ -24,8 +25,13 @@ for (const file of manifests) {
 
 esbuild
   .build({
-    entryPoints: [path.join(root, 'services/cli/src/main.ts')],
-    outfile: path.join(root, 'dist/pushbase.js'),
+    // Two bundles: the server, and the compaction worker it starts in a worker thread (found beside it,
+    // as dist/compactor.js, through __dirname; services/embedded/src/embedded-store.ts).
+    entryPoints: {
+      pushbase: path.join(root, 'services/cli/src/main.ts'),
+      compactor: path.join(root, 'services/embedded/src/compactor-worker.ts'),
+    },
+    outdir: path.join(root, 'dist'),
     bundle: true,
     platform: 'node',
     target: 'node20',

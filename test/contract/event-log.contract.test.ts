@@ -30,3 +30,13 @@ describeEventLogContract('FileEventLog', async () => {
     cleanup: () => rm(dir, { recursive: true, force: true }),
   };
 });
+
+describeEventLogContract('FileEventLog (tiny segments: a roll every frame or two)', async () => {
+  const dir = await mkdtemp(path.join(tmpdir(), 'pushbase-event-log-seg-'));
+  const logDir = path.join(dir, 'data');
+  return {
+    log: new FileEventLog({ dir: logDir, segmentBytes: 150 }),
+    reopen: () => Promise.resolve(new FileEventLog({ dir: logDir, segmentBytes: 150 })),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});

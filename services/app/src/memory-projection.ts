@@ -6,7 +6,12 @@ import { evolve, initialState, recordsOf, type DatasetEvent, type DatasetRecord,
  * (the replay at start, then every durable batch), so reads reflect every acknowledged write at once.
  */
 export class MemoryProjection implements SchemaStore, ReadModel {
-  private state: State = initialState();
+  private state: State;
+
+  /** `state`: where to start, e.g. a loaded snapshot; taken over (evolve consumes it), not copied. */
+  constructor(state: State = initialState()) {
+    this.state = state;
+  }
 
   readonly apply = (events: readonly DatasetEvent[]): void => {
     for (const e of events) this.state = evolve(this.state, e);

@@ -20,6 +20,10 @@ const schema = z
     PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),
     PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(100),
     PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
+    // Embedded event log: a segment holding at least this many bytes is sealed and a new one started.
+    PUSHBASE_SEGMENT_BYTES: positive(64 * 1024 * 1024),
+    // Embedded mode: a background compaction writes a snapshot once sealed, uncovered segments hold this much.
+    PUSHBASE_COMPACT_AFTER_BYTES: positive(256 * 1024 * 1024),
     // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
     PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
   })
@@ -39,6 +43,8 @@ export interface EmbeddedConfig {
   readonly rateLimitPerMinute: number;
   readonly authFailuresPerMinute: number;
   readonly shutdownTimeoutMs: number;
+  readonly segmentBytes: number;
+  readonly compactAfterBytes: number;
   readonly behindTlsProxy: boolean;
 }
 
@@ -62,6 +68,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig
     rateLimitPerMinute: c.PUSHBASE_RATE_LIMIT_PER_MINUTE,
     authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
     shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+    segmentBytes: c.PUSHBASE_SEGMENT_BYTES,
+    compactAfterBytes: c.PUSHBASE_COMPACT_AFTER_BYTES,
     behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
   });
 }

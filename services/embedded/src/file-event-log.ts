@@ -1,16 +1,49 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { crc32 } from 'node:zlib';
 import type { EventListener, EventLog } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
+import {
+  callback,
+  closeFd,
+  errorText,
+  FRAME_HEADER_BYTES,
+  frameHeader,
+  fstatSize,
+  listPositioned,
+  MAX_FRAME_BYTES,
+  openFile,
+  plausibleLength,
+  positionName,
+  READ_CHUNK_BYTES,
+  readFully,
+  scanFrames,
+  syncDirectory,
+} from './frames';
+import { crc32 } from 'node:zlib';
+
+export { FRAME_HEADER_BYTES, MAX_FRAME_BYTES } from './frames';
 
 /*
- * The embedded mode's durable event log: one append-only file, `<dir>/events.log`, of framed records
+ * The embedded mode's durable event log: numbered segment files of framed records
  *
- *   [u32 LE payload length][u32 LE crc32 of the payload][payload = UTF-8 JSON array of the events]
+ *   <dir>/log/<first frame index, 20 digits>.seg      e.g. <dir>/log/00000000000000000000.seg
+ *   frame = [u32 LE payload length][u32 LE crc32 of the payload][payload = UTF-8 JSON array of the events]
  *
  * One frame per append() call, so a multi-event append is atomic: after a crash its frame is either whole
  * (crc matches) or torn (dropped at the next start), never half-applied.
+ *
+ * Positions: every frame has a global index (0, 1, 2, … over the whole history). A segment is named by the
+ * index of its first frame, so segment i holds the frames [base_i, base_{i+1}) and a snapshot "as of
+ * position P" (every frame < P applied) says exactly which segments it covers, without reading them.
+ * Names rather than a counter, so the log never needs an index file, and deleting covered segments from the
+ * front (compaction.ts) leaves a log that still knows where it starts.
+ *
+ * Rolling: before a batch is written, a current segment that holds at least `segmentBytes` is sealed and a
+ * new, empty one created (file created, directory fsync'd) at the next frame index; the batch goes there.
+ * A batch never spans segments, so a segment may exceed `segmentBytes` by one batch. Sealed segments were
+ * fully fsync'd before the next one existed, so only the last segment can have a torn tail: a bad frame in
+ * any other segment, or a segment whose frame count disagrees with its successor's name, is corruption and
+ * start() refuses. A legacy single-file log, `<dir>/events.log`, is renamed into place as segment 0.
  *
  * Group commit: append() encodes its frame at once and queues it; one writer takes everything queued (up to
  * maxBatchBytes), writes it with a single positional writev and a single fdatasync, then calls the listener
@@ -22,18 +55,19 @@ import { DomainError, type DatasetEvent } from '@pushbase/domain';
  * marginally ahead and steadier; the fd form also makes the small injectable I/O seam below simple.
  */
 
-/** 8 bytes: payload length, then crc32 of the payload, both u32 little-endian. */
-export const FRAME_HEADER_BYTES = 8;
-/**
- * The largest payload a frame may claim. Far above any real batch (request bodies are capped at 4 MiB), and
- * below 0x20202020: JSON text never holds a byte under 0x20, so four payload bytes can never read as a
- * plausible length. That keeps the "is there a valid frame after this bad one?" scan free of false hits.
- */
-export const MAX_FRAME_BYTES = 256 * 1024 * 1024;
-/** `[]`, the shortest JSON array. */
-const MIN_PAYLOAD_BYTES = 2;
-const READ_CHUNK_BYTES = 1024 * 1024;
+export const SEGMENT_DIR = 'log';
+export const SEGMENT_SUFFIX = '.seg';
+export const LEGACY_LOG_FILE = 'events.log';
+export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024;
+
+export const segmentDir = (dir: string): string => path.join(dir, SEGMENT_DIR);
+export const segmentFile = (dir: string, base: number): string => path.join(segmentDir(dir), positionName(base, SEGMENT_SUFFIX));
+
+/** The segment files of a data directory, by ascending base (the global index of their first frame). */
+export async function listSegments(dir: string): Promise<{ base: number; file: string }[]> {
+  return (await listPositioned(segmentDir(dir), SEGMENT_SUFFIX)).map((s) => ({ base: s.position, file: s.file }));
+}
 
 /** The file operations of the append path. Injectable so tests can count syncs and inject faults. */
 export interface EventLogIo {
@@ -44,33 +78,60 @@ export interface EventLogIo {
   fsync(fd: number): Promise<void>;
 }
 
+export interface SegmentInfo {
+  /** Global index of the segment's first frame (its name). */
+  readonly base: number;
+  readonly frames: number;
+  readonly bytes: number;
+  readonly file: string;
+}
+
 export interface FileEventLogOptions {
-  /** The data directory; created when missing. The log is `<dir>/events.log`. */
+  /** The data directory; created when missing. Segments live in `<dir>/log/`. */
   readonly dir: string;
   /** Upper bound on the bytes of one group-commit write. A single larger frame is still written, alone. */
   readonly maxBatchBytes?: number;
+  /** A segment holding at least this many bytes is sealed before the next batch. Default 64 MiB. */
+  readonly segmentBytes?: number;
+  /** Called after a segment was sealed (the new one exists and is durable). Must not throw. */
+  readonly onSealed?: (segment: SegmentInfo) => void;
   /** Where start() reports a dropped torn tail and where a broken log says so. Default: stderr. */
   readonly warn?: (message: string) => void;
   /** Test seam: replaces some of the append path's file operations. */
   readonly io?: Partial<EventLogIo>;
 }
 
+export interface FileEventLogStartOptions {
+  /**
+   * Global index of the first frame to deliver: the position of the snapshot the caller loaded. Frames
+   * below it are not delivered, and segments wholly below it are not even read. Default 0.
+   */
+  readonly from?: number;
+}
+
 export interface FileEventLogStats {
-  /** Committed (fsync'd) size of the file. */
+  /** Committed (fsync'd) bytes of the live segments. */
   readonly bytes: number;
-  /** Committed frames, i.e. append() calls, including those replayed at start. */
+  /** Committed frames held by the live segments, i.e. append() calls, including those replayed at start. */
   readonly frames: number;
+  /** Global index the next frame will get: every frame ever committed, deleted segments included. */
+  readonly position: number;
+  /** Global index of the first frame still held (the base of the oldest live segment). */
+  readonly firstPosition: number;
+  /** Base of the segment appends go to; every frame before it is in a sealed segment. */
+  readonly activeBase: number;
+  /** Live segment files, the active one included. */
+  readonly segments: number;
+  /** Frames delivered by start()'s replay. */
+  readonly replayed: number;
   /** fdatasync calls made by group commits since start. */
   readonly syncs: number;
 }
 
-/** start() found a bad frame followed by a valid one: acknowledged data would be lost by truncating. */
+/** start() found a bad frame followed by a valid one, or segments that do not line up. */
 export class EventLogCorruptError extends Error {
   override readonly name = 'EventLogCorruptError';
 }
-
-const callback = <T>(run: (done: (err: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> =>
-  new Promise<T>((resolve, reject) => run((err, value) => (err ? reject(err) : resolve(value as T))));
 
 const nodeIo: EventLogIo = {
   writev: (fd, buffers, position) => callback<number>((done) => fs.writev(fd, buffers, position, done)),
@@ -79,44 +140,44 @@ const nodeIo: EventLogIo = {
   fsync: (fd) => callback<void>((done) => fs.fsync(fd, done)),
 };
 
-const openFile = (file: string, flags: number): Promise<number> =>
-  callback<number>((done) => fs.open(file, flags, 0o644, done));
-const closeFd = (fd: number): Promise<void> => callback<void>((done) => fs.close(fd, done));
-const fstatSize = (fd: number): Promise<number> =>
-  callback<fs.Stats>((done) => fs.fstat(fd, done)).then((stats) => stats.size);
-const readAt = (fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> =>
-  callback<number>((done) => fs.read(fd, buffer, offset, length, position, done));
-
-/** Reads exactly `length` bytes at `position`, or fewer at end of file. */
-async function readFully(fd: number, position: number, length: number): Promise<Buffer> {
-  const buffer = Buffer.allocUnsafe(length);
-  let filled = 0;
-  while (filled < length) {
-    const n = await readAt(fd, buffer, filled, length - filled, position + filled);
-    if (n === 0) break;
-    filled += n;
-  }
-  return buffer.subarray(0, filled);
-}
-
 const unavailable = (message: string): DomainError => new DomainError('unavailable', message);
-const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-type Decoded = { readonly ok: true; readonly events: DatasetEvent[] } | { readonly ok: false; readonly why: string };
-
-function decodePayload(payload: Buffer, crc: number): Decoded {
-  if (crc32(payload) !== crc) return { ok: false, why: 'crc mismatch' };
+/** Parses a log frame's payload: a JSON array of events. */
+function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload.toString('utf8'));
   } catch {
-    return { ok: false, why: 'payload is not JSON' };
+    return { why: 'payload is not JSON' };
   }
-  if (!Array.isArray(parsed)) return { ok: false, why: 'payload is not an array' };
-  return { ok: true, events: parsed as DatasetEvent[] };
+  if (!Array.isArray(parsed)) return { why: 'payload is not an array' };
+  return { events: parsed as DatasetEvent[] };
 }
 
-const plausibleLength = (length: number): boolean => length >= MIN_PAYLOAD_BYTES && length <= MAX_FRAME_BYTES;
+/**
+ * Reads a sealed segment whole and strictly: every frame must be good. Delivers the frames whose global
+ * index is ≥ `from`. Used by compaction (in a worker); returns the frame count.
+ */
+export async function readSealedSegment(file: string, base: number, from: number, deliver: (events: DatasetEvent[]) => void): Promise<number> {
+  const fd = await openFile(file, fs.constants.O_RDONLY);
+  try {
+    const size = await fstatSize(fd);
+    let index = base;
+    const scan = await scanFrames(fd, size, (payload) => {
+      if (index++ < from) return undefined;
+      const decoded = decodeEvents(payload);
+      if (decoded.events === undefined) return decoded.why;
+      deliver(decoded.events);
+      return undefined;
+    });
+    if (scan.end !== size) {
+      throw new EventLogCorruptError(`Sealed segment ${file} is corrupt: ${scan.why ?? 'bad frame'} at byte ${scan.end} of ${size}`);
+    }
+    return scan.frames;
+  } finally {
+    await closeFd(fd);
+  }
+}
 
 /** Skips the first `n` bytes of a buffer list (after a short write). */
 function dropBytes(buffers: readonly Buffer[], n: number): Buffer[] {
@@ -128,6 +189,30 @@ function dropBytes(buffers: readonly Buffer[], n: number): Buffer[] {
   return out;
 }
 
+/**
+ * The first offset in [from, size) where a whole valid frame (good crc, JSON array) starts, if any. Tells a
+ * torn tail (nothing valid after the bad frame) from corruption inside acknowledged data, even when the bad
+ * frame's own length field is what got damaged. Cheap in practice: almost every offset fails the length
+ * test at once.
+ */
+async function findValidFrame(fd: number, from: number, size: number): Promise<number | undefined> {
+  for (let chunkPos = from; chunkPos + FRAME_HEADER_BYTES <= size; chunkPos += READ_CHUNK_BYTES) {
+    // 7 bytes of overlap so a header straddling two chunks is seen.
+    const chunk = await readFully(fd, chunkPos, Math.min(READ_CHUNK_BYTES + FRAME_HEADER_BYTES - 1, size - chunkPos));
+    const last = Math.min(READ_CHUNK_BYTES - 1, chunk.length - FRAME_HEADER_BYTES);
+    for (let i = 0; i <= last; i++) {
+      const at = chunkPos + i;
+      const length = chunk.readUInt32LE(i);
+      if (!plausibleLength(length) || at + FRAME_HEADER_BYTES + length > size) continue;
+      const start = i + FRAME_HEADER_BYTES;
+      const payload =
+        start + length <= chunk.length ? chunk.subarray(start, start + length) : await readFully(fd, at + FRAME_HEADER_BYTES, length);
+      if (crc32(payload) === chunk.readUInt32LE(i + 4) && decodeEvents(payload).events !== undefined) return at;
+    }
+  }
+  return undefined;
+}
+
 interface Pending {
   readonly events: readonly DatasetEvent[];
   readonly header: Buffer;
@@ -136,17 +221,28 @@ interface Pending {
   readonly reject: (err: unknown) => void;
 }
 
+interface Active {
+  readonly base: number;
+  readonly file: string;
+  readonly fd: number;
+  size: number;
+  frames: number;
+}
+
 type State = 'new' | 'starting' | 'open' | 'closing' | 'closed';
 
 export class FileEventLog implements EventLog {
-  readonly file: string;
-  private readonly dir: string;
+  readonly dir: string;
   private readonly maxBatchBytes: number;
+  private readonly segmentBytes: number;
+  private readonly onSealed: ((segment: SegmentInfo) => void) | undefined;
   private readonly warn: (message: string) => void;
   private readonly io: EventLogIo;
 
   private state: State = 'new';
-  private fd: number | undefined;
+  private active: Active | undefined;
+  /** Sealed segments still on disk (as far as this log knows), oldest first. */
+  private sealed: SegmentInfo[] = [];
   private listener: EventListener | undefined;
   /** Why the log refuses appends until restart; set when a failed batch could not be rolled back. */
   private broken: string | undefined;
@@ -157,27 +253,55 @@ export class FileEventLog implements EventLog {
   private closing: Promise<void> | undefined;
   /** Set synchronously by close(): from then on append() rejects. */
   private stopping = false;
-  private size = 0;
-  private frames = 0;
+  private replayed = 0;
   private syncs = 0;
 
   constructor(opts: FileEventLogOptions) {
     this.dir = opts.dir;
-    this.file = path.join(opts.dir, 'events.log');
     this.maxBatchBytes = Math.max(1, opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES);
+    this.segmentBytes = Math.max(1, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
+    this.onSealed = opts.onSealed;
     this.warn = opts.warn ?? ((message) => void process.stderr.write(`${message}\n`));
     this.io = { ...nodeIo, ...opts.io };
   }
 
-  stats(): FileEventLogStats {
-    return { bytes: this.size, frames: this.frames, syncs: this.syncs };
+  /** The segment appends go to (after start). */
+  get file(): string {
+    return this.active?.file ?? segmentFile(this.dir, 0);
   }
 
-  start(listener: EventListener): Promise<void> {
+  stats(): FileEventLogStats {
+    const active = this.active;
+    const sealedBytes = this.sealed.reduce((n, s) => n + s.bytes, 0);
+    const sealedFrames = this.sealed.reduce((n, s) => n + s.frames, 0);
+    const activeBase = active?.base ?? 0;
+    return {
+      bytes: sealedBytes + (active?.size ?? 0),
+      frames: sealedFrames + (active?.frames ?? 0),
+      position: activeBase + (active?.frames ?? 0),
+      firstPosition: this.sealed[0]?.base ?? activeBase,
+      activeBase,
+      segments: this.sealed.length + (active === undefined ? 0 : 1),
+      replayed: this.replayed,
+      syncs: this.syncs,
+    };
+  }
+
+  /** The sealed segments this log knows of, oldest first. */
+  sealedSegments(): readonly SegmentInfo[] {
+    return this.sealed;
+  }
+
+  /** Compaction deleted the sealed segments that end at or before `position`: forget them. */
+  forgetSealedBefore(position: number): void {
+    this.sealed = this.sealed.filter((s) => s.base + s.frames > position);
+  }
+
+  start(listener: EventListener, opts: FileEventLogStartOptions = {}): Promise<void> {
     if (this.state !== 'new') return Promise.reject(new Error(`FileEventLog.start: the log is ${this.state}`));
     this.state = 'starting';
     this.listener = listener;
-    this.starting = this.open(listener);
+    this.starting = this.open(listener, opts.from ?? 0);
     return this.starting;
   }
 
@@ -200,9 +324,7 @@ export class FileEventLog implements EventLog {
         new DomainError('invalid', `The batch is ${payload.length} bytes, over the event log's limit of ${MAX_FRAME_BYTES}`),
       );
     }
-    const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-    header.writeUInt32LE(payload.length, 0);
-    header.writeUInt32LE(crc32(payload), 4);
+    const header = frameHeader(payload);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ events, header, payload, resolve, reject });
       if (this.state === 'open') this.kick();
@@ -215,40 +337,53 @@ export class FileEventLog implements EventLog {
     return this.closing;
   }
 
-  // ── start: replay, repair a torn tail, open for append ──
+  // ── start: migrate, replay, repair a torn tail, open for append ──
 
-  private async open(listener: EventListener): Promise<void> {
+  private async open(listener: EventListener, from: number): Promise<void> {
     let fd: number | undefined;
     try {
       await fs.promises.mkdir(this.dir, { recursive: true });
-      fd = await openFile(this.file, fs.constants.O_RDWR | fs.constants.O_CREAT);
-      const size = await fstatSize(fd);
-      const replayed = await this.replay(fd, size, listener);
-      if (replayed.end < size) {
-        const bad = `${replayed.why ?? 'bad frame'} at byte ${replayed.end}`;
-        const later = await this.findValidFrame(fd, replayed.end + 1, size);
-        if (later !== undefined) {
+      await this.migrateLegacy();
+      await fs.promises.mkdir(segmentDir(this.dir), { recursive: true });
+      const segments = await listSegments(this.dir);
+      if (segments.length === 0) {
+        if (from > 0) {
           throw new EventLogCorruptError(
-            `Event log ${this.file} is corrupt: ${bad}, yet a valid frame follows at byte ${later} (file is ` +
-              `${size} bytes). Refusing to start rather than drop acknowledged events; restore it from a backup ` +
-              `or cut it at byte ${replayed.end} by hand once you accept losing what follows.`,
+            `Event log ${segmentDir(this.dir)} holds no segment, yet the snapshot loaded is as of frame ${from}: the log's tail is missing`,
           );
         }
-        // A torn last write (crash mid-write, or bytes written but never fsync'd): nothing in it was ever
-        // acknowledged, so it is dropped, never misread. Cut it off durably before anything is appended.
-        await this.io.ftruncate(fd, replayed.end);
-        await this.io.fsync(fd);
-        this.warn(
-          `pushbase: event log ${this.file}: dropped a torn tail of ${size - replayed.end} bytes (${bad}); ` +
-            `truncated from ${size} to ${replayed.end} bytes, keeping ${replayed.frames} frames`,
-        );
+        const file = segmentFile(this.dir, 0);
+        fd = await openFile(file, fs.constants.O_RDWR | fs.constants.O_CREAT);
+        await syncDirectory(segmentDir(this.dir));
+        await syncDirectory(this.dir);
+        this.active = { base: 0, file, fd, size: 0, frames: 0 };
+      } else {
+        const first = segments[0]!.base;
+        if (from < first) {
+          throw new EventLogCorruptError(
+            `Event log ${segmentDir(this.dir)} starts at frame ${first}, but replay must start at frame ${from}: the frames in ` +
+              'between were compacted away and no snapshot covering them was loaded',
+          );
+        }
+        for (let i = 0; i < segments.length - 1; i++) {
+          const seg = segments[i]!;
+          const nextBase = segments[i + 1]!.base;
+          if (nextBase <= from) {
+            // Wholly covered by the snapshot: not read at all (compaction deletes it in time).
+            const bytes = (await fs.promises.stat(seg.file)).size;
+            this.sealed.push({ base: seg.base, frames: nextBase - seg.base, bytes, file: seg.file });
+            continue;
+          }
+          this.sealed.push(await this.replaySealed(seg.base, seg.file, nextBase, from, listener));
+        }
+        const last = segments[segments.length - 1]!;
+        fd = await openFile(last.file, fs.constants.O_RDWR);
+        this.active = await this.replayLast(fd, last.base, last.file, from, listener);
       }
-      await syncDirectory(this.dir); // makes the file's directory entry durable when it was just created
-      this.fd = fd;
-      this.size = replayed.end;
-      this.frames = replayed.frames;
     } catch (err) {
       if (fd !== undefined) await closeFd(fd).catch(() => undefined);
+      this.active = undefined;
+      this.sealed = [];
       this.state = 'closed';
       this.failQueued(unavailable(`The event log could not start: ${errorText(err)}`));
       throw err;
@@ -257,75 +392,97 @@ export class FileEventLog implements EventLog {
     if (this.queue.length > 0) this.kick();
   }
 
-  /** Streams the file frame by frame, delivering each good frame; stops at the end or the first bad frame. */
-  private async replay(
-    fd: number,
-    size: number,
-    listener: EventListener,
-  ): Promise<{ end: number; frames: number; why?: string }> {
-    let buf = Buffer.alloc(0);
-    let off = 0; // index in buf of the frame at `pos`
-    let pos = 0; // file offset of the next frame
-    let readPos = 0; // file offset up to which buf has been filled
-    let frames = 0;
-    /** Ensures `need` bytes at `off` are buffered (reading ≥ 1 MiB at a time); false when the file ends first. */
-    const fill = async (need: number): Promise<boolean> => {
-      const have = buf.length - off;
-      if (have >= need) return true;
-      if (pos + need > size) return false;
-      const want = Math.min(Math.max(need, READ_CHUNK_BYTES), size - pos);
-      const next = Buffer.allocUnsafe(want);
-      buf.copy(next, 0, off);
-      let filled = have;
-      while (filled < want) {
-        const n = await readAt(fd, next, filled, want - filled, readPos);
-        if (n === 0) break; // the file shrank under us; treated like a short frame
-        filled += n;
-        readPos += n;
+  /** A legacy single-file log becomes segment 0: renamed into place, both directories fsync'd. */
+  private async migrateLegacy(): Promise<void> {
+    const legacy = path.join(this.dir, LEGACY_LOG_FILE);
+    if (!fs.existsSync(legacy)) return;
+    const segments = await listSegments(this.dir);
+    if (segments.length > 0) {
+      throw new EventLogCorruptError(
+        `Both a legacy event log ${legacy} and segments in ${segmentDir(this.dir)} exist; refusing to guess which holds the ` +
+          'history. Move one of them away.',
+      );
+    }
+    await fs.promises.mkdir(segmentDir(this.dir), { recursive: true });
+    await syncDirectory(this.dir); // the new log/ entry
+    const target = segmentFile(this.dir, 0);
+    await fs.promises.rename(legacy, target);
+    await syncDirectory(segmentDir(this.dir));
+    await syncDirectory(this.dir);
+    this.warn(`pushbase: event log: moved the legacy ${legacy} to ${target} (segment 0 of the segmented log)`);
+  }
+
+  private async replaySealed(base: number, file: string, nextBase: number, from: number, listener: EventListener): Promise<SegmentInfo> {
+    const fd = await openFile(file, fs.constants.O_RDONLY);
+    try {
+      const size = await fstatSize(fd);
+      const scan = await this.replayFrames(fd, size, base, from, listener);
+      if (scan.end < size) {
+        throw new EventLogCorruptError(
+          `Event log segment ${file} is corrupt: ${scan.why ?? 'bad frame'} at byte ${scan.end} of ${size}, in a sealed segment ` +
+            '(later segments follow, so this is acknowledged data, not a torn tail). Refusing to start rather than drop acknowledged ' +
+            'events; restore the data directory from a backup.',
+        );
       }
-      buf = next.subarray(0, filled);
-      off = 0;
-      return filled >= need;
-    };
-    for (;;) {
-      if (pos === size) return { end: pos, frames };
-      if (!(await fill(FRAME_HEADER_BYTES))) return { end: pos, frames, why: 'short header' };
-      const length = buf.readUInt32LE(off);
-      const crc = buf.readUInt32LE(off + 4);
-      if (!plausibleLength(length)) return { end: pos, frames, why: `implausible length ${length}` };
-      if (!(await fill(FRAME_HEADER_BYTES + length))) return { end: pos, frames, why: 'short payload' };
-      const decoded = decodePayload(buf.subarray(off + FRAME_HEADER_BYTES, off + FRAME_HEADER_BYTES + length), crc);
-      if (!decoded.ok) return { end: pos, frames, why: decoded.why };
-      listener(decoded.events);
-      frames += 1;
-      off += FRAME_HEADER_BYTES + length;
-      pos += FRAME_HEADER_BYTES + length;
+      if (base + scan.frames !== nextBase) {
+        throw new EventLogCorruptError(
+          `Event log segment ${file} holds ${scan.frames} frames (${base}..${base + scan.frames - 1}), but the next segment starts at ` +
+            `frame ${nextBase}: frames are missing or duplicated. Refusing to start; restore the data directory from a backup.`,
+        );
+      }
+      return { base, frames: scan.frames, bytes: size, file };
+    } finally {
+      await closeFd(fd);
     }
   }
 
-  /**
-   * The first offset in [from, size) where a whole valid frame starts, if any. Tells a torn tail (nothing
-   * valid after the bad frame) from corruption inside acknowledged data, even when the bad frame's own length
-   * field is what got damaged. Cheap in practice: almost every offset fails the length test at once.
-   */
-  private async findValidFrame(fd: number, from: number, size: number): Promise<number | undefined> {
-    for (let chunkPos = from; chunkPos + FRAME_HEADER_BYTES <= size; chunkPos += READ_CHUNK_BYTES) {
-      // 7 bytes of overlap so a header straddling two chunks is seen.
-      const chunk = await readFully(fd, chunkPos, Math.min(READ_CHUNK_BYTES + FRAME_HEADER_BYTES - 1, size - chunkPos));
-      const last = Math.min(READ_CHUNK_BYTES - 1, chunk.length - FRAME_HEADER_BYTES);
-      for (let i = 0; i <= last; i++) {
-        const at = chunkPos + i;
-        const length = chunk.readUInt32LE(i);
-        if (!plausibleLength(length) || at + FRAME_HEADER_BYTES + length > size) continue;
-        const start = i + FRAME_HEADER_BYTES;
-        const payload =
-          start + length <= chunk.length
-            ? chunk.subarray(start, start + length)
-            : await readFully(fd, at + FRAME_HEADER_BYTES, length);
-        if (decodePayload(payload, chunk.readUInt32LE(i + 4)).ok) return at;
+  private async replayLast(fd: number, base: number, file: string, from: number, listener: EventListener): Promise<Active> {
+    const size = await fstatSize(fd);
+    const replayed = await this.replayFrames(fd, size, base, from, listener);
+    if (replayed.end < size) {
+      const bad = `${replayed.why ?? 'bad frame'} at byte ${replayed.end}`;
+      const later = await findValidFrame(fd, replayed.end + 1, size);
+      if (later !== undefined) {
+        throw new EventLogCorruptError(
+          `Event log ${file} is corrupt: ${bad}, yet a valid frame follows at byte ${later} (file is ` +
+            `${size} bytes). Refusing to start rather than drop acknowledged events; restore it from a backup ` +
+            `or cut it at byte ${replayed.end} by hand once you accept losing what follows.`,
+        );
       }
+      // A torn last write (crash mid-write, or bytes written but never fsync'd): nothing in it was ever
+      // acknowledged, so it is dropped, never misread. Cut it off durably before anything is appended.
+      await this.io.ftruncate(fd, replayed.end);
+      await this.io.fsync(fd);
+      this.warn(
+        `pushbase: event log ${file}: dropped a torn tail of ${size - replayed.end} bytes (${bad}); ` +
+          `truncated from ${size} to ${replayed.end} bytes, keeping ${replayed.frames} frames`,
+      );
     }
-    return undefined;
+    if (base + replayed.frames < from) {
+      throw new EventLogCorruptError(
+        `Event log ${segmentDir(this.dir)} ends at frame ${base + replayed.frames}, but the snapshot loaded is as of frame ${from}: ` +
+          'acknowledged frames are missing from the log. Refusing to start; restore the data directory from a backup.',
+      );
+    }
+    return { base, file, fd, size: replayed.end, frames: replayed.frames };
+  }
+
+  /** Streams one segment, delivering each good frame at or after `from`; stops at the end or the first bad frame. */
+  private replayFrames(fd: number, size: number, base: number, from: number, listener: EventListener) {
+    let index = base;
+    return scanFrames(fd, size, (payload) => {
+      if (index < from) {
+        index += 1;
+        // Not delivered, but still checked to be a frame of events (a torn tail must not hide behind it).
+        return decodeEvents(payload).why;
+      }
+      const decoded = decodeEvents(payload);
+      if (decoded.events === undefined) return decoded.why;
+      index += 1;
+      listener(decoded.events);
+      this.replayed += 1;
+      return undefined;
+    });
   }
 
   // ── the writer: group commit ──
@@ -356,10 +513,54 @@ export class FileEventLog implements EventLog {
     return this.queue.splice(0, n);
   }
 
+  /**
+   * Seals the active segment and opens a new one at the next frame index. The old segment's frames were all
+   * fdatasync'd by their commits; the new file's directory entry is fsync'd before anything is written to it,
+   * so after a crash the segments always line up (at worst the last one is empty). If anything fails, the new
+   * file is removed again and the old segment stays active; if even that fails the log is broken (an empty
+   * stray segment after a still-growing one would make the next start refuse).
+   */
+  private async roll(): Promise<void> {
+    const old = this.active!;
+    const base = old.base + old.frames;
+    const file = segmentFile(this.dir, base);
+    let fd: number | undefined;
+    try {
+      fd = await openFile(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC);
+      await syncDirectory(segmentDir(this.dir));
+    } catch (err) {
+      if (fd !== undefined) await closeFd(fd).catch(() => undefined);
+      try {
+        await fs.promises.rm(file, { force: true });
+        await syncDirectory(segmentDir(this.dir));
+      } catch (rmErr) {
+        this.broken = `The event log is broken until restart: a new segment ${file} could not be created (${errorText(err)}) nor removed (${errorText(rmErr)})`;
+        this.warn(`pushbase: event log: ${this.broken}`);
+      }
+      throw err;
+    }
+    this.active = { base, file, fd, size: 0, frames: 0 };
+    const sealed: SegmentInfo = { base: old.base, frames: old.frames, bytes: old.size, file: old.file };
+    this.sealed.push(sealed);
+    await closeFd(old.fd).catch(() => undefined); // its data were fdatasync'd batch by batch
+    this.onSealed?.(sealed);
+  }
+
   /** Writes and fsyncs one batch, then delivers and resolves it; on failure rolls back. Never throws. */
   private async commit(batch: Pending[]): Promise<void> {
-    const fd = this.fd!;
-    const position = this.size;
+    if (this.active!.size >= this.segmentBytes && this.active!.frames > 0) {
+      try {
+        await this.roll();
+      } catch (err) {
+        const error = unavailable(`The event log could not start a new segment: ${errorText(err)}`);
+        for (const p of batch) p.reject(error);
+        if (this.broken !== undefined) this.failQueued(unavailable(this.broken));
+        return;
+      }
+    }
+    const active = this.active!;
+    const fd = active.fd;
+    const position = active.size;
     let buffers: Buffer[] = [];
     let bytes = 0;
     for (const p of batch) {
@@ -381,8 +582,8 @@ export class FileEventLog implements EventLog {
       await this.rollback(batch, position, err);
       return;
     }
-    this.size = position + bytes;
-    this.frames += batch.length;
+    active.size = position + bytes;
+    active.frames += batch.length;
     // Durable: the listener sees every frame, in log order, before any of the appends resolves.
     const failures: unknown[] = [];
     for (const p of batch) {
@@ -411,15 +612,15 @@ export class FileEventLog implements EventLog {
    * a restart, whose start() drops that torn tail.
    */
   private async rollback(batch: Pending[], position: number, cause: unknown): Promise<void> {
-    const fd = this.fd!;
+    const active = this.active!;
     try {
-      await this.io.ftruncate(fd, position);
-      await this.io.fsync(fd);
+      await this.io.ftruncate(active.fd, position);
+      await this.io.fsync(active.fd);
     } catch (err) {
       this.broken =
         `The event log is broken until restart: a failed write (${errorText(cause)}) could not be rolled back ` +
         `(${errorText(err)})`;
-      this.warn(`pushbase: event log ${this.file}: ${this.broken}`);
+      this.warn(`pushbase: event log ${active.file}: ${this.broken}`);
     }
     const error = unavailable(`The event log could not store the events: ${errorText(cause)}`);
     for (const p of batch) p.reject(error);
@@ -436,8 +637,7 @@ export class FileEventLog implements EventLog {
     if (this.starting) await this.starting.catch(() => undefined);
     if (this.state === 'open') this.state = 'closing';
     while (this.draining) await this.draining;
-    const fd = this.fd;
-    this.fd = undefined;
+    const fd = this.active?.fd;
     this.state = 'closed';
     if (fd === undefined) return;
     try {
@@ -446,17 +646,5 @@ export class FileEventLog implements EventLog {
     } finally {
       await closeFd(fd);
     }
-  }
-}
-
-async function syncDirectory(dir: string): Promise<void> {
-  const fd = await openFile(dir, fs.constants.O_RDONLY);
-  try {
-    await nodeIo.fsync(fd);
-  } catch (err) {
-    // Some file systems cannot fsync a directory; the file's own fsyncs still hold.
-    if (!['EINVAL', 'EISDIR', 'EPERM', 'ENOTSUP'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
-  } finally {
-    await closeFd(fd);
   }
 }

@@ -1,3 +1,4 @@
 export * from './config';
 export * from './runtime';
 export * from './tls';
+export * from './embedded-store';

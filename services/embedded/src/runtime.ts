@@ -4,10 +4,10 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
-import { createRecordService, createSchemaService, MemoryProjection } from '@pushbase/app';
+import { createRecordService, createSchemaService, type MemoryProjection } from '@pushbase/app';
 import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, newApiKey, parseBootstrapKeys, SlidingWindowRateLimiter } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
-import { FileEventLog } from './file-event-log';
+import { EmbeddedStore } from './embedded-store';
 import { loadOrCreateTls } from './tls';
 
 export interface RunningEmbedded {
@@ -119,11 +119,28 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) keys.add(hashApiKey(key), account);
   await loadStoredKeys(config.dataDir, keys, log);
 
-  const projection = new MemoryProjection();
-  const eventLog = new FileEventLog({ dir: config.dataDir });
-  const replayStart = process.hrtime.bigint();
-  await eventLog.start(projection.apply);
-  log('event log replayed', { ms: Number(process.hrtime.bigint() - replayStart) / 1e6, ...projection.stats() });
+  // The newest valid snapshot, then only the log after it (embedded-store.ts); compaction runs in a worker.
+  const { store, report } = await EmbeddedStore.open({
+    dir: config.dataDir,
+    segmentBytes: config.segmentBytes,
+    compactAfterBytes: config.compactAfterBytes,
+    log,
+  });
+  const { projection, eventLog } = store;
+  const logStats = eventLog.stats();
+  log('event log replayed', {
+    ms: report.snapshotMs + report.replayMs,
+    snapshot_position: report.snapshot?.position ?? null,
+    snapshot_ms: report.snapshotMs,
+    snapshot_datasets: report.snapshot?.datasets ?? 0,
+    snapshot_records: report.snapshot?.records ?? 0,
+    replay_ms: report.replayMs,
+    frames_replayed: report.framesReplayed,
+    log_position: logStats.position,
+    log_segments: logStats.segments,
+    log_bytes: logStats.bytes,
+    ...projection.stats(),
+  });
 
   const clock = { now: () => Date.now() };
   const schemas = createSchemaService({ log: eventLog, store: projection, clock, ids: { newIncarnation: () => randomUUID() } });
@@ -166,7 +183,7 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
     stop: () =>
       (stopping ??= (async () => {
         await Promise.all([publicDrain.close(config.shutdownTimeoutMs), adminDrain.close(1000)]);
-        await eventLog.close();
+        await store.close();
         log('stopped', projection.stats());
       })()),
   };

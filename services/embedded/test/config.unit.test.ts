@@ -13,6 +13,12 @@ describe('embedded configuration', () => {
   it('lists every problem at once', () => {
     expect(() => loadConfig({ PUSHBASE_PORT: 'x', PUSHBASE_ADMIN_TOKEN: 'short' })).toThrow(/PUSHBASE_PORT[\s\S]*PUSHBASE_ADMIN_TOKEN/);
   });
+  it('sizes the event log segments and the compaction threshold, defaulting to 64 MiB and 256 MiB', () => {
+    expect(loadConfig({})).toMatchObject({ segmentBytes: 64 * 1024 * 1024, compactAfterBytes: 256 * 1024 * 1024 });
+    expect(loadConfig({ PUSHBASE_SEGMENT_BYTES: '4096', PUSHBASE_COMPACT_AFTER_BYTES: '10000' })).toMatchObject({ segmentBytes: 4096, compactAfterBytes: 10000 });
+    expect(() => loadConfig({ PUSHBASE_SEGMENT_BYTES: '0' })).toThrow(/PUSHBASE_SEGMENT_BYTES/);
+    expect(() => loadConfig({ PUSHBASE_COMPACT_AFTER_BYTES: '-1' })).toThrow(/PUSHBASE_COMPACT_AFTER_BYTES/);
+  });
   it('needs both TLS files or neither', () => {
     expect(() => loadConfig({ PUSHBASE_TLS_CERT: '/c.pem' })).toThrow(/PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY/);
     expect(loadConfig({ PUSHBASE_TLS_CERT: '/c.pem', PUSHBASE_TLS_KEY: '/k.pem' }).tls).toEqual({ certFile: '/c.pem', keyFile: '/k.pem' });

@@ -47,7 +47,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const logFile = (): string => path.join(dir, 'events.log');
+const logFile = (): string => path.join(dir, 'log', '00000000000000000000.seg');
 
 function newLog(opts: Partial<FileEventLogOptions> = {}): FileEventLog {
   const log = new FileEventLog({ dir, warn: (m) => warnings.push(m), ...opts });

@@ -1,0 +1,148 @@
+import * as fs from 'node:fs';
+import { evolve, initialState, type State } from '@pushbase/domain';
+import { listSegments, readSealedSegment, segmentDir } from './file-event-log';
+import { errorText, syncDirectory } from './frames';
+import { listSnapshots, readSnapshot, snapshotDir, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
+
+/*
+ * One compaction run: newest valid snapshot + the sealed segments after it, folded with the domain's pure
+ * `evolve`, written as a new snapshot at the end of the last sealed segment; then the files that snapshot
+ * makes redundant are deleted. Pure file work with no shared memory, so it runs in a worker thread
+ * (compactor-worker.ts) while the main thread keeps serving; tests may call it in-process.
+ *
+ * Retention (retainSnapshots = 2, the default): the new snapshot and the one it was built from are kept,
+ * and only segments that the *older* of the two covers are deleted. So if the newest snapshot is ever found
+ * damaged at start, the older one plus the segments after it still rebuild the state exactly — a real
+ * fallback, for the price of keeping about one compaction's worth of segments more on disk. With
+ * retainSnapshots = 1 everything the new snapshot covers goes.
+ *
+ * Crash safety, step by step: nothing is deleted before the new snapshot is durable (written, fsync'd,
+ * renamed, directory fsync'd); segments are deleted oldest first, so whatever survives a crash is still a
+ * contiguous run the next start can replay or skip; a leftover `.tmp` is never read and is removed here.
+ */
+
+export interface CompactionJob {
+  readonly dir: string;
+  /** Global index where the sealed segments end (the active segment's base): the new snapshot's position. */
+  readonly sealedEnd: number;
+  /** 1 or 2 (default 2): see above. */
+  readonly retainSnapshots?: number;
+}
+
+export interface CompactionResult {
+  /** The new snapshot. */
+  readonly snapshot: SnapshotInfo;
+  /** Position of the snapshot it started from (0 and no file when there was none). */
+  readonly from: number;
+  readonly segmentsFolded: number;
+  readonly framesFolded: number;
+  /** Bases of the deleted segments; every frame before `deletedBefore` is gone from the log. */
+  readonly segmentsDeleted: number[];
+  readonly deletedBefore: number;
+  readonly snapshotsDeleted: number[];
+  readonly warnings: string[];
+  readonly ms: number;
+}
+
+/**
+ * Runs one compaction. Resolves undefined when there is nothing to do (the newest snapshot is already at
+ * `sealedEnd`). `step` is a test seam called before each durable step ('load', 'fold', 'write-temp',
+ * 'fsync-temp', 'rename', 'sync-dir', 'delete-segment', 'delete-snapshot'); throwing there simulates a crash.
+ */
+export async function compact(job: CompactionJob, step: StepHook = () => undefined): Promise<CompactionResult | undefined> {
+  const t0 = performance.now();
+  const retain = job.retainSnapshots === 1 ? 1 : 2;
+  const warnings: string[] = [];
+  const segments = await listSegments(job.dir);
+  const snapshots = await listSnapshots(job.dir);
+  const firstBase = segments[0]?.base;
+  if (firstBase === undefined) throw new Error(`no segments in ${segmentDir(job.dir)}`);
+  const ends = new Map<number, number>(); // base → next segment's base
+  segments.forEach((s, i) => {
+    const next = segments[i + 1];
+    if (next !== undefined) ends.set(s.base, next.base);
+  });
+  if (job.sealedEnd !== firstBase && ![...ends.values()].includes(job.sealedEnd)) {
+    throw new Error(`no segment boundary at frame ${job.sealedEnd} in ${segmentDir(job.dir)}`);
+  }
+
+  // 1. The newest snapshot that verifies and that the remaining segments continue.
+  await step('load');
+  let from = 0;
+  let state: State | undefined;
+  let loaded: number | undefined;
+  for (const snap of [...snapshots].reverse()) {
+    if (snap.position < firstBase || snap.position > job.sealedEnd) continue;
+    try {
+      const read = await readSnapshot(snap.file);
+      state = read.state;
+      from = read.info.position;
+      loaded = from;
+      break;
+    } catch (err) {
+      warnings.push(`ignoring snapshot ${snap.file}: ${errorText(err)}`);
+    }
+  }
+  if (state === undefined) {
+    if (firstBase !== 0) throw new Error(`no usable snapshot, and the log starts at frame ${firstBase}, not 0: cannot rebuild the state`);
+    state = initialState();
+  }
+  if (from >= job.sealedEnd) return undefined;
+
+  // 2. Fold the sealed segments after it, with the same pure evolve the projection uses.
+  await step('fold');
+  let segmentsFolded = 0;
+  let framesFolded = 0;
+  let s: State = state;
+  for (const seg of segments) {
+    const next = ends.get(seg.base);
+    if (next === undefined || seg.base >= job.sealedEnd) break; // the active segment, or beyond the job
+    if (next <= from) continue;
+    const frames = await readSealedSegment(seg.file, seg.base, from, (events) => {
+      for (const e of events) s = evolve(s, e);
+      framesFolded += 1;
+    });
+    if (seg.base + frames !== next) {
+      throw new Error(`segment ${seg.file} holds ${frames} frames but the next segment starts at frame ${next}`);
+    }
+    segmentsFolded += 1;
+  }
+
+  // 3. The new snapshot, durable before anything is deleted.
+  const snapshot = await writeSnapshot(job.dir, job.sealedEnd, s, step);
+
+  // 4. Delete what is now redundant, oldest first.
+  const deletedBefore = retain === 1 ? snapshot.position : (loaded ?? 0);
+  const segmentsDeleted: number[] = [];
+  for (const seg of segments) {
+    const next = ends.get(seg.base);
+    if (next === undefined || next > deletedBefore) break;
+    await step('delete-segment');
+    await fs.promises.rm(seg.file, { force: true });
+    segmentsDeleted.push(seg.base);
+  }
+  if (segmentsDeleted.length > 0) await syncDirectory(segmentDir(job.dir));
+  const keep = new Set([snapshot.position, ...(retain === 2 && loaded !== undefined ? [loaded] : [])]);
+  const snapshotsDeleted: number[] = [];
+  for (const snap of await listSnapshots(job.dir)) {
+    if (keep.has(snap.position)) continue;
+    await step('delete-snapshot');
+    await fs.promises.rm(snap.file, { force: true });
+    snapshotsDeleted.push(snap.position);
+  }
+  for (const name of await fs.promises.readdir(snapshotDir(job.dir))) {
+    if (name.endsWith('.tmp')) await fs.promises.rm(`${snapshotDir(job.dir)}/${name}`, { force: true });
+  }
+  await syncDirectory(snapshotDir(job.dir));
+  return {
+    snapshot,
+    from,
+    segmentsFolded,
+    framesFolded,
+    segmentsDeleted,
+    deletedBefore: segmentsDeleted.length > 0 ? deletedBefore : firstBase,
+    snapshotsDeleted,
+    warnings,
+    ms: performance.now() - t0,
+  };
+}

@@ -1,0 +1,271 @@
+import { existsSync } from 'node:fs';
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { MemoryProjection } from '@pushbase/app';
+import { initialState, type State } from '@pushbase/domain';
+import type { CompactionJob, CompactionResult } from './compaction';
+import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
+import { errorText } from './frames';
+import { listSnapshots, readSnapshot, type SnapshotInfo } from './snapshot';
+
+/*
+ * The embedded mode's storage: the segmented event log, the snapshots, the in-memory projection, and the
+ * background compaction that keeps restart time and disk bounded by the state rather than the history.
+ *
+ * Start: the newest snapshot that verifies (and that the log continues) is installed in the projection,
+ * then only the log after its position is replayed. A damaged snapshot is skipped for an older one, or for
+ * a full replay when segment 0 still exists; when neither is possible start() refuses with the reason.
+ *
+ * Compaction: when the sealed segments not yet covered by a snapshot hold ≥ compactAfterBytes, one run
+ * (compaction.ts) starts in a worker thread — the main thread never serialises the live state — and at
+ * most one runs at a time. A failed run is logged and retried at the next segment roll or after retryMs;
+ * it never stops the server, and it deletes nothing a durable snapshot does not cover.
+ */
+
+export const DEFAULT_COMPACT_AFTER_BYTES = 256 * 1024 * 1024;
+const DEFAULT_RETRY_MS = 60_000;
+
+export type StoreLogger = (msg: string, fields?: Record<string, unknown>) => void;
+/** Runs one compaction job somewhere (a worker thread by default) and reports its result. */
+export type CompactionRunner = (job: CompactionJob) => Promise<CompactionResult | undefined>;
+
+export interface EmbeddedStoreOptions {
+  readonly dir: string;
+  readonly segmentBytes?: number;
+  readonly compactAfterBytes?: number;
+  /** 1 or 2 snapshots kept (default 2; see compaction.ts). */
+  readonly retainSnapshots?: number;
+  readonly retryMs?: number;
+  readonly log?: StoreLogger;
+  /** Where the log's own warnings go (torn tail dropped, migration). Default: through `log`. */
+  readonly warn?: (message: string) => void;
+  /** Replaces the worker thread, e.g. with the in-process `compact` in tests. */
+  readonly runCompaction?: CompactionRunner;
+  /** The worker's entry file; default: compactor.js beside this bundle, else compactor-worker.ts via tsx. */
+  readonly compactorEntry?: string;
+  /** Test seam: passed to the log. */
+  readonly maxBatchBytes?: number;
+}
+
+export interface StartReport {
+  readonly snapshot: SnapshotInfo | undefined;
+  readonly snapshotMs: number;
+  readonly replayMs: number;
+  readonly framesReplayed: number;
+  readonly skipped: string[];
+}
+
+/** The default runner: one worker thread per run. */
+export function workerRunner(entry: string = defaultCompactorEntry()): { run: CompactionRunner; terminate(): Promise<void> } {
+  const running = new Set<Worker>();
+  const isTs = entry.endsWith('.ts');
+  const run: CompactionRunner = (job) =>
+    new Promise((resolve, reject) => {
+      // From TypeScript sources (tests, `tsx`) the worker registers tsx itself; the bundle needs nothing.
+      const worker = isTs
+        ? new Worker(`require('tsx/cjs/api').register(); require(${JSON.stringify(entry)});`, { eval: true, workerData: job })
+        : new Worker(entry, { workerData: job });
+      running.add(worker);
+      let settled = false;
+      worker.once('message', (msg: { ok: boolean; result?: CompactionResult; error?: string }) => {
+        settled = true;
+        if (msg.ok) resolve(msg.result);
+        else reject(new Error(msg.error ?? 'compaction failed'));
+      });
+      worker.once('error', (err) => {
+        settled = true;
+        reject(err);
+      });
+      worker.once('exit', (code) => {
+        running.delete(worker);
+        if (!settled) reject(new Error(`the compaction worker exited with ${code} before reporting`));
+      });
+    });
+  return {
+    run,
+    terminate: async () => {
+      await Promise.all([...running].map((w) => w.terminate()));
+    },
+  };
+}
+
+export function defaultCompactorEntry(): string {
+  const bundled = path.join(__dirname, 'compactor.js');
+  return existsSync(bundled) ? bundled : path.join(__dirname, 'compactor-worker.ts');
+}
+
+/**
+ * Picks and loads the snapshot to start from: the newest that verifies and that the log can continue
+ * (its position at or after the first segment's base). Undefined means a full replay from frame 0.
+ */
+async function loadStartSnapshot(dir: string, skipped: string[]): Promise<{ info: SnapshotInfo; state: State } | undefined> {
+  const segments = await listSegments(dir);
+  const legacy = segments.length === 0 && existsSync(path.join(dir, LEGACY_LOG_FILE));
+  const firstBase = segments[0]?.base ?? (legacy ? 0 : undefined);
+  const snapshots = await listSnapshots(dir);
+  for (const snap of [...snapshots].reverse()) {
+    if (firstBase !== undefined && snap.position < firstBase) {
+      skipped.push(`snapshot ${snap.file} is older than the log's first frame ${firstBase}`);
+      continue;
+    }
+    try {
+      return await readSnapshot(snap.file);
+    } catch (err) {
+      skipped.push(`snapshot ${snap.file} is unusable: ${errorText(err)}`);
+    }
+  }
+  if (firstBase === undefined || firstBase === 0) return undefined;
+  throw new Error(
+    `Cannot start: the event log in ${path.join(dir, 'log')} starts at frame ${firstBase} (older frames were compacted away), ` +
+      `and no snapshot covering them could be loaded${skipped.length > 0 ? ` (${skipped.join('; ')})` : ''}. ` +
+      'Restore the data directory (or at least its snapshots/) from a backup.',
+  );
+}
+
+export class EmbeddedStore {
+  readonly projection: MemoryProjection;
+  readonly eventLog: FileEventLog;
+  private readonly opts: EmbeddedStoreOptions;
+  private readonly log: StoreLogger;
+  private readonly compactAfterBytes: number;
+  private readonly retryMs: number;
+  private readonly runner: CompactionRunner;
+  private readonly terminateWorkers: () => Promise<void>;
+  /** Position of the newest durable snapshot (0: none). */
+  private snapshotPosition = 0;
+  private running: Promise<void> | undefined;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private runs = 0;
+  private failures = 0;
+
+  private constructor(opts: EmbeddedStoreOptions, projection: MemoryProjection, snapshotPosition: number) {
+    this.opts = opts;
+    this.log = opts.log ?? (() => undefined);
+    this.compactAfterBytes = Math.max(1, opts.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES);
+    this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    if (opts.runCompaction !== undefined) {
+      this.runner = opts.runCompaction;
+      this.terminateWorkers = () => Promise.resolve();
+    } else {
+      const w = workerRunner(opts.compactorEntry);
+      this.runner = w.run;
+      this.terminateWorkers = () => w.terminate();
+    }
+    this.projection = projection;
+    this.snapshotPosition = snapshotPosition;
+    const log = this.log;
+    this.eventLog = new FileEventLog({
+      dir: opts.dir,
+      segmentBytes: opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
+      onSealed: (segment: SegmentInfo) => {
+        log('event log segment sealed', { base: segment.base, frames: segment.frames, bytes: segment.bytes });
+        this.maybeCompact();
+      },
+      warn: opts.warn ?? ((message) => log('event log warning', { detail: message })),
+      ...(opts.maxBatchBytes === undefined ? {} : { maxBatchBytes: opts.maxBatchBytes }),
+    });
+  }
+
+  /** Loads the newest usable snapshot, replays the log after it, and schedules compaction if due. */
+  static async open(opts: EmbeddedStoreOptions): Promise<{ store: EmbeddedStore; report: StartReport }> {
+    const skipped: string[] = [];
+    const t0 = performance.now();
+    const loaded = await loadStartSnapshot(opts.dir, skipped);
+    const snapshotMs = performance.now() - t0;
+    const projection = new MemoryProjection(loaded?.state ?? initialState());
+    const store = new EmbeddedStore(opts, projection, loaded?.info.position ?? 0);
+    for (const why of skipped) store.log('snapshot skipped', { detail: why });
+    const t1 = performance.now();
+    await store.eventLog.start(projection.apply, { from: loaded?.info.position ?? 0 });
+    const report: StartReport = {
+      snapshot: loaded?.info,
+      snapshotMs,
+      replayMs: performance.now() - t1,
+      framesReplayed: store.eventLog.stats().replayed,
+      skipped,
+    };
+    store.maybeCompact();
+    return { store, report };
+  }
+
+  /** Bytes in sealed segments that no snapshot covers yet. */
+  uncompactedBytes(): number {
+    let bytes = 0;
+    for (const s of this.eventLog.sealedSegments()) if (s.base >= this.snapshotPosition) bytes += s.bytes;
+    return bytes;
+  }
+
+  stats(): { snapshotPosition: number; uncompactedBytes: number; compacting: boolean; runs: number; failures: number } {
+    return { snapshotPosition: this.snapshotPosition, uncompactedBytes: this.uncompactedBytes(), compacting: this.running !== undefined, runs: this.runs, failures: this.failures };
+  }
+
+  /** Starts a compaction run if one is due and none is running. */
+  maybeCompact(): void {
+    if (this.closed || this.running !== undefined) return;
+    if (this.uncompactedBytes() < this.compactAfterBytes) return;
+    void this.compactNow(); // never rejects: failures are logged and retried inside
+  }
+
+  /** Starts a run now (if none is running) over every sealed segment; resolves when it has finished. */
+  compactNow(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    if (this.running !== undefined) return this.running;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    const sealedEnd = this.eventLog.stats().activeBase;
+    if (sealedEnd <= this.snapshotPosition) return Promise.resolve();
+    const job: CompactionJob = { dir: this.opts.dir, sealedEnd, ...(this.opts.retainSnapshots === undefined ? {} : { retainSnapshots: this.opts.retainSnapshots }) };
+    this.log('compaction started', { from: this.snapshotPosition, to: sealedEnd, uncompacted_bytes: this.uncompactedBytes() });
+    const run = (async () => {
+      let failed = false;
+      try {
+        const result = await this.runner(job);
+        this.runs += 1;
+        if (result !== undefined) {
+          this.snapshotPosition = Math.max(this.snapshotPosition, result.snapshot.position);
+          this.eventLog.forgetSealedBefore(result.deletedBefore);
+          for (const w of result.warnings) this.log('compaction warning', { detail: w });
+          this.log('compaction finished', {
+            position: result.snapshot.position,
+            from: result.from,
+            ms: Math.round(result.ms),
+            datasets: result.snapshot.datasets,
+            records: result.snapshot.records,
+            snapshot_bytes: result.snapshot.bytes,
+            segments_folded: result.segmentsFolded,
+            frames_folded: result.framesFolded,
+            segments_deleted: result.segmentsDeleted.length,
+            snapshots_deleted: result.snapshotsDeleted.length,
+          });
+        }
+      } catch (err) {
+        this.failures += 1;
+        failed = true;
+        if (!this.closed) {
+          this.log('compaction failed; will retry', { error: errorText(err), retry_ms: this.retryMs });
+          this.retryTimer = setTimeout(() => {
+            this.retryTimer = undefined;
+            this.maybeCompact();
+          }, this.retryMs);
+          this.retryTimer.unref();
+        }
+      } finally {
+        this.running = undefined;
+      }
+      // More may have been sealed meanwhile. After a failure, wait for the retry timer or the next roll.
+      if (!failed) this.maybeCompact();
+    })();
+    this.running = run;
+    return run;
+  }
+
+  /** Stops compaction (a running worker is terminated: safe at any step) and closes the log. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
+    await this.terminateWorkers();
+    await this.running?.catch(() => undefined);
+    await this.eventLog.close();
+  }
+}

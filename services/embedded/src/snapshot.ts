@@ -1,0 +1,228 @@
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { DatasetDefinition, DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
+import { closeFd, errorText, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
+
+/*
+ * Snapshots: the folded state as of a log position P (every frame with global index < P applied), in
+ *
+ *   <dir>/snapshots/<P, 20 digits>.snap
+ *
+ * framed exactly like the log ([u32 LE length][u32 LE crc32][UTF-8 JSON]):
+ *   frame 0      {"format":"pushbase-snapshot","version":1,"position":P,"datasets":N}
+ *   frames 1..N  one dataset each, in the state's iteration order (accounts, then datasets, as inserted):
+ *                {"account","id","incarnation","definition","created_at","updated_at","nextRow",
+ *                 "keys":[row keys…],"records":[records…]}   — rows oldest insertion first, keys and
+ *                 records index-aligned, so the row map is rebuilt in exactly the same order.
+ * Written to `<name>.tmp`, fsync'd, renamed, directory fsync'd: a snapshot file that exists under its final
+ * name is whole. Loading still verifies every frame (and the frame count, and that nothing follows the last
+ * one); any fault makes the whole snapshot invalid, never partially used.
+ */
+
+export const SNAPSHOT_DIR = 'snapshots';
+export const SNAPSHOT_SUFFIX = '.snap';
+export const SNAPSHOT_FORMAT = 'pushbase-snapshot';
+export const SNAPSHOT_FORMAT_VERSION = 1;
+const WRITE_BUFFER_BYTES = 8 * 1024 * 1024;
+
+export const snapshotDir = (dir: string): string => path.join(dir, SNAPSHOT_DIR);
+export const snapshotFile = (dir: string, position: number): string => path.join(snapshotDir(dir), positionName(position, SNAPSHOT_SUFFIX));
+
+/** The snapshot files of a data directory, by ascending position (not yet verified). */
+export function listSnapshots(dir: string): Promise<{ position: number; file: string }[]> {
+  return listPositioned(snapshotDir(dir), SNAPSHOT_SUFFIX);
+}
+
+export class SnapshotInvalidError extends Error {
+  override readonly name = 'SnapshotInvalidError';
+}
+
+export interface SnapshotInfo {
+  readonly position: number;
+  readonly file: string;
+  readonly bytes: number;
+  readonly datasets: number;
+  readonly records: number;
+}
+
+interface Header {
+  readonly format: string;
+  readonly version: number;
+  readonly position: number;
+  readonly datasets: number;
+}
+
+interface DatasetFrame {
+  readonly account: string;
+  readonly id: string;
+  readonly incarnation: string;
+  readonly definition: DatasetDefinition;
+  readonly created_at: number;
+  readonly updated_at: number;
+  readonly nextRow: number;
+  readonly keys: RowKey[];
+  readonly records: DatasetRecord[];
+}
+
+/** Test seam: called before each durable step of writeSnapshot; throwing there simulates a crash. */
+export type StepHook = (step: string) => void | Promise<void>;
+
+async function writeAll(fh: fs.promises.FileHandle, buffers: Buffer[]): Promise<void> {
+  let data = Buffer.concat(buffers);
+  while (data.length > 0) {
+    const { bytesWritten } = await fh.write(data, 0, data.length);
+    if (bytesWritten <= 0) throw new Error('snapshot write made no progress');
+    data = data.subarray(bytesWritten);
+  }
+}
+
+/**
+ * Writes the state as of `position` durably and returns what it wrote. The state is only read. Safe to
+ * crash at any point: a leftover `.tmp` is never loaded and the next compaction removes it.
+ */
+export async function writeSnapshot(dir: string, position: number, state: State, step: StepHook = () => undefined): Promise<SnapshotInfo> {
+  const target = snapshotFile(dir, position);
+  const tmp = `${target}.tmp`;
+  await fs.promises.mkdir(snapshotDir(dir), { recursive: true });
+  let datasets = 0;
+  let records = 0;
+  for (const account of state.values()) {
+    datasets += account.size;
+    for (const ds of account.values()) records += ds.rows.size;
+  }
+  await step('write-temp');
+  const fh = await fs.promises.open(tmp, 'w', 0o644);
+  let bytes = 0;
+  try {
+    let pending: Buffer[] = [];
+    let pendingBytes = 0;
+    const push = async (value: unknown): Promise<void> => {
+      const payload = Buffer.from(JSON.stringify(value), 'utf8');
+      pending.push(frameHeader(payload), payload);
+      pendingBytes += payload.length + 8;
+      if (pendingBytes >= WRITE_BUFFER_BYTES) {
+        await writeAll(fh, pending);
+        bytes += pendingBytes;
+        pending = [];
+        pendingBytes = 0;
+      }
+    };
+    const header: Header = { format: SNAPSHOT_FORMAT, version: SNAPSHOT_FORMAT_VERSION, position, datasets };
+    await push(header);
+    for (const account of state.values()) {
+      for (const ds of account.values()) {
+        const frame: DatasetFrame = {
+          account: ds.account,
+          id: ds.id,
+          incarnation: ds.incarnation,
+          definition: ds.definition,
+          created_at: ds.created_at,
+          updated_at: ds.updated_at,
+          nextRow: ds.nextRow,
+          keys: [...ds.rows.keys()],
+          records: [...ds.rows.values()],
+        };
+        await push(frame);
+      }
+    }
+    await writeAll(fh, pending);
+    bytes += pendingBytes;
+    await step('fsync-temp');
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await step('rename');
+  await fs.promises.rename(tmp, target);
+  await step('sync-dir');
+  await syncDirectory(snapshotDir(dir));
+  await syncDirectory(dir);
+  return { position, file: target, bytes, datasets, records };
+}
+
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
+
+/** Loads and verifies a snapshot file; throws SnapshotInvalidError when anything about it is wrong. */
+export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; state: State }> {
+  let fd: number;
+  try {
+    fd = await openFile(file, fs.constants.O_RDONLY);
+  } catch (err) {
+    throw new SnapshotInvalidError(`cannot open snapshot ${file}: ${errorText(err)}`);
+  }
+  try {
+    const size = await fstatSize(fd);
+    const state: State = new Map();
+    let header: Header | undefined;
+    let datasets = 0;
+    let records = 0;
+    const scan = await scanFrames(fd, size, (payload) => {
+      let value: unknown;
+      try {
+        value = JSON.parse(payload.toString('utf8'));
+      } catch {
+        return 'payload is not JSON';
+      }
+      if (header === undefined) {
+        const h = value as Partial<Header> | null;
+        if (h === null || typeof h !== 'object' || h.format !== SNAPSHOT_FORMAT) return 'not a pushbase snapshot header';
+        if (h.version !== SNAPSHOT_FORMAT_VERSION) return `unsupported snapshot format version ${String(h.version)}`;
+        if (!isInt(h.position) || h.position < 0 || !isInt(h.datasets) || h.datasets < 0) return 'bad header fields';
+        header = h as Header;
+        return undefined;
+      }
+      const d = value as Partial<DatasetFrame> | null;
+      if (
+        d === null ||
+        typeof d !== 'object' ||
+        !isString(d.account) ||
+        !isString(d.id) ||
+        !isString(d.incarnation) ||
+        typeof d.definition !== 'object' ||
+        d.definition === null ||
+        !isInt(d.created_at) ||
+        !isInt(d.updated_at) ||
+        !isInt(d.nextRow) ||
+        !Array.isArray(d.keys) ||
+        !Array.isArray(d.records) ||
+        d.keys.length !== d.records.length
+      ) {
+        return `bad dataset frame ${datasets + 1}`;
+      }
+      if (datasets >= header.datasets) return `more datasets than the header's ${header.datasets}`;
+      const rows = new Map<RowKey, DatasetRecord>();
+      const keys = d.keys;
+      const recs = d.records;
+      for (let i = 0; i < keys.length; i++) rows.set(keys[i]!, recs[i]!);
+      if (rows.size !== keys.length) return `duplicate row keys in dataset ${d.account}/${d.id}`;
+      const ds: DatasetState = {
+        account: d.account,
+        id: d.id,
+        incarnation: d.incarnation,
+        definition: d.definition,
+        created_at: d.created_at,
+        updated_at: d.updated_at,
+        rows,
+        nextRow: d.nextRow,
+      };
+      let account = state.get(ds.account);
+      if (account === undefined) state.set(ds.account, (account = new Map<string, DatasetState>()));
+      if (account.has(ds.id)) return `dataset ${ds.account}/${ds.id} appears twice`;
+      account.set(ds.id, ds);
+      datasets += 1;
+      records += rows.size;
+      return undefined;
+    });
+    if (scan.end !== size) throw new SnapshotInvalidError(`snapshot ${file} is damaged: ${scan.why ?? 'bad frame'} at byte ${scan.end} of ${size}`);
+    if (header === undefined) throw new SnapshotInvalidError(`snapshot ${file} is empty`);
+    const named = Number(path.basename(file).slice(0, 20));
+    if (header.position !== named) throw new SnapshotInvalidError(`snapshot ${file} says it is as of frame ${header.position}, its name says ${named}`);
+    if (datasets !== header.datasets) {
+      throw new SnapshotInvalidError(`snapshot ${file} is incomplete: ${datasets} of ${header.datasets} datasets`);
+    }
+    return { info: { position: header.position, file, bytes: size, datasets, records }, state };
+  } finally {
+    await closeFd(fd);
+  }
+}
