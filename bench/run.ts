@@ -448,8 +448,8 @@ async function fillThroughHttp(
 }
 
 /**
- * If the server started a background compaction, waits (bounded) for it to end and describes it: the
- * worker's own time, its snapshot, and the server's peak RSS (worker thread included) by then.
+ * If the server started a background compaction, waits (bounded) for it to end and describes it: its
+ * time, its snapshot, and the server's peak RSS by then.
  */
 async function awaitCompaction(server: TestServer): Promise<string | undefined> {
   const find = (msg: string): Record<string, unknown> | undefined => {
@@ -472,8 +472,8 @@ async function awaitCompaction(server: TestServer): Promise<string | undefined> 
   const mem = procStatus(server.proc!.pid!);
   if (done === undefined) return `compaction did not finish: ${JSON.stringify(find('compaction failed; will retry') ?? 'timed out')}`;
   return (
-    `background compaction (worker thread) ${fmt(Number(done.ms) / 1000, 1)} s: folded ${fmt(Number(done.frames_folded))} frames of ${fmt(Number(done.segments_folded))} segments ` +
-    `into a ${mib(Number(done.snapshot_bytes))} snapshot at frame ${fmt(Number(done.position))} (${fmt(Number(done.records))} records), deleted ${String(done.segments_deleted)} segments; ` +
+    `background compaction (live snapshot) ${fmt(Number(done.ms) / 1000, 1)} s: covering ${fmt(Number(done.frames_folded))} frames, ` +
+    `a ${mib(Number(done.snapshot_bytes))} snapshot at frame ${fmt(Number(done.position))} (${fmt(Number(done.records))} records), deleted ${String(done.segments_deleted)} segments; ` +
     `server peak RSS by then ${mib(mem.hwm)}`
   );
 }

@@ -25,12 +25,7 @@ for (const file of manifests) {
 
 esbuild
   .build({
-    // Two bundles: the server, and the compaction worker it starts in a worker thread (found beside it,
-    // as dist/compactor.js, through __dirname; services/embedded/src/embedded-store.ts).
-    entryPoints: {
-      pushbase: path.join(root, 'services/cli/src/main.ts'),
-      compactor: path.join(root, 'services/embedded/src/compactor-worker.ts'),
-    },
+    entryPoints: { pushbase: path.join(root, 'services/cli/src/main.ts') },
     outdir: path.join(root, 'dist'),
     bundle: true,
     platform: 'node',

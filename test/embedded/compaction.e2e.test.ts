@@ -3,8 +3,8 @@ import path from 'node:path';
 import { eventually, TestServer } from '../helpers/server';
 
 /*
- * The embedded server with tiny segments and a tiny compaction threshold: compaction runs in its worker
- * thread (dist/compactor.js) while requests are served, and a restart from snapshot + tail shows exactly
+ * The embedded server with tiny segments and a tiny compaction threshold: compaction snapshots the live
+ * projection while requests are served, and a restart from snapshot + tail shows exactly
  * the admin-visible state the server showed before, then keeps appending in order.
  */
 

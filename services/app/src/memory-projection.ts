@@ -13,6 +13,11 @@ export class MemoryProjection implements SchemaStore, ReadModel {
     this.state = state;
   }
 
+  /** The live state, for a snapshot to capture synchronously. Read only: the fold owns it. */
+  currentState(): State {
+    return this.state;
+  }
+
   readonly apply = (events: readonly DatasetEvent[]): void => {
     for (const e of events) this.state = evolve(this.state, e);
   };

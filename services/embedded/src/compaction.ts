@@ -7,8 +7,8 @@ import { listSnapshots, readSnapshot, snapshotDir, writeSnapshot, type SnapshotI
 /*
  * One compaction run: newest valid snapshot + the sealed segments after it, folded with the domain's pure
  * `evolve`, written as a new snapshot at the end of the last sealed segment; then the files that snapshot
- * makes redundant are deleted. Pure file work with no shared memory, so it runs in a worker thread
- * (compactor-worker.ts) while the main thread keeps serving; tests may call it in-process.
+ * makes redundant are deleted. Pure file work: the offline path (`pushbase compact`, on a stopped server's
+ * data directory) and the reference the live snapshot (embedded-store.ts) is tested against.
  *
  * Retention (retainSnapshots = 2, the default): the new snapshot and the one it was built from are kept,
  * and only segments that the *older* of the two covers are deleted. So if the newest snapshot is ever found
@@ -112,37 +112,55 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
   const snapshot = await writeSnapshot(job.dir, job.sealedEnd, s, step);
 
   // 4. Delete what is now redundant, oldest first.
-  const deletedBefore = retain === 1 ? snapshot.position : (loaded ?? 0);
-  const segmentsDeleted: number[] = [];
-  for (const seg of segments) {
-    const next = ends.get(seg.base);
-    if (next === undefined || next > deletedBefore) break;
-    await step('delete-segment');
-    await fs.promises.rm(seg.file, { force: true });
-    segmentsDeleted.push(seg.base);
-  }
-  if (segmentsDeleted.length > 0) await syncDirectory(segmentDir(job.dir));
-  const keep = new Set([snapshot.position, ...(retain === 2 && loaded !== undefined ? [loaded] : [])]);
-  const snapshotsDeleted: number[] = [];
-  for (const snap of await listSnapshots(job.dir)) {
-    if (keep.has(snap.position)) continue;
-    await step('delete-snapshot');
-    await fs.promises.rm(snap.file, { force: true });
-    snapshotsDeleted.push(snap.position);
-  }
-  for (const name of await fs.promises.readdir(snapshotDir(job.dir))) {
-    if (name.endsWith('.tmp')) await fs.promises.rm(`${snapshotDir(job.dir)}/${name}`, { force: true });
-  }
-  await syncDirectory(snapshotDir(job.dir));
+  const pruned = await pruneCovered(job.dir, snapshot.position, loaded, retain, step);
   return {
     snapshot,
     from,
     segmentsFolded,
     framesFolded,
-    segmentsDeleted,
-    deletedBefore: segmentsDeleted.length > 0 ? deletedBefore : firstBase,
-    snapshotsDeleted,
+    segmentsDeleted: pruned.segmentsDeleted,
+    deletedBefore: pruned.segmentsDeleted.length > 0 ? pruned.deletedBefore : firstBase,
+    snapshotsDeleted: pruned.snapshotsDeleted,
     warnings,
     ms: performance.now() - t0,
   };
+}
+
+export interface PruneResult {
+  readonly segmentsDeleted: number[];
+  /** Every frame before this is gone from the log (when any segment was deleted). */
+  readonly deletedBefore: number;
+  readonly snapshotsDeleted: number[];
+}
+
+/**
+ * After a snapshot at `snapshotPosition` is durable: deletes the segments that lie wholly below what the
+ * retained snapshots cover (retain 1: the new one; retain 2: `previous`, the one before it), oldest first,
+ * the snapshots not retained, and leftover `.tmp` files. Never touches the active (last) segment.
+ */
+export async function pruneCovered(dir: string, snapshotPosition: number, previous: number | undefined, retain: 1 | 2, step: StepHook = () => undefined): Promise<PruneResult> {
+  const segments = await listSegments(dir);
+  const deletedBefore = retain === 1 ? snapshotPosition : (previous ?? 0);
+  const segmentsDeleted: number[] = [];
+  for (const [i, seg] of segments.entries()) {
+    const next = segments[i + 1]?.base;
+    if (next === undefined || next > deletedBefore) break;
+    await step('delete-segment');
+    await fs.promises.rm(seg.file, { force: true });
+    segmentsDeleted.push(seg.base);
+  }
+  if (segmentsDeleted.length > 0) await syncDirectory(segmentDir(dir));
+  const keep = new Set([snapshotPosition, ...(retain === 2 && previous !== undefined ? [previous] : [])]);
+  const snapshotsDeleted: number[] = [];
+  for (const snap of await listSnapshots(dir)) {
+    if (keep.has(snap.position)) continue;
+    await step('delete-snapshot');
+    await fs.promises.rm(snap.file, { force: true });
+    snapshotsDeleted.push(snap.position);
+  }
+  for (const name of await fs.promises.readdir(snapshotDir(dir))) {
+    if (name.endsWith('.tmp')) await fs.promises.rm(`${snapshotDir(dir)}/${name}`, { force: true });
+  }
+  await syncDirectory(snapshotDir(dir));
+  return { segmentsDeleted, deletedBefore, snapshotsDeleted };
 }

@@ -1,12 +1,11 @@
 import { existsSync } from 'node:fs';
 import * as path from 'node:path';
-import { Worker } from 'node:worker_threads';
 import { MemoryProjection } from '@pushbase/app';
 import { initialState, type State } from '@pushbase/domain';
-import type { CompactionJob, CompactionResult } from './compaction';
+import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
 import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
-import { listSnapshots, readSnapshot, type SnapshotInfo } from './snapshot';
+import { captureState, listSnapshots, readSnapshot, writeSnapshot, type SnapshotInfo } from './snapshot';
 
 /*
  * The embedded mode's storage: the segmented event log, the snapshots, the in-memory projection, and the
@@ -16,17 +15,25 @@ import { listSnapshots, readSnapshot, type SnapshotInfo } from './snapshot';
  * then only the log after its position is replayed. A damaged snapshot is skipped for an older one, or for
  * a full replay when segment 0 still exists; when neither is possible start() refuses with the reason.
  *
- * Compaction: when the sealed segments not yet covered by a snapshot hold ≥ compactAfterBytes, one run
- * (compaction.ts) starts in a worker thread — the main thread never serialises the live state — and at
- * most one runs at a time. A failed run is logged and retried at the next segment roll or after retryMs;
- * it never stops the server, and it deletes nothing a durable snapshot does not cover.
+ * Compaction: when the sealed segments not yet covered by a snapshot hold ≥ compactAfterBytes, a snapshot
+ * of the live projection is taken at the log's current position: captured synchronously (copies of each
+ * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records),
+ * then written over many event-loop turns while requests go on, then the segments it covers are deleted
+ * (compaction.ts → pruneCovered). At most one runs at a time. A failed run is logged and retried at the
+ * next segment roll or after retryMs; it never stops the server, and it deletes nothing a durable snapshot
+ * does not cover.
+ *
+ * Why not fold the files again in a worker thread: that holds a second copy of the whole state (measured:
+ * RSS 3.7 GiB with 5 million records, against 1 GiB for the server alone) and re-parses everything the
+ * main thread already folded. The projection is the fold of exactly the log's frames so far — the log's
+ * listener runs synchronously with each commit — so it is the snapshot, as of `position`.
  */
 
 export const DEFAULT_COMPACT_AFTER_BYTES = 256 * 1024 * 1024;
 const DEFAULT_RETRY_MS = 60_000;
 
 export type StoreLogger = (msg: string, fields?: Record<string, unknown>) => void;
-/** Runs one compaction job somewhere (a worker thread by default) and reports its result. */
+/** Runs one compaction job from files (tests, offline tools); by default the store snapshots its live projection instead. */
 export type CompactionRunner = (job: CompactionJob) => Promise<CompactionResult | undefined>;
 
 export interface EmbeddedStoreOptions {
@@ -39,10 +46,8 @@ export interface EmbeddedStoreOptions {
   readonly log?: StoreLogger;
   /** Where the log's own warnings go (torn tail dropped, migration). Default: through `log`. */
   readonly warn?: (message: string) => void;
-  /** Replaces the worker thread, e.g. with the in-process `compact` in tests. */
+  /** Replaces the live snapshot, e.g. with the file-based `compact` in tests. */
   readonly runCompaction?: CompactionRunner;
-  /** The worker's entry file; default: compactor.js beside this bundle, else compactor-worker.ts via tsx. */
-  readonly compactorEntry?: string;
   /** Test seam: passed to the log. */
   readonly maxBatchBytes?: number;
 }
@@ -53,45 +58,6 @@ export interface StartReport {
   readonly replayMs: number;
   readonly framesReplayed: number;
   readonly skipped: string[];
-}
-
-/** The default runner: one worker thread per run. */
-export function workerRunner(entry: string = defaultCompactorEntry()): { run: CompactionRunner; terminate(): Promise<void> } {
-  const running = new Set<Worker>();
-  const isTs = entry.endsWith('.ts');
-  const run: CompactionRunner = (job) =>
-    new Promise((resolve, reject) => {
-      // From TypeScript sources (tests, `tsx`) the worker registers tsx itself; the bundle needs nothing.
-      const worker = isTs
-        ? new Worker(`require('tsx/cjs/api').register(); require(${JSON.stringify(entry)});`, { eval: true, workerData: job })
-        : new Worker(entry, { workerData: job });
-      running.add(worker);
-      let settled = false;
-      worker.once('message', (msg: { ok: boolean; result?: CompactionResult; error?: string }) => {
-        settled = true;
-        if (msg.ok) resolve(msg.result);
-        else reject(new Error(msg.error ?? 'compaction failed'));
-      });
-      worker.once('error', (err) => {
-        settled = true;
-        reject(err);
-      });
-      worker.once('exit', (code) => {
-        running.delete(worker);
-        if (!settled) reject(new Error(`the compaction worker exited with ${code} before reporting`));
-      });
-    });
-  return {
-    run,
-    terminate: async () => {
-      await Promise.all([...running].map((w) => w.terminate()));
-    },
-  };
-}
-
-export function defaultCompactorEntry(): string {
-  const bundled = path.join(__dirname, 'compactor.js');
-  return existsSync(bundled) ? bundled : path.join(__dirname, 'compactor-worker.ts');
 }
 
 /**
@@ -129,8 +95,9 @@ export class EmbeddedStore {
   private readonly log: StoreLogger;
   private readonly compactAfterBytes: number;
   private readonly retryMs: number;
-  private readonly runner: CompactionRunner;
-  private readonly terminateWorkers: () => Promise<void>;
+  /** Undefined: snapshot the live projection (the default). */
+  private readonly runner: CompactionRunner | undefined;
+  private readonly stopping = new AbortController();
   /** Position of the newest durable snapshot (0: none). */
   private snapshotPosition = 0;
   private running: Promise<void> | undefined;
@@ -144,14 +111,7 @@ export class EmbeddedStore {
     this.log = opts.log ?? (() => undefined);
     this.compactAfterBytes = Math.max(1, opts.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES);
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
-    if (opts.runCompaction !== undefined) {
-      this.runner = opts.runCompaction;
-      this.terminateWorkers = () => Promise.resolve();
-    } else {
-      const w = workerRunner(opts.compactorEntry);
-      this.runner = w.run;
-      this.terminateWorkers = () => w.terminate();
-    }
+    this.runner = opts.runCompaction;
     this.projection = projection;
     this.snapshotPosition = snapshotPosition;
     const log = this.log;
@@ -213,14 +173,16 @@ export class EmbeddedStore {
     if (this.running !== undefined) return this.running;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
-    const sealedEnd = this.eventLog.stats().activeBase;
-    if (sealedEnd <= this.snapshotPosition) return Promise.resolve();
-    const job: CompactionJob = { dir: this.opts.dir, sealedEnd, ...(this.opts.retainSnapshots === undefined ? {} : { retainSnapshots: this.opts.retainSnapshots }) };
-    this.log('compaction started', { from: this.snapshotPosition, to: sealedEnd, uncompacted_bytes: this.uncompactedBytes() });
+    // A live snapshot is as of every frame so far; a file-based run covers the sealed segments only.
+    const stats = this.eventLog.stats();
+    const target = this.runner === undefined ? stats.position : stats.activeBase;
+    if (target <= this.snapshotPosition) return Promise.resolve();
+    const job: CompactionJob = { dir: this.opts.dir, sealedEnd: target, ...(this.opts.retainSnapshots === undefined ? {} : { retainSnapshots: this.opts.retainSnapshots }) };
+    this.log('compaction started', { from: this.snapshotPosition, to: target, uncompacted_bytes: this.uncompactedBytes() });
     const run = (async () => {
       let failed = false;
       try {
-        const result = await this.runner(job);
+        const result = await (this.runner === undefined ? this.snapshotLive(job) : this.runner(job));
         this.runs += 1;
         if (result !== undefined) {
           this.snapshotPosition = Math.max(this.snapshotPosition, result.snapshot.position);
@@ -260,11 +222,35 @@ export class EmbeddedStore {
     return run;
   }
 
-  /** Stops compaction (a running worker is terminated: safe at any step) and closes the log. */
+  /**
+   * The default compaction: capture the projection now (synchronously, so it is exactly the fold of the
+   * frames before `job.sealedEnd`, the log's position), write it durably, prune what it covers.
+   */
+  private async snapshotLive(job: CompactionJob): Promise<CompactionResult | undefined> {
+    const t0 = performance.now();
+    const from = this.snapshotPosition;
+    if (this.eventLog.stats().position !== job.sealedEnd) throw new Error('the log moved on before the snapshot was captured');
+    const captured = captureState(this.projection.currentState());
+    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal);
+    const pruned = await pruneCovered(job.dir, snapshot.position, from > 0 ? from : undefined, job.retainSnapshots === 1 ? 1 : 2);
+    return {
+      snapshot,
+      from,
+      segmentsFolded: 0,
+      framesFolded: job.sealedEnd - from,
+      segmentsDeleted: pruned.segmentsDeleted,
+      deletedBefore: pruned.segmentsDeleted.length > 0 ? pruned.deletedBefore : 0,
+      snapshotsDeleted: pruned.snapshotsDeleted,
+      warnings: [],
+      ms: performance.now() - t0,
+    };
+  }
+
+  /** Stops compaction (a snapshot being written is abandoned: safe at any step) and closes the log. */
   async close(): Promise<void> {
     this.closed = true;
     if (this.retryTimer !== undefined) clearTimeout(this.retryTimer);
-    await this.terminateWorkers();
+    this.stopping.abort();
     await this.running?.catch(() => undefined);
     await this.eventLog.close();
   }

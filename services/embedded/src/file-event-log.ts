@@ -156,7 +156,7 @@ function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string 
 
 /**
  * Reads a sealed segment whole and strictly: every frame must be good. Delivers the frames whose global
- * index is ≥ `from`. Used by compaction (in a worker); returns the frame count.
+ * index is ≥ `from`. Used by the file-based compaction (compaction.ts); returns the frame count.
  */
 export async function readSealedSegment(file: string, base: number, from: number, deliver: (events: DatasetEvent[]) => void): Promise<number> {
   const fd = await openFile(file, fs.constants.O_RDONLY);

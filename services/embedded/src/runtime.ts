@@ -119,7 +119,7 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) keys.add(hashApiKey(key), account);
   await loadStoredKeys(config.dataDir, keys, log);
 
-  // The newest valid snapshot, then only the log after it (embedded-store.ts); compaction runs in a worker.
+  // The newest valid snapshot, then only the log after it (embedded-store.ts); compaction snapshots the live projection in the background.
   const { store, report } = await EmbeddedStore.open({
     dir: config.dataDir,
     segmentBytes: config.segmentBytes,

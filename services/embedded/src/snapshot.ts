@@ -76,20 +76,56 @@ async function writeAll(fh: fs.promises.FileHandle, buffers: Buffer[]): Promise<
   }
 }
 
+/** The datasets of a state as of one moment, ready to be written over many event-loop turns. */
+export interface CapturedState {
+  readonly datasets: readonly DatasetFrame[];
+  readonly records: number;
+}
+
 /**
- * Writes the state as of `position` durably and returns what it wrote. The state is only read. Safe to
- * crash at any point: a leftover `.tmp` is never loaded and the next compaction removes it.
+ * Captures the state synchronously: per dataset, a copy of its row keys and of its record references.
+ * Records are immutable (the fold replaces them, never edits them), so the copy costs two arrays of
+ * references per dataset — about 100 ms for 5 million records — and the live state may move on while the
+ * snapshot is written: no second copy of the data, no second fold.
  */
-export async function writeSnapshot(dir: string, position: number, state: State, step: StepHook = () => undefined): Promise<SnapshotInfo> {
+export function captureState(state: State): CapturedState {
+  const datasets: DatasetFrame[] = [];
+  let records = 0;
+  for (const account of state.values()) {
+    for (const ds of account.values()) {
+      records += ds.rows.size;
+      datasets.push({
+        account: ds.account,
+        id: ds.id,
+        incarnation: ds.incarnation,
+        definition: ds.definition,
+        created_at: ds.created_at,
+        updated_at: ds.updated_at,
+        nextRow: ds.nextRow,
+        keys: [...ds.rows.keys()],
+        records: [...ds.rows.values()],
+      });
+    }
+  }
+  return { datasets, records };
+}
+
+/**
+ * Writes the state as of `position` durably and returns what it wrote. A live State is captured first;
+ * a CapturedState is written as it is, yielding to the event loop between datasets. Safe to crash at any
+ * point: a leftover `.tmp` is never loaded and the next compaction removes it.
+ */
+export async function writeSnapshot(
+  dir: string,
+  position: number,
+  source: State | CapturedState,
+  step: StepHook = () => undefined,
+  signal?: AbortSignal,
+): Promise<SnapshotInfo> {
+  const captured = source instanceof Map ? captureState(source) : source;
   const target = snapshotFile(dir, position);
   const tmp = `${target}.tmp`;
   await fs.promises.mkdir(snapshotDir(dir), { recursive: true });
-  let datasets = 0;
-  let records = 0;
-  for (const account of state.values()) {
-    datasets += account.size;
-    for (const ds of account.values()) records += ds.rows.size;
-  }
   await step('write-temp');
   const fh = await fs.promises.open(tmp, 'w', 0o644);
   let bytes = 0;
@@ -105,25 +141,16 @@ export async function writeSnapshot(dir: string, position: number, state: State,
         bytes += pendingBytes;
         pending = [];
         pendingBytes = 0;
+      } else {
+        // One dataset's JSON takes a couple of milliseconds: let requests in between.
+        await new Promise<void>((resolve) => setImmediate(resolve));
       }
     };
-    const header: Header = { format: SNAPSHOT_FORMAT, version: SNAPSHOT_FORMAT_VERSION, position, datasets };
+    const header: Header = { format: SNAPSHOT_FORMAT, version: SNAPSHOT_FORMAT_VERSION, position, datasets: captured.datasets.length };
     await push(header);
-    for (const account of state.values()) {
-      for (const ds of account.values()) {
-        const frame: DatasetFrame = {
-          account: ds.account,
-          id: ds.id,
-          incarnation: ds.incarnation,
-          definition: ds.definition,
-          created_at: ds.created_at,
-          updated_at: ds.updated_at,
-          nextRow: ds.nextRow,
-          keys: [...ds.rows.keys()],
-          records: [...ds.rows.values()],
-        };
-        await push(frame);
-      }
+    for (const frame of captured.datasets) {
+      signal?.throwIfAborted(); // shutting down: leave the .tmp behind, it is never loaded
+      await push(frame);
     }
     await writeAll(fh, pending);
     bytes += pendingBytes;
@@ -137,7 +164,7 @@ export async function writeSnapshot(dir: string, position: number, state: State,
   await step('sync-dir');
   await syncDirectory(snapshotDir(dir));
   await syncDirectory(dir);
-  return { position, file: target, bytes, datasets, records };
+  return { position, file: target, bytes, datasets: captured.datasets.length, records: captured.records };
 }
 
 const isString = (v: unknown): v is string => typeof v === 'string';

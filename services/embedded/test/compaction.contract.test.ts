@@ -3,7 +3,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import { fold, type DatasetEvent, type State } from '@pushbase/domain';
+import { EVENT_SCHEMA_VERSION, fold, type DatasetDefinition, type DatasetEvent, type State } from '@pushbase/domain';
 import { compact, type CompactionJob } from '../src/compaction';
 import { EmbeddedStore, type EmbeddedStoreOptions } from '../src/embedded-store';
 import { FileEventLog, listSegments } from '../src/file-event-log';
@@ -13,7 +13,7 @@ import { bulkFrames, dumpState, framesArb } from './store-fixtures';
 /*
  * Compaction and the store's start: snapshot + tail ≡ full history; only covered segments are deleted; a
  * crash at any step of a compaction leaves a directory that starts with every acknowledged event; damaged
- * snapshots fall back; the real worker thread runs automatically past the threshold, one run at a time,
+ * snapshots fall back; the live snapshot runs automatically past the threshold, one run at a time,
  * and a failed run is retried without harming anything.
  */
 
@@ -27,7 +27,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const stateOf = (store: EmbeddedStore): State => (store.projection as unknown as { state: State }).state;
+const stateOf = (store: EmbeddedStore): State => store.projection.currentState();
 const SEGMENT_BYTES = 2000;
 
 /** A store with in-process compaction that never runs by itself (tests call compactNow). */
@@ -89,6 +89,53 @@ describe('EmbeddedStore with compaction', () => {
       }),
       { numRuns: 40 },
     );
+  });
+
+  it('restarts to the full fold whenever live snapshots were taken in between, mid-segment too (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(framesArb(50), fc.array(fc.nat(), { maxLength: 4 }), fc.constantFrom(1, 2), async (frames, cuts, retain) => {
+        await rm(dir, { recursive: true, force: true });
+        const live = { retainSnapshots: retain, segmentBytes: 400, runCompaction: undefined as never };
+        let { store } = await openStore(live);
+        const points = new Set(cuts.map((c) => (frames.length === 0 ? 0 : c % frames.length)));
+        for (const [i, f] of frames.entries()) {
+          await store.eventLog.append(f);
+          if (points.has(i)) await store.compactNow();
+          if (i === Math.floor(frames.length / 2)) {
+            await closeStore(store);
+            ({ store } = await openStore(live));
+          }
+        }
+        const expected = dumpState(fold(frames.flat()));
+        expect(dumpState(stateOf(store))).toEqual(expected);
+        await closeStore(store);
+        const reopened = (await openStore(live)).store;
+        expect(dumpState(stateOf(reopened))).toEqual(expected);
+        // Whatever was pruned, the log still continues the newest snapshot.
+        const newest = (await snaps()).at(-1) ?? 0;
+        expect((await bases())[0] ?? 0).toBeLessThanOrEqual(newest);
+        await closeStore(reopened);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('takes a live snapshot exactly as of the log position: no frame lost, none applied twice', async () => {
+    const env = { schema_version: EVENT_SCHEMA_VERSION, account: 'acme', dataset: 'plain', incarnation: 'i1', at: 0 } as const;
+    const definition = { fields: { v: { type: 'number', name: 'V', optional: false } }, unique_by: [] } as unknown as DatasetDefinition;
+    const append = (v: number): DatasetEvent[] => [{ ...env, type: 'RecordsAppended', records: [{ v }], delete_by: null }];
+    const live = { runCompaction: undefined as never, segmentBytes: 1_000_000 };
+    let { store, lines } = await openStore(live);
+    await store.eventLog.append([{ ...env, type: 'DatasetDefined', definition }]);
+    await store.eventLog.append(append(1));
+    await store.compactNow(); // mid-segment: position 2
+    await store.eventLog.append(append(2));
+    expect(lines.find((l) => l.msg === 'compaction finished')?.fields).toMatchObject({ position: 2, records: 1 });
+    await closeStore(store);
+    ({ store, lines } = await openStore(live));
+    expect(lines.find((l) => l.msg === 'snapshot skipped')).toBeUndefined();
+    expect(store.eventLog.stats().replayed).toBe(1);
+    await expect(store.projection.listRecords('acme', 'plain')).resolves.toEqual([{ v: 1 }, { v: 2 }]);
   });
 
   it('deletes only the segments a durable snapshot covers (retain 1: the new one; retain 2: the one before it)', async () => {
@@ -187,8 +234,8 @@ describe('EmbeddedStore with compaction', () => {
     expect(store.eventLog.stats().replayed).toBe(history.length);
   });
 
-  it('runs the real worker thread past the threshold, one run at a time, and answers appends meanwhile', async () => {
-    const { store, lines } = await openStore({ runCompaction: undefined as never, compactAfterBytes: 4000, compactorEntry: path.join(__dirname, '..', 'src', 'compactor-worker.ts') });
+  it('snapshots the live projection past the threshold, one run at a time, and answers appends meanwhile', async () => {
+    const { store, lines } = await openStore({ runCompaction: undefined as never, compactAfterBytes: 4000 });
     const frames = bulkFrames(4, 10, 10);
     for (const f of frames) await store.eventLog.append(f);
     // Wait for the runs to finish (bounded).
