@@ -8,6 +8,7 @@ import { createRecordService, createSchemaService, type MemoryProjection } from 
 import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, newApiKey, parseBootstrapKeys, SlidingWindowRateLimiter } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
+import { lockDataDir, type DataDirLock } from './data-dir-lock';
 import { loadOrCreateTls } from './tls';
 
 export interface RunningEmbedded {
@@ -112,6 +113,16 @@ async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log: Logger
 /** Every service in one process: the default `npm start`. */
 export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLogger): Promise<RunningEmbedded> {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const lock = await lockDataDir(config.dataDir);
+  try {
+    return await startLocked(config, log, lock);
+  } catch (e: unknown) {
+    await lock.release();
+    throw e;
+  }
+}
+
+async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLock): Promise<RunningEmbedded> {
   // Behind a TLS-terminating proxy there is no certificate of ours to serve.
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
 
@@ -184,6 +195,7 @@ export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLo
       (stopping ??= (async () => {
         await Promise.all([publicDrain.close(config.shutdownTimeoutMs), adminDrain.close(1000)]);
         await store.close();
+        await lock.release();
         log('stopped', projection.stats());
       })()),
   };
