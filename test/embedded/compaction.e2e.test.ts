@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
-import { eventually, TestServer } from '../helpers/server';
+import { spawnSync } from 'node:child_process';
+import { BUNDLE, eventually, TestServer } from '../helpers/server';
 
 /*
  * The embedded server with tiny segments and a tiny compaction threshold: compaction snapshots the live
@@ -61,5 +62,39 @@ describe('embedded compaction (e2e)', () => {
     const rows = await server.records('acme', 'plain');
     expect(rows[rows.length - 1]).toMatchObject({ name: 'after', n: -1 });
     expect(rows.length).toBe(301);
+  });
+
+  it('`pushbase compact` compacts a stopped server\'s data directory, and refuses while it runs', async () => {
+    const noAuto = { ...ENV, PUSHBASE_COMPACT_AFTER_BYTES: String(1024 ** 3) };
+    server = await new TestServer({ env: noAuto }).start();
+    const key = server.keys.acme!;
+    expect((await server.request('PUT', '/datasets/plain', { key, body: DEFINITION })).status).toBe(201);
+    for (let i = 0; i < 40; i++) {
+      const data = Array.from({ length: 5 }, (_, j) => ({ day: '2024-01-01', name: `n${i}-${j}`, n: i * 5 + j }));
+      expect((await server.request('POST', '/datasets/plain/data', { key, body: { data } })).status).toBe(200);
+    }
+    const dataDir = server.dataDir;
+    const env = { ...process.env, PUSHBASE_DATA_DIR: dataDir };
+    const compactCli = () => spawnSync(process.execPath, [BUNDLE, 'compact'], { env, encoding: 'utf8' });
+
+    const whileRunning = compactCli();
+    expect(whileRunning.status).toBe(1);
+    expect(whileRunning.stderr).toMatch(/in use by process/);
+
+    const before = await visibleState(server, 'acme');
+    expect(await server.stop()).toBe(0);
+    const segmentsBefore = readdirSync(path.join(dataDir, 'log')).length;
+    expect(segmentsBefore).toBeGreaterThan(2);
+    const run = compactCli();
+    expect(run.status).toBe(0);
+    const done = JSON.parse(run.stdout.trim().split('\n').at(-1)!);
+    // Everything but the last segment (which stays, as the log's tail) is now in the snapshot.
+    expect(done).toMatchObject({ msg: 'compaction finished', datasets: 1, segments_deleted: segmentsBefore - 1 });
+    expect(done.records).toBeGreaterThan(100);
+    expect(done.records).toBeLessThan(200);
+    expect(readdirSync(path.join(dataDir, 'log'))).toHaveLength(1);
+
+    server = await new TestServer({ env: noAuto, dataDir, keys: server.keys }).start();
+    expect(await visibleState(server, 'acme')).toEqual(before);
   });
 });

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
-import { jsonLogger, loadConfig, startEmbedded } from '@pushbase/embedded';
+import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
 async function serve(): Promise<void> {
@@ -22,11 +22,42 @@ async function serve(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+/**
+ * `pushbase compact`: on a stopped server's data directory, folds every segment but the last into a
+ * snapshot and deletes what it covers (a running server does this by itself, from its live state).
+ */
+async function compactOffline(): Promise<void> {
+  const { dataDir } = loadConfig();
+  const lock = await lockDataDir(dataDir);
+  try {
+    const last = (await listSegments(dataDir)).at(-1);
+    const result = last === undefined || last.base === 0 ? undefined : await compact({ dir: dataDir, sealedEnd: last.base, retainSnapshots: 1 });
+    if (result === undefined) {
+      jsonLogger('nothing to compact', { data_dir: dataDir });
+      return;
+    }
+    jsonLogger('compaction finished', {
+      position: result.snapshot.position,
+      ms: Math.round(result.ms),
+      datasets: result.snapshot.datasets,
+      records: result.snapshot.records,
+      snapshot_bytes: result.snapshot.bytes,
+      segments_deleted: result.segmentsDeleted.length,
+    });
+  } finally {
+    await lock.release();
+  }
+}
+
 const program = new Command('pushbase').description('Self-hostable dataset-push service speaking the Geckoboard datasets API');
 program
   .command('serve', { isDefault: true })
   .description('run every service in one process (event log in PUSHBASE_DATA_DIR, HTTPS on PUSHBASE_PORT)')
   .action(serve);
+program
+  .command('compact')
+  .description('compact the event log of a stopped server in PUSHBASE_DATA_DIR into a snapshot')
+  .action(compactOffline);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -2,3 +2,6 @@ export * from './config';
 export * from './runtime';
 export * from './tls';
 export * from './embedded-store';
+export { compact } from './compaction';
+export { listSegments } from './file-event-log';
+export { lockDataDir } from './data-dir-lock';
