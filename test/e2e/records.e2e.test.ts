@@ -112,7 +112,8 @@ describe('append with unique_by', () => {
     );
     const rows = await records(id);
     expect(rows).toHaveLength(3);
-    expect(byDay(rows)).toEqual([
+    // Oldest first, as DECISIONS.md lists the worked example: the later d1 wins in the first d1's place.
+    expect(rows).toEqual([
       { day: '2024-01-01', n: 3 },
       { day: '2024-01-02', n: 2 },
       { day: '2024-01-03', n: 4 },

@@ -44,9 +44,13 @@ function insertRows(rows: Map<RowKey, DatasetRecord>, uniqueBy: readonly string[
     for (const r of records) rows.set(next++, r);
     return next;
   }
-  for (const r of records) {
-    const key = uniqueKey(uniqueBy, r);
-    rows.delete(key); // re-insert so the merged record counts as newest
+  // Within one request a later duplicate wins but keeps the first one's place (DECISIONS.md worked example:
+  // [d1→1, d2→2, d1→3, d3→4] → d1→3, d2→2, d3→4). Against a stored record, the new one replaces it whole
+  // and is re-inserted, so it counts as newly inserted for the window.
+  const request = new Map<string, DatasetRecord>();
+  for (const r of records) request.set(uniqueKey(uniqueBy, r), r);
+  for (const [key, r] of request) {
+    rows.delete(key);
     rows.set(key, r);
   }
   return next;

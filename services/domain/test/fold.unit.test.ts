@@ -62,8 +62,8 @@ describe('unique_by merge', () => {
         const records = recordsOf(datasetIn(s, 'daily')!);
         expect(records).toHaveLength(3);
         expect(records).toEqual(expect.arrayContaining([{ day: day(1), n: 3 }, { day: day(2), n: 2 }, { day: day(3), n: 4 }]));
-        // The later duplicate is applied as a merge, so it counts as inserted after d2.
-        expect(records).toStrictEqual([{ day: day(2), n: 2 }, { day: day(1), n: 3 }, { day: day(3), n: 4 }]);
+        // In the order the worked example lists them: the later d1 wins and keeps the first d1's place.
+        expect(records).toStrictEqual([{ day: day(1), n: 3 }, { day: day(2), n: 2 }, { day: day(3), n: 4 }]);
       });
   });
 
@@ -117,8 +117,8 @@ describe('unique_by merge', () => {
       .when(appendRecords('daily', { data: [{ day: day(1), n: 1 }, { day: day(2), n: 2 }, { day: day(3), n: 3 }, { day: day(2), n: 20 }] }))
       .thenRecords([
         { day: day(1), n: 1 },
-        { day: day(3), n: 3 },
         { day: day(2), n: 20 },
+        { day: day(3), n: 3 },
       ]);
   });
 });

@@ -227,7 +227,7 @@ const keyedRecordArb = fc.record({ team: fc.constantFrom('a', 'b', 'c', 'a,b', '
 const keyedRequestArb = fc.record({ kind: fc.constantFrom<'append' | 'replace'>('append', 'append', 'replace'), data: fc.array(keyedRecordArb, { maxLength: 25 }) });
 
 describe('unique_by datasets', () => {
-  it('hold each unique key at most once, and match a model where the later record replaces the earlier and becomes the newest', () => {
+  it('hold each unique key at most once, and match a model where the later record replaces the earlier (in its place within a request) and becomes the newest', () => {
     fc.assert(
       fc.property(fc.array(keyedRequestArb, { maxLength: 8 }), (requests) => {
         const state = fold([datasetDefined('keyed', keyed)]);
@@ -236,9 +236,17 @@ describe('unique_by datasets', () => {
           const command = q.kind === 'append' ? appendRecords('keyed', { data: q.data }) : replaceRecords('keyed', { data: q.data });
           fold(decide(command, state), state);
           if (q.kind === 'replace') model = [];
+          // Within the request the later duplicate wins in the first one's place; each surviving record
+          // then replaces any stored one with its key and becomes the newest.
+          const request: DatasetRecord[] = [];
           for (const r of q.data) {
+            const at = request.findIndex((m) => m.team === r.team && m.day === r.day);
+            if (at >= 0) request[at] = { team: r.team, day: r.day, n: r.n };
+            else request.push({ team: r.team, day: r.day, n: r.n });
+          }
+          for (const r of request) {
             model = model.filter((m) => !(m.team === r.team && m.day === r.day));
-            model.push({ team: r.team, day: r.day, n: r.n });
+            model.push(r);
           }
           const rows = recordsOf(datasetIn(state, 'keyed') as DatasetState);
           const keys = rows.map((r) => uniqueKey(keyed.unique_by, r));
