@@ -123,6 +123,8 @@ describe('failed authentications are limited per client address', () => {
       const res = await guarded.request('GET', '/', { key: 'guess-6' });
       expectError(res, 429, /.+/);
       expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      // Only failing requests are refused: a valid key from the same address is not locked out.
+      expectOk(await guarded.request('GET', '/', { key: guarded.keys.acme! }));
     } finally {
       await guarded.stop();
     }

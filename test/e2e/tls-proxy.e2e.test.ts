@@ -20,7 +20,7 @@ describe('behind a TLS-terminating proxy (PUSHBASE_BEHIND_TLS_PROXY=true)', () =
     expect(ok.body).toEqual({});
   });
 
-  it.each([undefined, 'http', 'HTTP, https'])('refuses X-Forwarded-Proto %p with a JSON 400', async (proto) => {
+  it.each([undefined, 'http', 'https, http'])('refuses X-Forwarded-Proto %p with a JSON 400 (the last entry is the proxy\'s)', async (proto) => {
     const res = await s.request('GET', '/', { key: s.keys.acme!, headers: proto === undefined ? {} : { 'x-forwarded-proto': proto } });
     expect(res.status).toBe(400);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
@@ -33,10 +33,11 @@ describe('behind a TLS-terminating proxy (PUSHBASE_BEHIND_TLS_PROXY=true)', () =
       const from = (ip: string, key: string) => guarded.request('GET', '/', { key, headers: { 'x-forwarded-proto': 'https', 'x-forwarded-for': ip } });
       expect((await from('203.0.113.7', 'wrong')).status).toBe(401);
       expect((await from('203.0.113.7', 'wrong')).status).toBe(401);
-      expect((await from('203.0.113.7', guarded.keys.acme!)).status).toBe(429);
-      expect((await from('198.51.100.1', guarded.keys.acme!)).status).toBe(200);
+      expect((await from('203.0.113.7', 'wrong')).status).toBe(429);
+      expect((await from('203.0.113.7', guarded.keys.acme!)).status).toBe(200); // valid keys are not locked out
+      expect((await from('198.51.100.1', 'wrong')).status).toBe(401); // another address has its own budget
       // A client cannot dodge the guard by prepending addresses: the proxy's own (last) entry counts.
-      expect((await from('198.51.100.9, 203.0.113.7', guarded.keys.acme!)).status).toBe(429);
+      expect((await from('198.51.100.9, 203.0.113.7', 'wrong')).status).toBe(429);
     } finally {
       await guarded.stop();
     }

@@ -1,5 +1,5 @@
 import { code as currencyByCode } from 'currency-codes';
-import { invalid } from './errors';
+import { describeValue, invalid, quoteValue } from './errors';
 import {
   FIELD_TYPES,
   LIMITS,
@@ -16,7 +16,7 @@ const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
 const MULTI_UNIQUE_TYPES: ReadonlySet<FieldType> = new Set(['string', 'date', 'datetime']);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+const describe = describeValue;
 /** A field by key, own keys only: `fields["constructor"]` must not find Object.prototype's. */
 export const fieldOf = (fields: Readonly<Record<string, FieldDefinition>>, key: string): FieldDefinition | undefined =>
   Object.hasOwn(fields, key) ? fields[key] : undefined;
@@ -47,9 +47,9 @@ function parseField(key: string, raw: unknown): FieldDefinition {
   if (!isObject(raw)) throw invalid(`Field "${key}" must be an object with a type and a name, not ${describe(raw)}`, path);
   const { type, name, optional } = raw;
   if (typeof type !== 'string' || !(FIELD_TYPES as readonly string[]).includes(type)) {
-    throw invalid(`Field "${key}" has an invalid type ${JSON.stringify(type) ?? 'undefined'}: use one of ${FIELD_TYPES.join(', ')}`, `${path}.type`);
+    throw invalid(`Field "${key}" has an invalid type ${quoteValue(type)}: use one of ${FIELD_TYPES.join(', ')}`, `${path}.type`);
   }
-  if (typeof name !== 'string' || name.trim() === '') {
+  if (typeof name !== 'string' || name === '') {
     throw invalid(`Field "${key}" needs a name: a non-empty string`, `${path}.name`);
   }
   if (optional !== undefined && typeof optional !== 'boolean') {
@@ -64,7 +64,7 @@ function parseField(key: string, raw: unknown): FieldDefinition {
     const currency = raw.currency_code;
     if (typeof currency !== 'string' || !isCurrencyCode(currency)) {
       throw invalid(
-        `Field "${key}" of type money needs a currency_code: an upper-case ISO 4217 code such as "USD" (got ${JSON.stringify(currency) ?? 'nothing'})`,
+        `Field "${key}" of type money needs a currency_code: an upper-case ISO 4217 code such as "USD" (got ${quoteValue(currency)})`,
         `${path}.currency_code`,
       );
     }

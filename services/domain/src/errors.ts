@@ -22,3 +22,17 @@ export class DomainError extends Error {
 }
 
 export const invalid = (message: string, path?: string): DomainError => new DomainError('invalid', message, path);
+
+/** What kind of JSON value `v` is, for error messages. */
+export const describeValue = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+/**
+ * A short, safe rendering of a client's value for an error message: strings quoted and cut to 60
+ * characters, numbers and booleans as they are, anything else only by kind — never serialised whole
+ * (a 4 MiB or deeply nested value must not cost a stack overflow or megabytes of message).
+ */
+export function quoteValue(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 60 ? `${v.slice(0, 60)}…` : v);
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return v === undefined ? 'nothing' : describeValue(v);
+}

@@ -1,5 +1,5 @@
 import { fieldOf } from './definition';
-import { invalid } from './errors';
+import { describeValue, invalid, quoteValue } from './errors';
 import { isCalendarDate, normaliseDateTime } from './time';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
 
@@ -57,7 +57,7 @@ function normaliserFor(field: FieldDefinition): Normaliser {
   }
 }
 
-const describe = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+const describe = describeValue;
 
 interface CompiledField {
   readonly key: string;
@@ -125,7 +125,7 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
     }
     const n = f.normalise(v);
     if (n instanceof Refusal) {
-      throw invalid(`Record ${index} (${at(index)}): the field "${f.key}" ${n.reason}; got ${JSON.stringify(v)?.slice(0, 60) ?? describe(v)}`, `${at(index)}.${f.key}`);
+      throw invalid(`Record ${index} (${at(index)}): the field "${f.key}" ${n.reason}; got ${quoteValue(v)}`, `${at(index)}.${f.key}`);
     }
     out[f.key] = n;
   }

@@ -189,8 +189,12 @@ describe('field definitions', () => {
     given([]).when(defineDataset('ds', oneField(def))).thenThrows('invalid', 'must be an object', 'fields.value');
   });
 
-  it.each([undefined, '', '   ', 5, null, ['Value']])('refuses name %j: it must be a non-empty string', (name) => {
+  it.each([undefined, '', 5, null, ['Value']])('refuses name %j: it must be a non-empty string', (name) => {
     given([]).when(defineDataset('ds', oneField({ type: 'number', name }))).thenThrows('invalid', 'needs a name', 'fields.value.name');
+  });
+
+  it('accepts any non-empty name, even one of spaces (DECISIONS.md asks only for a non-empty string)', () => {
+    given([]).when(defineDataset('ds', oneField({ type: 'number', name: '   ' }))).thenState((s) => expect(s.get(ACCOUNT)?.get('ds')?.definition.fields.value?.name).toBe('   '));
   });
 
   it('defaults optional to false and stores it explicitly', () => {

@@ -1,4 +1,4 @@
-import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition } from '../src';
+import { LIMITS, parseDefinition, parseRecords, type DatasetDefinition, type DatasetRecord, type FieldDefinition } from '../src';
 import { appendRecords, datasetDefined, field, given, recordsAppended, recordsReplaced, replaceRecords } from './specification';
 
 /** A dataset with one required field `value` of the given kind, plus an optional `note`. */
@@ -285,5 +285,19 @@ describe('delete_by', () => {
   ])('refuses delete_by %j', (deleteBy, fragment) => {
     given(events).when(appendRecords('stats', { data: [rec], delete_by: deleteBy })).thenThrows('invalid', fragment, 'delete_by');
     given(events).when(appendRecords('stats', { data: [rec], deleteBy })).thenThrows('invalid', fragment, 'delete_by');
+  });
+});
+
+describe('error messages never serialise a client value whole', () => {
+  const deep = JSON.parse(`${'['.repeat(100_000)}${']'.repeat(100_000)}`) as unknown;
+  const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+
+  it('names a deeply nested record value by kind instead of overflowing the stack', () => {
+    expect(() => parseRecords(def, [{ n: deep }])).toThrow(/Record 0 \(data\[0\]\): the field "n" must be a number \(a finite JSON number\); got an array/);
+  });
+
+  it('does the same for a nested field type, and cuts long strings', () => {
+    expect(() => parseDefinition({ fields: { n: { type: deep, name: 'N' } } })).toThrow(/invalid type an array/);
+    expect(() => parseRecords(def, [{ n: 'x'.repeat(5000) }])).toThrow(new RegExp(`got "${'x'.repeat(60)}…"$`));
   });
 });

@@ -127,7 +127,11 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
 
   const keys = new MemoryKeyStore();
-  for (const { key, account } of parseBootstrapKeys(config.apiKeys)) keys.add(hashApiKey(key), account);
+  for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
+    keys.add(hashApiKey(key), account);
+    // The failed-auth guard bounds noise, not guessing: a short key is guessable.
+    if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
+  }
   await loadStoredKeys(config.dataDir, keys, log);
 
   // The newest valid snapshot, then only the log after it (embedded-store.ts); compaction snapshots the live projection in the background.

@@ -119,25 +119,29 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
 
   if (deps.behindTlsProxy === true) {
     app.use(async (ctx: Context, next: Next) => {
-      if (ctx.get('x-forwarded-proto').split(',')[0]?.trim().toLowerCase() !== 'https') {
+      // The last entry is the one our proxy set; earlier ones may come from the client.
+      if (ctx.get('x-forwarded-proto').split(',').at(-1)?.trim().toLowerCase() !== 'https') {
         throw new HttpError(400, 'Only HTTPS requests are accepted', 'https_required');
       }
       await next();
     });
   }
 
-  // Authentication, with a per-address guard against guessing keys.
+  // Authentication, with a per-address guard against guessing keys. The guard refuses only requests that
+  // fail to authenticate: a valid key is never locked out by other clients' failures behind the same
+  // address (a NAT, or the proxy itself), and has its own per-key limit below. Keys are high-entropy
+  // (generated ones carry 256 bits), so the guard bounds noise and load rather than making a key guessable.
   app.use(async (ctx: Context, next: Next) => {
-    const address = ctx.ip;
-    const blocked = await deps.authFailureLimiter.isBlocked(address);
-    if (blocked !== undefined) {
-      throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {
-        'Retry-After': String(Math.max(1, Math.ceil(blocked.resetMs / 1000))),
-      });
-    }
     const key = apiKeyFromAuthorization(ctx.get('authorization') || undefined);
     const acct = key === undefined ? undefined : await deps.keys.resolve(key);
     if (acct === undefined) {
+      const address = ctx.ip;
+      const blocked = await deps.authFailureLimiter.isBlocked(address);
+      if (blocked !== undefined) {
+        throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {
+          'Retry-After': String(Math.max(1, Math.ceil(blocked.resetMs / 1000))),
+        });
+      }
       await deps.authFailureLimiter.consume(address);
       ctx.set('WWW-Authenticate', 'Basic realm="pushbase"');
       throw new HttpError(401, 'Your API key is invalid', 'unauthorized');
