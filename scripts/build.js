@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 // Bundles the TypeScript services into dist/pushbase.js, which `npm start`, the `pushbase` command and the
-// end-to-end tests run, plus dist/compactor.js, the embedded mode's compaction worker (a worker thread the
-// server starts from beside its own bundle). Third-party packages stay external (loaded from node_modules);
+// end-to-end tests run. Third-party packages stay external (loaded from node_modules);
 // the @pushbase/* workspaces are compiled in. Compiling ahead of time, rather than through tsx's loader,
 // matters on the hot path: the loader keeps function names by wrapping every closure creation in a
 // defineProperty call and turns module exports into getters (measured in bench/, see the issue note).

@@ -99,6 +99,12 @@ export interface FileEventLogOptions {
   readonly warn?: (message: string) => void;
   /** Test seam: replaces some of the append path's file operations. */
   readonly io?: Partial<EventLogIo>;
+  /**
+   * Called when the log can no longer tell which appends are stored (a failed write could not be rolled
+   * back). Default: print the reason and exit the process at once (exit code 74), so that no client is
+   * told "refused" about a write a restart might replay. Tests replace it.
+   */
+  readonly onFatal?: (message: string) => void;
 }
 
 export interface FileEventLogStartOptions {
@@ -237,6 +243,7 @@ export class FileEventLog implements EventLog {
   private readonly segmentBytes: number;
   private readonly onSealed: ((segment: SegmentInfo) => void) | undefined;
   private readonly warn: (message: string) => void;
+  private readonly onFatal: (message: string) => void;
   private readonly io: EventLogIo;
 
   private state: State = 'new';
@@ -262,6 +269,12 @@ export class FileEventLog implements EventLog {
     this.segmentBytes = Math.max(1, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
     this.onSealed = opts.onSealed;
     this.warn = opts.warn ?? ((message) => void process.stderr.write(`${message}\n`));
+    this.onFatal =
+      opts.onFatal ??
+      ((message) => {
+        process.stderr.write(`pushbase: fatal: ${message}\n`);
+        process.exit(74); // EX_IOERR
+      });
     this.io = { ...nodeIo, ...opts.io };
   }
 
@@ -621,10 +634,16 @@ export class FileEventLog implements EventLog {
         `The event log is broken until restart: a failed write (${errorText(cause)}) could not be rolled back ` +
         `(${errorText(err)})`;
       this.warn(`pushbase: event log ${active.file}: ${this.broken}`);
+      // The batch's frames may sit whole in the file, and the next start would replay them: answering 503
+      // would tell clients "refused" about writes that may yet be applied. So stop without an answer (they
+      // see the connection drop: an honest "unknown"), as databases stop on a failed fsync; the restart
+      // repairs the tail. Appends queued behind it were never written, so their refusal is true.
+      this.failQueued(unavailable(this.broken));
+      this.onFatal(this.broken);
+      return;
     }
     const error = unavailable(`The event log could not store the events: ${errorText(cause)}`);
     for (const p of batch) p.reject(error);
-    if (this.broken !== undefined) this.failQueued(unavailable(this.broken));
   }
 
   private failQueued(error: DomainError): void {

@@ -74,7 +74,9 @@ async function adminToken(config: EmbeddedConfig, log: Logger): Promise<string> 
   const file = path.resolve(config.dataDir, 'admin.token');
   try {
     return (await readFile(file, 'utf8')).trim();
-  } catch {
+  } catch (e: unknown) {
+    // Only a missing file means "first start"; any other error must not silently replace the token.
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(e as Error).message}`);
     const token = randomBytes(24).toString('base64url');
     await writeFile(file, `${token}\n`, { mode: 0o600 });
     log('generated admin token', { file });

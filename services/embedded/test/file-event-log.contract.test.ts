@@ -359,7 +359,7 @@ describe('FileEventLog failures', () => {
     expect(parseFrames(await readFile(logFile())).map((f) => f.events)).toEqual([[event(0)], [event(2)]]);
   });
 
-  it('marks itself broken when the rollback truncate fails too, until a restart repairs the tail', async () => {
+  it('stops without answering when a failed write cannot be rolled back, and the restart repairs the tail', async () => {
     let fail = true;
     const inSync = gate();
     const { io } = instrumentedIo({
@@ -370,24 +370,31 @@ describe('FileEventLog failures', () => {
       },
       ftruncate: (run) => (fail ? Promise.reject(new Error('EIO: ftruncate')) : run()),
     });
-    const { log, batches } = await open({ io });
+    const fatal: string[] = [];
+    const { log, batches } = await open({ io, onFatal: (m: string) => fatal.push(m) });
+    let firstSettled = false;
     const first = log.append([event(0)]);
-    const firstFailed = expect(first).rejects.toMatchObject({ code: 'unavailable' });
+    first.then(
+      () => (firstSettled = true),
+      () => (firstSettled = true),
+    );
     await inSync.entered;
-    // Queued behind the failing batch: rejected with it once the log is broken.
+    // Queued behind the failing batch, never written: refused once the log is broken.
     const queued = log.append([event(1)]);
     inSync.open();
-    await firstFailed;
     await expect(queued).rejects.toMatchObject({ code: 'unavailable', message: /broken/ });
+    await sleep(20);
+    // The failed batch is neither acknowledged nor refused: the process is meant to stop here.
+    expect(fatal).toHaveLength(1);
+    expect(fatal[0]).toMatch(/could not be rolled back/);
+    expect(firstSettled).toBe(false);
     fail = false; // the disk recovers, but the log stays broken until restart
     await expect(log.append([event(2)])).rejects.toMatchObject({ code: 'unavailable', message: /broken/ });
     expect(batches).toEqual([]);
-    expect(warnings.some((w) => w.includes('broken'))).toBe(true);
     await log.close();
 
     // The restart repairs what the failed rollback left. Here the "failed" fsync and truncate were simulated
-    // over a write that did land whole, so its frame comes back: an unacknowledged append may survive when
-    // the log cannot roll it back (the client saw 503 and may retry), but nothing torn is ever misread.
+    // over a write that did land whole, so its frame comes back — which is why its client got no answer.
     const reopened = await open();
     expect(seqsOf(reopened.batches)).toEqual([[0]]);
     await reopened.log.append([event(3)]);
