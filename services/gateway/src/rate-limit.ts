@@ -35,8 +35,11 @@ export const memoryRateLimiter = (points: number, durationSeconds: number, keyPr
  * The per-key limit of DECISIONS.md: `limit` requests in any rolling `windowMs`, refused requests not
  * counted. rate-limiter-flexible has no rolling window — its window is fixed from a key's first request, so
  * a burst at the end of one window and another at the start of the next let up to twice the limit through
- * in one rolling minute (measured: limit 3 per 2 s admitted 5 within 0.6 s across the boundary). Hence this
- * sliding log: per key, the times of the last `limit` admitted requests, oldest first.
+ * in one rolling minute (measured: limit 3 per 2 s admitted 5 within 0.6 s across the boundary).
+ * rolling-rate-limiter has a rolling window but records refused attempts too, so a client retrying at a
+ * steady pace stays refused for ever (and it needs a native clock addon). Hence this sliding log: per key,
+ * the times of the last `limit` admitted requests, oldest first. The Redis twin (a sorted set per key and
+ * one Lua script) comes with the distributed gateway, behind the same RateLimiter port.
  */
 export class SlidingWindowRateLimiter implements RateLimiter {
   private readonly log = new Map<string, number[]>();
