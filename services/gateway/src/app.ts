@@ -77,17 +77,19 @@ function discardRest(req: Context['req']): Promise<void> {
 
 /** Reads the body (4 MiB at most) and parses it as JSON whatever the Content-Type says. */
 async function readJson(ctx: Context): Promise<unknown> {
-  let raw: string;
+  let raw: Buffer;
   try {
-    raw = await getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null, encoding: 'utf8' });
+    // As one Buffer, decoded once: cheaper than the decoder's string concatenation for 70 KiB bodies.
+    raw = await getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null });
   } catch (e: unknown) {
     if (typeof e === 'object' && e !== null && (e as { type?: unknown }).type === 'entity.too.large') await discardRest(ctx.req);
     throw e;
   }
-  if (raw.trim() === '') return undefined;
+  const text = raw.toString('utf8');
   try {
-    return JSON.parse(raw) as unknown;
+    return JSON.parse(text) as unknown;
   } catch (e: unknown) {
+    if (text.trim() === '') return undefined; // no body at all
     throw invalid(`The request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
 }
