@@ -355,6 +355,8 @@ async function throughputPhase(ceiling: number | undefined): Promise<void> {
   });
   clearTimeout(openTimer);
   clearTimeout(closeTimer);
+  // The generator may report back just before the closing sample was due: take it now, then.
+  if (Number.isNaN(cpuAtClose)) cpuAtClose = cpuSeconds(pid);
   const mem = procStatus(pid);
   const stored = await totalRecords(server, accounts);
   const exit = await stopServer(server);
