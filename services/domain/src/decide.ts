@@ -70,6 +70,10 @@ export interface WriteCommand {
   readonly at: number;
 }
 
+/** The envelope of an event about a live dataset, as of the command's time. */
+const about = (cmd: { readonly account: string; readonly at: number }, dataset: DatasetSummary) =>
+  ({ schema_version: EVENT_SCHEMA_VERSION, account: cmd.account, dataset: dataset.id, incarnation: dataset.incarnation, at: cmd.at }) as const;
+
 /** Append (`POST /datasets/:id/data`). */
 export function decideAppend(cmd: WriteCommand, dataset: DatasetSummary | undefined): RecordsAppended {
   parseDatasetId(cmd.id);
@@ -79,11 +83,7 @@ export function decideAppend(cmd: WriteCommand, dataset: DatasetSummary | undefi
   const delete_by = parseDeleteBy(dataset.definition, body);
   return {
     type: 'RecordsAppended',
-    schema_version: EVENT_SCHEMA_VERSION,
-    account: cmd.account,
-    dataset: dataset.id,
-    incarnation: dataset.incarnation,
-    at: cmd.at,
+    ...about(cmd, dataset),
     records,
     delete_by,
   };
@@ -97,11 +97,7 @@ export function decideReplace(cmd: WriteCommand, dataset: DatasetSummary | undef
   const records = parseRecords(dataset.definition, body.data);
   return {
     type: 'RecordsReplaced',
-    schema_version: EVENT_SCHEMA_VERSION,
-    account: cmd.account,
-    dataset: dataset.id,
-    incarnation: dataset.incarnation,
-    at: cmd.at,
+    ...about(cmd, dataset),
     records,
   };
 }
@@ -112,10 +108,6 @@ export function decideDelete(cmd: Omit<WriteCommand, 'body'>, dataset: DatasetSu
   if (dataset === undefined) throw notFound();
   return {
     type: 'DatasetDeleted',
-    schema_version: EVENT_SCHEMA_VERSION,
-    account: cmd.account,
-    dataset: dataset.id,
-    incarnation: dataset.incarnation,
-    at: cmd.at,
+    ...about(cmd, dataset),
   };
 }

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { DatasetDefinition, DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
+import type { DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
 import { closeFd, errorText, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
 
 /*
@@ -52,14 +52,8 @@ interface Header {
   readonly datasets: number;
 }
 
-interface DatasetFrame {
-  readonly account: string;
-  readonly id: string;
-  readonly incarnation: string;
-  readonly definition: DatasetDefinition;
-  readonly created_at: number;
-  readonly updated_at: number;
-  readonly nextRow: number;
+/** A dataset's state with its row map as two index-aligned arrays, oldest insertion first. */
+interface DatasetFrame extends Omit<DatasetState, 'rows'> {
   readonly keys: RowKey[];
   readonly records: DatasetRecord[];
 }
