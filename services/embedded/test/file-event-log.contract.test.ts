@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import * as nodeFs from 'node:fs';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { runUntilKilled } from './crash-child';
 import { crc32 } from 'node:zlib';
 import { DomainError, EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import {
@@ -17,8 +17,6 @@ import {
  * corruption refusal, group commit, write/fsync failure handling, and a SIGKILL crash test.
  */
 
-const SOURCE = path.join(__dirname, '..', 'src', 'file-event-log.ts');
-const REPO_ROOT = path.join(__dirname, '..', '..', '..');
 
 function event(seq: number, pad = ''): DatasetEvent {
   return {
@@ -443,32 +441,9 @@ const ev = (seq, part) => ({ type: 'RecordsAppended', schema_version: 1, account
 })().catch((err) => { console.error(err); process.exit(1); });
 `;
 
-function crashRound(killAfterMs: number): Promise<{ acked: number[]; startedAt: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '-e', CHILD], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, FEL_SRC: SOURCE, FEL_DIR: dir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    let timer: NodeJS.Timeout | undefined;
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      if (timer === undefined && out.includes('ready')) timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-    const guard = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.on('error', reject);
-    child.on('exit', (_code, signal) => {
-      clearTimeout(guard);
-      if (timer) clearTimeout(timer);
-      if (signal !== 'SIGKILL' || timer === undefined) return reject(new Error(`child ended early (${signal}): ${err}`));
-      const lines = out.split('\n').slice(0, -1); // the last piece may be a partial line
-      const startedAt = Number(lines[0]!.split(' ')[1]);
-      resolve({ acked: lines.slice(1).map(Number), startedAt });
-    });
-  });
+async function crashRound(killAfterMs: number): Promise<{ acked: number[]; startedAt: number }> {
+  const lines = await runUntilKilled(CHILD, { FEL_DIR: dir }, killAfterMs);
+  return { acked: lines.slice(1).map(Number), startedAt: Number(lines[0]!.split(' ')[1]) };
 }
 
 describe('FileEventLog crash safety', () => {

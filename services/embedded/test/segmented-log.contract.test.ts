@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { runUntilKilled } from './crash-child';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { EventLogCorruptError, FileEventLog, listSegments, segmentFile, type FileEventLogOptions, type SegmentInfo } from '../src/file-event-log';
 
@@ -12,8 +12,6 @@ import { EventLogCorruptError, FileEventLog, listSegments, segmentFile, type Fil
  * starting from a snapshot position.
  */
 
-const SOURCE = path.join(__dirname, '..', 'src', 'file-event-log.ts');
-const REPO_ROOT = path.join(__dirname, '..', '..', '..');
 
 function event(seq: number, pad = ''): DatasetEvent {
   return {
@@ -223,30 +221,8 @@ const ev = (seq) => ({ type: 'RecordsAppended', schema_version: 1, account: 'acc
 })().catch((err) => { console.error(err); process.exit(1); });
 `;
 
-function crashRound(killAfterMs: number): Promise<number[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '-e', CHILD], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, FEL_SRC: SOURCE, FEL_DIR: dir },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    let timer: NodeJS.Timeout | undefined;
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      out += chunk;
-      if (timer === undefined && out.includes('ready')) timer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
-    const guard = setTimeout(() => child.kill('SIGKILL'), 15_000);
-    child.on('error', reject);
-    child.on('exit', (_code, signal) => {
-      clearTimeout(guard);
-      if (timer) clearTimeout(timer);
-      if (signal !== 'SIGKILL' || timer === undefined) return reject(new Error(`child ended early (${signal}): ${err}`));
-      resolve(out.split('\n').slice(1, -1).map(Number));
-    });
-  });
+async function crashRound(killAfterMs: number): Promise<number[]> {
+  return (await runUntilKilled(CHILD, { FEL_DIR: dir }, killAfterMs)).slice(1).map(Number);
 }
 
 describe('segmented FileEventLog crash safety', () => {
