@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // Bundles the TypeScript services into dist/pushbase.js, which `npm start`, the `pushbase` command and the
-// end-to-end tests run. Third-party packages stay external (loaded from node_modules);
+// end-to-end tests run, and dist/write-worker.js, the threads that parse and validate writes. Third-party packages stay external (loaded from node_modules);
 // the @pushbase/* workspaces are compiled in. Compiling ahead of time, rather than through tsx's loader,
 // matters on the hot path: the loader keeps function names by wrapping every closure creation in a
 // defineProperty call and turns module exports into getters (measured in bench/, see the issue note).
 'use strict';
-const { readdirSync, readFileSync } = require('node:fs');
+const { readdirSync, readFileSync, rmSync } = require('node:fs');
 const path = require('node:path');
 const esbuild = require('esbuild');
 
@@ -22,9 +22,16 @@ for (const file of manifests) {
   for (const name of Object.keys({ ...pkg.dependencies, ...pkg.devDependencies })) if (!name.startsWith('@pushbase/')) external.add(name);
 }
 
+// Start clean, so no bundle of a removed entry point lingers beside the new ones.
+rmSync(path.join(root, 'dist'), { recursive: true, force: true });
+
 esbuild
   .build({
-    entryPoints: { pushbase: path.join(root, 'services/cli/src/main.ts') },
+    // The server, and the write-pool thread it starts from beside itself (services/embedded/src/write-pool.ts).
+    entryPoints: {
+      pushbase: path.join(root, 'services/cli/src/main.ts'),
+      'write-worker': path.join(root, 'services/embedded/src/write-worker.ts'),
+    },
     outdir: path.join(root, 'dist'),
     bundle: true,
     platform: 'node',

@@ -1,4 +1,5 @@
 export * from './services';
+export * from './write-decider';
 export * from './keyed-mutex';
 export * from './memory-projection';
 export * from './memory-event-log';

@@ -13,7 +13,7 @@ export class MemoryEventLog implements EventLog {
     return Promise.resolve();
   }
 
-  append(events: readonly DatasetEvent[]): Promise<void> {
+  append(events: readonly DatasetEvent[], _encoded?: Uint8Array): Promise<void> {
     if (this.closed) return Promise.reject(new DomainError('unavailable', 'The event log is closed'));
     this.events.push(...events);
     this.listener?.(events);

@@ -1,5 +1,6 @@
-import type { DatasetBody, DatasetRef, EventLog, FindOrCreateResult, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
-import { decideAppend, decideDefine, decideDelete, decideReplace, notFound, parseDatasetId, type DatasetSummary } from '@pushbase/domain';
+import type { DatasetBody, DatasetRef, EventLog, FindOrCreateResult, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
+import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetSummary } from '@pushbase/domain';
+import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
 
 /** Time and fresh ids are inputs, so tests can pin them. */
@@ -52,19 +53,18 @@ export interface RecordServiceDeps {
   readonly schemas: SchemaStore;
   readonly log: EventLog;
   readonly clock: Clock;
+  /** Where writes are parsed and validated; on the calling thread by default. */
+  readonly decider?: WriteDecider;
 }
 
 /** The record-command service: validates against the schema and writes one event. Stateless. */
-export function createRecordService({ schemas, log, clock }: RecordServiceDeps): RecordService {
-  const lookup = (account: string, id: string): Promise<DatasetSummary | undefined> => schemas.get(account, parseDatasetId(id));
-  return {
-    append: async ({ account, id, body }: DatasetBody): Promise<void> => {
-      const event = decideAppend({ account, id, body, at: clock.now() }, await lookup(account, id));
-      await log.append([event]);
-    },
-    replace: async ({ account, id, body }: DatasetBody): Promise<void> => {
-      const event = decideReplace({ account, id, body, at: clock.now() }, await lookup(account, id));
-      await log.append([event]);
-    },
-  };
+export function createRecordService({ schemas, log, clock, decider = inProcessDecider }: RecordServiceDeps): RecordService {
+  const write =
+    (kind: WriteKind) =>
+    async ({ account, id, json }: RawDatasetBody): Promise<void> => {
+      const dataset = await schemas.get(account, parseDatasetId(id));
+      const { events, encoded } = await decider({ kind, account, id, json, at: clock.now() }, dataset);
+      await log.append(events, encoded);
+    };
+  return { append: write('append'), replace: write('replace') };
 }

@@ -18,8 +18,10 @@ export interface EventLog {
    * Appends the events in order and resolves once they are durable (fsync'd / acknowledged by all
    * replicas) and the listener has seen them. Rejects with a DomainError of code `unavailable` when the
    * log cannot take the write; then none of the events is stored.
+   * `encoded`, when given, is `JSON.stringify(events)` as UTF-8, already made elsewhere (a worker thread):
+   * the log stores it as the events' payload instead of serialising them again.
    */
-  append(events: readonly DatasetEvent[]): Promise<void>;
+  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void>;
   /** Stops taking appends, waits for those in flight, releases the log. */
   close(): Promise<void>;
 }
@@ -73,6 +75,14 @@ export interface DatasetBody extends DatasetRef {
   readonly body: unknown;
 }
 
+/**
+ * A write as the gateway received it: the JSON body's bytes, parsed and validated by the record service
+ * (over gRPC they travel as `bytes body_json`), so the gateway never parses 500 records it only forwards.
+ */
+export interface RawDatasetBody extends DatasetRef {
+  readonly json: Uint8Array;
+}
+
 export interface FindOrCreateResult {
   readonly created: boolean;
   readonly dataset: DatasetSummary;
@@ -86,6 +96,6 @@ export interface SchemaService {
 }
 
 export interface RecordService {
-  append(req: DatasetBody): Promise<void>;
-  replace(req: DatasetBody): Promise<void>;
+  append(req: RawDatasetBody): Promise<void>;
+  replace(req: RawDatasetBody): Promise<void>;
 }

@@ -13,6 +13,16 @@ import { LIMITS } from './types';
 
 export const notFound = (): DomainError => new DomainError('not_found', 'Dataset not found');
 
+/** Parses a request body as JSON whatever its Content-Type said; an empty body reads as absent. */
+export function parseJsonBody(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e: unknown) {
+    if (text.trim() === '') return undefined;
+    throw invalid(`The request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
 const asBody = (body: unknown): Readonly<Record<string, unknown>> => {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw invalid('The request body must be a JSON object');

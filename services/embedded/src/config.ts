@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 
 // Unset and empty variables both mean "use the default".
@@ -25,6 +26,8 @@ const schema = z
     // Embedded mode: a background compaction writes a snapshot once sealed, uncovered segments hold this much.
     PUSHBASE_COMPACT_AFTER_BYTES: positive(256 * 1024 * 1024),
     // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
+    // Threads that parse and validate writes beside the event loop; 0 keeps them on it.
+    PUSHBASE_WRITE_WORKERS: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(64).default(Math.max(0, Math.min(4, availableParallelism() - 1)))),
     PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
   })
   .refine((c) => (c.PUSHBASE_TLS_CERT === undefined) === (c.PUSHBASE_TLS_KEY === undefined), {
@@ -46,6 +49,7 @@ export interface EmbeddedConfig {
   readonly segmentBytes: number;
   readonly compactAfterBytes: number;
   readonly behindTlsProxy: boolean;
+  readonly writeWorkers: number;
 }
 
 /** Parses the environment once, at start; a bad value stops the process with every problem listed. */
@@ -71,5 +75,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig
     segmentBytes: c.PUSHBASE_SEGMENT_BYTES,
     compactAfterBytes: c.PUSHBASE_COMPACT_AFTER_BYTES,
     behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
+    writeWorkers: c.PUSHBASE_WRITE_WORKERS,
   });
 }

@@ -318,7 +318,7 @@ export class FileEventLog implements EventLog {
     return this.starting;
   }
 
-  append(events: readonly DatasetEvent[]): Promise<void> {
+  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void> {
     if (this.broken !== undefined) return Promise.reject(unavailable(this.broken));
     if (this.stopping) return Promise.reject(unavailable('The event log is closed'));
     // Appends made while start() replays wait for it; they are written after the replayed frames.
@@ -327,7 +327,8 @@ export class FileEventLog implements EventLog {
     }
     let payload: Buffer;
     try {
-      payload = Buffer.from(JSON.stringify(events), 'utf8');
+      payload =
+        encoded === undefined ? Buffer.from(JSON.stringify(events), 'utf8') : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

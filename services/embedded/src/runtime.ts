@@ -10,6 +10,7 @@ import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
 import { loadOrCreateTls } from './tls';
+import { createWritePool } from './write-pool';
 
 export interface RunningEmbedded {
   readonly port: number;
@@ -161,7 +162,9 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
 
   const clock = { now: () => Date.now() };
   const schemas = createSchemaService({ log: eventLog, store: projection, clock, ids: { newIncarnation: () => randomUUID() } });
-  const records = createRecordService({ schemas: projection, log: eventLog, clock });
+  const writePool = createWritePool(config.writeWorkers);
+  if (config.writeWorkers > 0 && writePool === undefined) log('write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
+  const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   const errorLog = (line: string): void => log('request failed', { detail: line });
 
   const gateway = createGatewayApp({
@@ -189,7 +192,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
 
   const port = await listen(publicServer, config.port, config.host);
   const adminPort = await listen(adminServer, config.adminPort, config.adminHost);
-  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, data_dir: path.resolve(config.dataDir) });
+  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });
 
   let stopping: Promise<void> | undefined;
   return {
@@ -201,6 +204,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
       (stopping ??= (async () => {
         await Promise.all([publicDrain.close(config.shutdownTimeoutMs), adminDrain.close(1000)]);
         await store.close();
+        await writePool?.close();
         await lock.release();
         log('stopped', projection.stats());
       })()),

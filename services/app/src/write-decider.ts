@@ -1,0 +1,40 @@
+import { decideAppend, decideReplace, parseJsonBody, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
+
+/*
+ * The CPU-heavy half of a write — parse the JSON body, validate and normalise every record, serialise the
+ * event — is pure and needs only the dataset's schema, so it can run anywhere: here, or in a pool of worker
+ * threads beside the event loop (services/embedded/src/write-pool.ts), which is what the embedded server does.
+ */
+
+export type WriteKind = 'append' | 'replace';
+
+export interface RawWriteCommand {
+  readonly kind: WriteKind;
+  readonly account: string;
+  readonly id: string;
+  /** The request body's bytes. */
+  readonly json: Uint8Array;
+  readonly at: number;
+}
+
+export interface DecidedWrite {
+  readonly events: readonly DatasetEvent[];
+  /** `JSON.stringify(events)` as UTF-8: what the event log stores. */
+  readonly encoded: Uint8Array;
+}
+
+/** Decides one write; rejects with the DomainError that decide raised. */
+export type WriteDecider = (cmd: RawWriteCommand, dataset: DatasetSummary | undefined) => Promise<DecidedWrite>;
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+export function decideWriteSync(cmd: RawWriteCommand, dataset: DatasetSummary | undefined): DecidedWrite {
+  const body = parseJsonBody(decoder.decode(cmd.json));
+  const command = { account: cmd.account, id: cmd.id, body, at: cmd.at };
+  const events = [cmd.kind === 'append' ? decideAppend(command, dataset) : decideReplace(command, dataset)];
+  return { events, encoded: encoder.encode(JSON.stringify(events)) };
+}
+
+/** Decides on the calling thread. */
+export const inProcessDecider: WriteDecider = (cmd, dataset) => new Promise((resolve) => resolve(decideWriteSync(cmd, dataset)));
