@@ -158,7 +158,7 @@ describe('validateRequestBody', () => {
   it('rejects bodies that break the documented rules', () => {
     expectError(validateRequestBody('PUT', '/datasets/{id}', { fields: { amount: { type: 'money', name: 'A' } } }), /required property 'currency_code'/);
     expectError(validateRequestBody('PUT', '/datasets/{id}', { fields: { took: { type: 'duration', name: 'T' } } }), /required property 'time_unit'/);
-    expectError(validateRequestBody('PUT', '/datasets/{id}', { fields: { a: { type: 'string', name: '  ' } } }), /name must match pattern/);
+    expectError(validateRequestBody('PUT', '/datasets/{id}', { fields: { a: { type: 'string', name: '' } } }), /name must NOT have fewer than 1 characters/);
     expectError(validateRequestBody('PUT', '/datasets/{id}', { fields: {} }), /fewer than 1 properties/);
     const eleven = Object.fromEntries(Array.from({ length: 11 }, (_, i) => [`f${i}`, { type: 'number', name: `F${i}` }]));
     expectError(validateRequestBody('PUT', '/datasets/{id}', { fields: eleven }), /more than 10 properties/);
