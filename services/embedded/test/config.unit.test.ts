@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { loadConfig } from '../src/config';
 
 describe('embedded configuration', () => {
@@ -6,6 +7,11 @@ describe('embedded configuration', () => {
     expect(c).toMatchObject({ port: 8443, host: '0.0.0.0', adminPort: 8444, adminHost: '127.0.0.1', dataDir: './.data', rateLimitPerMinute: 60, authFailuresPerMinute: 100 });
     expect(c.tls).toBeUndefined();
     expect(Object.isFrozen(c)).toBe(true);
+  });
+  it('runs one write worker per spare core, at most 4, and none on request', () => {
+    expect(loadConfig({}).writeWorkers).toBe(Math.max(0, Math.min(4, availableParallelism() - 1)));
+    expect(loadConfig({ PUSHBASE_WRITE_WORKERS: '0' }).writeWorkers).toBe(0);
+    expect(() => loadConfig({ PUSHBASE_WRITE_WORKERS: '-1' })).toThrow(/PUSHBASE_WRITE_WORKERS/);
   });
   it('coerces numbers and treats empty values as unset', () => {
     expect(loadConfig({ PUSHBASE_PORT: '0', PUSHBASE_ADMIN_PORT: '' })).toMatchObject({ port: 0, adminPort: 8444 });
