@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
@@ -9,6 +9,7 @@ import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRat
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
+import { readIfExists, writeFileAtomic } from './files';
 import { loadOrCreateTls } from './tls';
 import { createWritePool } from './write-pool';
 
@@ -73,16 +74,13 @@ async function listen(server: HttpServer | HttpsServer, port: number, host: stri
 async function adminToken(config: EmbeddedConfig, log: Logger): Promise<string> {
   if (config.adminToken !== undefined) return config.adminToken;
   const file = path.resolve(config.dataDir, 'admin.token');
-  try {
-    return (await readFile(file, 'utf8')).trim();
-  } catch (e: unknown) {
-    // Only a missing file means "first start"; any other error must not silently replace the token.
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(e as Error).message}`);
-    const token = randomBytes(24).toString('base64url');
-    await writeFile(file, `${token}\n`, { mode: 0o600 });
-    log('generated admin token', { file });
-    return token;
-  }
+  // Only a missing file means "first start"; any other error must not silently replace the token.
+  const stored = await readIfExists(file);
+  if (stored !== undefined) return stored.trim();
+  const token = randomBytes(24).toString('base64url');
+  await writeFileAtomic(file, `${token}\n`, 0o600);
+  log('generated admin token', { file });
+  return token;
 }
 
 interface StoredKey {
@@ -97,18 +95,13 @@ interface StoredKey {
  */
 async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log: Logger): Promise<void> {
   const file = path.resolve(dataDir, 'api-keys.json');
-  let stored: StoredKey[] = [];
-  try {
-    stored = JSON.parse(await readFile(file, 'utf8')) as StoredKey[];
-  } catch (e: unknown) {
-    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`cannot read ${file}: ${(e as Error).message}`);
-  }
+  const text = await readIfExists(file);
+  const stored = text === undefined ? [] : (JSON.parse(text) as StoredKey[]);
   for (const k of stored) keys.add(k.hash, k.account);
   if (keys.size > 0) return;
   const key = newApiKey();
   const entry: StoredKey = { hash: hashApiKey(key), account: 'default', created_at: new Date().toISOString() };
-  await writeFile(`${file}.tmp`, `${JSON.stringify([entry], null, 2)}\n`, { mode: 0o600 });
-  await rename(`${file}.tmp`, file);
+  await writeFileAtomic(file, `${JSON.stringify([entry], null, 2)}\n`, 0o600);
   keys.add(entry.hash, entry.account);
   log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key, keys_file: file });
 }

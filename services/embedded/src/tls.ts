@@ -1,4 +1,5 @@
-import { chmod, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile } from 'node:fs/promises';
+import { readIfExists, writeFileAtomic } from './files';
 import path from 'node:path';
 import { generate } from 'selfsigned';
 
@@ -9,12 +10,6 @@ export interface TlsMaterial {
   readonly certFile: string;
   readonly generated: boolean;
 }
-
-const exists = async (file: string): Promise<boolean> =>
-  readFile(file).then(
-    () => true,
-    () => false,
-  );
 
 /**
  * The operator's certificate files when given; otherwise a self-signed certificate for localhost,
@@ -27,10 +22,8 @@ export async function loadOrCreateTls(dataDir: string, files: { certFile: string
   }
   const certFile = path.resolve(dataDir, 'tls', 'cert.pem');
   const keyFile = path.resolve(dataDir, 'tls', 'key.pem');
-  if ((await exists(certFile)) && (await exists(keyFile))) {
-    const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
-    return { cert, key, certFile, generated: false };
-  }
+  const [cert, key] = await Promise.all([readIfExists(certFile), readIfExists(keyFile)]);
+  if (cert !== undefined && key !== undefined) return { cert, key, certFile, generated: false };
   await mkdir(path.dirname(certFile), { recursive: true, mode: 0o700 });
   const pems = await generate([{ name: 'commonName', value: 'localhost' }], {
     // An EC key is generated in milliseconds; 825 days is the longest validity clients still accept.
@@ -45,11 +38,9 @@ export async function loadOrCreateTls(dataDir: string, files: { certFile: string
       { name: 'subjectAltName', altNames: [{ type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }, { type: 7, ip: '::1' }] },
     ],
   });
-  // Write beside, then rename: a crash mid-write never leaves half a key that a restart would trust.
-  await writeFile(`${keyFile}.tmp`, pems.private, { mode: 0o600 });
-  await writeFile(`${certFile}.tmp`, pems.cert, { mode: 0o644 });
-  await rename(`${keyFile}.tmp`, keyFile);
-  await rename(`${certFile}.tmp`, certFile);
+  // The key first: a crash between the two leaves no certificate, so the next start generates both again.
+  await writeFileAtomic(keyFile, pems.private, 0o600);
+  await writeFileAtomic(certFile, pems.cert, 0o644);
   await chmod(keyFile, 0o600);
   return { cert: pems.cert, key: pems.private, certFile, generated: true };
 }
