@@ -1,0 +1,2 @@
+// The Redis adapters: RateLimiter, SchemaStore, KeyStore.
+export {};
