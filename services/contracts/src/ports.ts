@@ -8,7 +8,37 @@ import type { DatasetEvent, DatasetRecord, DatasetSummary, DatasetDefinition } f
 /** Called synchronously, in log order, for every durable batch of events. */
 export type EventListener = (events: readonly DatasetEvent[]) => void;
 
-export interface EventLog {
+/**
+ * Where an event sits in the log. Kafka: its partition and offset. One dataset's events live in one
+ * partition (keyed by `account/dataset`), so within a dataset positions only grow.
+ */
+export interface StreamPosition {
+  readonly partition: number;
+  readonly offset: number;
+}
+
+export interface PositionedEvent {
+  readonly event: DatasetEvent;
+  readonly position: StreamPosition;
+}
+
+/**
+ * The write half of the log: all the schema and record services need. A distributed writer never reads
+ * the log back, so it has no listener; readers (the projector, replay) consume the log on their own.
+ */
+export interface EventAppender {
+  /**
+   * Appends the events in order and resolves once they are durable (fsync'd / acknowledged by all
+   * in-sync replicas). Rejects with a DomainError of code `unavailable` when the log cannot take the
+   * write; then none of the events is stored.
+   * `encoded`, when given, is `JSON.stringify(events)` as UTF-8, already made elsewhere (a worker thread).
+   */
+  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void>;
+  /** Stops taking appends, waits for those in flight, releases the log. */
+  close(): Promise<void>;
+}
+
+export interface EventLog extends EventAppender {
   /**
    * Delivers every stored event to `listener` in order (the replay), then every newly durable batch.
    * Call once, before the first append.
