@@ -1,5 +1,6 @@
 // Tests name their layer: *.unit.test.ts (pure, fast), *.contract.test.ts (ports against adapters),
-// *.e2e.test.ts (the real server over HTTPS). `npm test` runs every project; none may be skipped.
+// *.int.test.ts (real Kafka, ClickHouse or Redis), *.e2e.test.ts (the real server over HTTPS).
+// `npm test` runs every project; none may be skipped, and a suite that cannot reach its server fails.
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' } }] };
 const common = { transform, testEnvironment: 'node', moduleFileExtensions: ['ts', 'js', 'json'] };
 
@@ -12,6 +13,7 @@ module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/services/**/*.unit.test.ts', '<rootDir>/test/**/*.unit.test.ts'] },
     { ...common, displayName: 'contract', testMatch: ['<rootDir>/services/**/*.contract.test.ts', '<rootDir>/test/**/*.contract.test.ts'] },
+    { ...common, displayName: 'int', testMatch: ['<rootDir>/services/**/*.int.test.ts', '<rootDir>/test/**/*.int.test.ts'] },
     { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e.test.ts'] },
   ],
 };
