@@ -1,0 +1,60 @@
+import type { DatasetDefinition, DatasetRecord, DatasetState } from '@pushbase/domain';
+import type { StreamPosition } from './ports';
+
+/*
+ * What the projector hands to a durable read model (ClickHouse), in the product's terms. The projector
+ * folds events with the domain's `evolve` and turns each change of a dataset's rows into rows of this shape;
+ * the store maps them onto its tables. Every `version` comes from the stream position, never a clock, so a
+ * redelivered event writes identical rows, which collapse.
+ */
+
+/** One row of a dataset as of one event: a live record, or a tombstone for a removed one. */
+export interface ProjectedRow {
+  readonly account: string;
+  readonly dataset: string;
+  readonly incarnation: string;
+  /** The fold's row key as a string: the unique key under unique_by, else the row's number in decimal. */
+  readonly row_key: string;
+  /** Grows along the stream: position-derived (e.g. offset × 8192 + index within the event). */
+  readonly version: number;
+  /** Insertion order within the dataset: listing live rows by `seq` gives the fold's oldest-first order. */
+  readonly seq: number;
+  /** true for a removal (window eviction, replace, clear, delete); `record` is then null. */
+  readonly deleted: boolean;
+  readonly record: DatasetRecord | null;
+}
+
+/** A dataset's head: its definition and where its projection stands in the stream. */
+export interface ProjectedHead {
+  readonly account: string;
+  readonly dataset: string;
+  readonly incarnation: string;
+  readonly definition: DatasetDefinition;
+  readonly created_at: number;
+  readonly updated_at: number;
+  readonly record_count: number;
+  /** The fold's row counter (row keys of datasets without unique_by). */
+  readonly next_row: number;
+  /** The last event applied to this dataset: events at or before it are skipped on redelivery. */
+  readonly position: StreamPosition;
+  readonly version: number;
+  /** true once the dataset is deleted (the head of a deleted incarnation). */
+  readonly deleted: boolean;
+}
+
+/** A dataset loaded back from the store, to resume folding after its state was dropped from memory. */
+export interface LoadedDataset {
+  readonly state: DatasetState;
+  readonly position: StreamPosition;
+}
+
+export interface ProjectionStore {
+  /** Writes rows and heads of many events at once; resolves when the store has them durably. */
+  write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void>;
+  /**
+   * The live dataset (rows oldest insertion first, as the fold holds them) and the last applied position;
+   * the last applied position of a deleted dataset comes back with `state` undefined, so redelivered
+   * events of it are skipped too; undefined when the store never saw the dataset.
+   */
+  load(account: string, dataset: string): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined>;
+}
