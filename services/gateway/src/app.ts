@@ -98,6 +98,37 @@ export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
 
 const account = (ctx: Context): string => ctx.state.account as string;
 
+/**
+ * Runs the requests of one connection one after another, in the order they arrived. Node's HTTP server
+ * hands over pipelined requests as soon as it has parsed them and only orders the responses; but HTTP
+ * lets a server work on pipelined requests at the same time only when all of them are safe (RFC 9112
+ * §9.3.2), and a client that pipelines a create and an append means them in that order. So a request's
+ * handler starts only once the previous one on its socket has finished, errors included. A promise chain
+ * per socket is all it takes (a queue library would add nothing); the WeakMap forgets closed sockets.
+ * HTTP/1 only: an HTTP/2 stream has its own ordering, and its req.socket is shared by every stream.
+ */
+function inConnectionOrder() {
+  const previousOnSocket = new WeakMap<object, Promise<void>>();
+  return async (ctx: Context, next: Next): Promise<void> => {
+    if (ctx.req.httpVersionMajor !== 1) {
+      await next();
+      return;
+    }
+    const socket = ctx.req.socket;
+    const previous = previousOnSocket.get(socket);
+    let finished!: () => void;
+    const mine = new Promise<void>((resolve) => (finished = resolve));
+    previousOnSocket.set(socket, mine);
+    try {
+      if (previous !== undefined) await previous;
+      await next();
+    } finally {
+      finished();
+      if (previousOnSocket.get(socket) === mine) previousOnSocket.delete(socket);
+    }
+  };
+}
+
 /** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
@@ -105,6 +136,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   // appended; earlier entries come from the client and could be forged to dodge the failed-auth guard.
   const app = new Koa({ proxy: deps.behindTlsProxy === true, maxIpsCount: 1 });
 
+  app.use(inConnectionOrder());
   app.use(async (ctx: Context, next: Next) => {
     const given = ctx.get('x-request-id');
     ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
