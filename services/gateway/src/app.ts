@@ -86,7 +86,7 @@ async function readBody(ctx: Context): Promise<Buffer> {
 }
 
 /** The body parsed as JSON whatever the Content-Type says (DECISIONS.md → Records). */
-const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody((await readBody(ctx)).toString('utf8'));
+const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
 
 export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
   const out: Record<string, unknown> = { id: ds.id, fields: ds.definition.fields };
