@@ -5,6 +5,7 @@ import getRawBody from 'raw-body';
 import type { KeyStore, RecordService, SchemaService } from '@pushbase/contracts';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
+import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateLimiter } from '@pushbase/contracts';
 
@@ -19,10 +20,13 @@ export interface GatewayDeps {
   /** Failed authentications per client address: a brute-force guard. */
   readonly authFailureLimiter: FlexibleRateLimiter;
   /**
-   * Set only when a TLS-terminating proxy forwards plain HTTP: then a request whose
-   * X-Forwarded-Proto is not https is refused, and the client address comes from X-Forwarded-For.
+   * Set only when a TLS-terminating proxy forwards plain HTTP: then only requests from `trustedProxies`
+   * are served, a request whose X-Forwarded-Proto is not https is refused, and the client address comes
+   * from X-Forwarded-For through trusted hops.
    */
   readonly behindTlsProxy?: boolean;
+  /** Behind the proxy: the peers whose X-Forwarded-* headers count; loopback when not given. */
+  readonly trustedProxies?: ProxyTrust;
   readonly log?: (line: string) => void;
 }
 
@@ -105,7 +109,7 @@ const account = (ctx: Context): string => ctx.state.account as string;
  * §9.3.2), and a client that pipelines a create and an append means them in that order. So a request's
  * handler starts only once the previous one on its socket has finished, errors included. A promise chain
  * per socket is all it takes (a queue library would add nothing); the WeakMap forgets closed sockets.
- * HTTP/1 only: an HTTP/2 stream has its own ordering, and its req.socket is shared by every stream.
+ * HTTP/1 only: HTTP/2 multiplexes independent streams, which promise no order, over one shared socket.
  */
 function inConnectionOrder() {
   const previousOnSocket = new WeakMap<object, Promise<void>>();
@@ -132,9 +136,9 @@ function inConnectionOrder() {
 /** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  // Behind the proxy, the client address is the last X-Forwarded-For entry — the one the proxy itself
-  // appended; earlier entries come from the client and could be forged to dodge the failed-auth guard.
-  const app = new Koa({ proxy: deps.behindTlsProxy === true, maxIpsCount: 1 });
+  // Koa's own proxy mode would believe X-Forwarded-* from any peer that reaches the port: the forwarded
+  // headers are read below, and only from trusted proxies.
+  const app = new Koa({ proxy: false });
 
   app.use(inConnectionOrder());
   app.use(async (ctx: Context, next: Next) => {
@@ -146,11 +150,19 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   app.use(errorMiddleware(log));
 
   if (deps.behindTlsProxy === true) {
+    const trust = deps.trustedProxies ?? parseTrustedProxies(DEFAULT_TRUSTED_PROXIES).trust;
     app.use(async (ctx: Context, next: Next) => {
+      // The port speaks plain HTTP and may be reachable by more than the proxy (the default listen address
+      // is 0.0.0.0). A request from any other peer came in the clear, whatever its X-Forwarded-Proto says:
+      // refuse it (403: the sender may not use this port directly) rather than trust its headers.
+      if (!fromTrustedProxy(ctx.req, trust)) {
+        throw new HttpError(403, 'This port serves only requests forwarded by the TLS proxy; send requests over HTTPS through it', 'not_from_trusted_proxy');
+      }
       // The last entry is the one our proxy set; earlier ones may come from the client.
       if (ctx.get('x-forwarded-proto').split(',').at(-1)?.trim().toLowerCase() !== 'https') {
         throw new HttpError(400, 'Only HTTPS requests are accepted', 'https_required');
       }
+      ctx.state.clientAddress = forwardedClientAddress(ctx.req, trust);
       await next();
     });
   }
@@ -163,7 +175,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     const key = apiKeyFromAuthorization(ctx.get('authorization') || undefined);
     const acct = key === undefined ? undefined : await deps.keys.resolve(key);
     if (acct === undefined) {
-      const address = ctx.ip;
+      const address = (ctx.state.clientAddress as string | undefined) ?? ctx.ip;
       const blocked = await deps.authFailureLimiter.isBlocked(address);
       if (blocked !== undefined) {
         throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {
