@@ -294,8 +294,10 @@ async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command>
   await writeFile(path.join(home, 'log4j.properties'), log4j);
   if (!existsSync(path.join(data, 'meta.properties'))) {
     p.say('formatting Kafka storage (KRaft)', 'provision');
-    // A cluster id is a random UUID in Kafka's text form: 16 bytes, URL-safe base64 without padding.
-    const clusterId = randomBytes(16).toString('base64url');
+    // A cluster id is a random UUID in Kafka's text form: 16 bytes, URL-safe base64 without padding, and,
+    // as Kafka's own Uuid.randomUuid makes them, never starting with "-" (it would read as an option).
+    let clusterId = randomBytes(16).toString('base64url');
+    while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
     const format = kafkaJava(c, libs, 'kafka.tools.StorageTool', ['format', '-t', clusterId, '-c', path.join(home, 'server.properties'), '--ignore-formatted']);
     await p.run(format.file, format.args, { cwd: home });
   }
@@ -434,11 +436,11 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
  * Starts every server that does not answer yet, installing what is missing, and waits until each answers.
  * Returns the names of the servers it started (the ones the caller may stop again).
  */
-export async function up(c: ServicesConfig, say: Say): Promise<ServerName[]> {
+export async function up(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<ServerName[]> {
   await mkdir(c.dir, { recursive: true });
   return withLock(c.dir, say, async () => {
     const all = specs(c);
-    const before = await Promise.all(Object.values(all).map(statusOf));
+    const before = await Promise.all(names.map((n) => statusOf(all[n])));
     // A recorded process that does not answer yet is still starting (or hung): wait for it, never start a twin.
     const starting = before.filter((s) => !s.answering && s.pid !== undefined);
     const missing = before.filter((s) => !s.answering && s.pid === undefined).map((s) => all[s.name]);
