@@ -13,23 +13,24 @@ import { checkPrefix, DEFAULT_PREFIX } from './keys';
  */
 
 // KEYS[1] the key's sorted set. ARGV[1] limit, ARGV[2] window in ms, ARGV[3] a member unique to this request.
-// Returns {allowed (1|0), remaining, ms until the oldest counted request leaves the window}.
+// Returns {allowed (1|0), remaining, ms until the oldest counted request leaves the window}. Times are whole
+// milliseconds of Redis's clock, as the embedded limiter's are of the gateway's.
 const CONSUME = `
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2]) * 1000
+local window = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 local count = redis.call('ZCARD', KEYS[1])
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if count >= limit then
-  return {0, 0, math.ceil((tonumber(oldest[2]) + window - now) / 1000)}
+  return {0, 0, tonumber(oldest[2]) + window - now}
 end
 redis.call('ZADD', KEYS[1], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], window)
 local first = now
 if count > 0 then first = tonumber(oldest[2]) end
-return {1, limit - count - 1, math.ceil((first + window - now) / 1000)}
+return {1, limit - count - 1, first + window - now}
 `;
 
 declare module 'ioredis' {
