@@ -15,6 +15,8 @@ import { checkPrefix, DEFAULT_PREFIX } from './keys';
  * Applying is idempotent per incarnation, so redelivering any suffix of the log changes nothing: a
  * definition of the live or of a dead incarnation is ignored, a deletion only ever deletes its own
  * incarnation, and a write only moves updated_at forward. Each event is one Lua script: atomic.
+ * The dead sets grow by one id per deleted or superseded incarnation, the price of telling a late event of
+ * a dead incarnation from a new one (incarnations are random, not ordered); replay rebuilds them from empty.
  */
 
 // KEYS[1] the dataset hash, KEYS[2] the account's live set, KEYS[3] the dataset's dead incarnations.

@@ -32,8 +32,9 @@ describe('RedisRateLimiter across two gateways', () => {
   });
 
   it('rolls the window: requests come back as the oldest leave it, refused ones never counted', async () => {
-    // 5 per 3 s keeps the test short; the first 3 requests at t0, the other 2 about 1.5 s later.
-    const windowMs = 3000;
+    // 5 per 6 s keeps the test short; the first 3 requests at t0, the other 2 half a window later, which
+    // leaves seconds of margin on a busy machine.
+    const windowMs = 6000;
     const one = new RedisRateLimiter(a, { prefix, limit: 5, windowMs });
     const two = new RedisRateLimiter(b, { prefix, limit: 5, windowMs });
     const t0 = Date.now();
@@ -43,9 +44,9 @@ describe('RedisRateLimiter across two gateways', () => {
     const laterExpiry = Date.now() + windowMs;
     const refused = await two.consume('k');
     expect(refused).toMatchObject({ allowed: false, remaining: 0 });
-    // The first 3 leave the window about 1.5 s from now (Redis's clock, not ours).
-    expect(refused.resetMs).toBeGreaterThan(windowMs / 2 - 700);
-    expect(refused.resetMs).toBeLessThanOrEqual(windowMs / 2 + 50);
+    // The first 3 leave the window at most half a window from now (Redis's clock, not ours).
+    expect(refused.resetMs).toBeGreaterThan(0);
+    expect(refused.resetMs).toBeLessThanOrEqual(windowMs / 2 + 100);
 
     // Poll from both gateways: every refusal here would fill the window for good if refusals counted.
     let polls = 0;
@@ -60,7 +61,7 @@ describe('RedisRateLimiter across two gateways', () => {
     // Not before the first 3 left the window (allowing for the two clocks' read times)…
     expect(regained[0]).toBeGreaterThanOrEqual(windowMs - 300);
     // …and the last 2 are still in it, so the window is full again: the next request is refused.
-    expect(Date.now()).toBeLessThan(laterExpiry - 200);
+    expect(Date.now()).toBeLessThan(laterExpiry - 500);
     await expect(one.consume('k')).resolves.toMatchObject({ allowed: false, remaining: 0 });
-  }, 30_000);
+  }, 60_000);
 });
