@@ -124,19 +124,23 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         JSON.stringify({ account: h.account, dataset: h.dataset, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted ? 1 : 0, head: JSON.stringify(head) }),
       );
     }
-    const checked = new Set<string>();
+    // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
+    let last: ProjectedRow | undefined;
+    let key = '';
+    let definition: DatasetDefinition | undefined;
+    let covered: number | undefined;
     for (const r of rows) {
-      const key = datasetKey(r.account, r.dataset);
-      const own = `${key}/${r.incarnation}`;
-      if (!checked.has(own)) {
+      if (last === undefined || r.account !== last.account || r.dataset !== last.dataset || r.incarnation !== last.incarnation) {
         checkAccount(r.account);
         parseDatasetId(r.dataset);
         checkIncarnation(r.incarnation);
-        checked.add(own);
+        key = datasetKey(r.account, r.dataset);
+        definition = definitions.get(`${key}/${r.incarnation}`);
+        covered = newest.get(key);
+        last = r;
       }
       checkSafeInteger('A row version', r.version);
       checkSafeInteger('A row seq', r.seq);
-      const covered = newest.get(key);
       if (covered === undefined || covered < r.version) {
         throw new Error(`Rows of ${key} up to version ${r.version} need a head of at least that version in the same write (its position is where a reload resumes)`);
       }
@@ -151,7 +155,6 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         deleted: r.deleted ? 1 : 0,
       };
       if (!r.deleted) {
-        const definition = definitions.get(own);
         if (r.record === null) throw new Error(`A live row of ${key} has no record`);
         if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
         encodeRecord(slotsOf(definition), r.record, row);
