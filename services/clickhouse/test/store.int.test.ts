@@ -183,6 +183,17 @@ describe('ClickHouseProjection store', () => {
     expect(sql.map((r) => r.num_0)).toEqual([2.6207770942560195e-11, 5e-324, -0]);
   });
 
+  it('writes a lone surrogate as U+FFFD instead of failing the write for ever (the one value that does not round-trip)', async () => {
+    const account = freshAccount();
+    const def = parseDefinition({ fields: { s: { type: 'string', name: 'S' } }, unique_by: ['s'] });
+    const batch = emptyBatch();
+    let s: State = initialState();
+    s = projectEvent(s, { ...base(account, 'x', 'i1'), type: 'DatasetDefined', definition: def }, { partition: 0, offset: 1 }, batch);
+    projectEvent(s, { ...base(account, 'x', 'i1'), type: 'RecordsAppended', records: [{ s: 'a\ud800' }, { s: '\udc00😀' }], delete_by: null }, { partition: 0, offset: 2 }, batch);
+    await writeBatch(db.store, batch);
+    await expect(db.store.listRecords(account, 'x')).resolves.toEqual([{ s: 'a\ufffd' }, { s: '\ufffd😀' }]);
+  });
+
   it('never returns a removed row: FINAL … WHERE deleted = 0 (PREWHERE would bring it back on 18.16)', async () => {
     const account = freshAccount();
     const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
