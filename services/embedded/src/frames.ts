@@ -112,10 +112,10 @@ export async function scanFrames(fd: number, size: number, onFrame: (payload: Bu
 }
 
 /** fsyncs a directory, so entries created, renamed or removed in it are durable. */
-export async function syncDirectory(dir: string): Promise<void> {
+export async function syncDirectory(dir: string, fsync: (fd: number) => Promise<void> = fsyncFd): Promise<void> {
   const fd = await openFile(dir, fs.constants.O_RDONLY);
   try {
-    await fsyncFd(fd);
+    await fsync(fd);
   } catch (err) {
     // Some file systems cannot fsync a directory; the files' own fsyncs still hold.
     if (!['EINVAL', 'EISDIR', 'EPERM', 'ENOTSUP'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
