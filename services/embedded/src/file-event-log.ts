@@ -453,6 +453,16 @@ export class FileEventLog implements EventLog {
   private async replayLast(fd: number, base: number, file: string, from: number, listener: EventListener): Promise<Active> {
     const size = await fstatSize(fd);
     const replayed = await this.replayFrames(fd, size, base, from, listener);
+    // Checked before any tail is cut: a snapshot beyond the log's last good frame proves that what follows
+    // it was acknowledged, so it is not a torn write to drop, and the bytes stay for whoever repairs it.
+    if (base + replayed.frames < from) {
+      throw new EventLogCorruptError(
+        `Event log ${segmentDir(this.dir)} ends at frame ${base + replayed.frames}` +
+          `${replayed.end < size ? ` (${replayed.why ?? 'bad frame'} at byte ${replayed.end} of ${file})` : ''}, but the snapshot loaded ` +
+          `is as of frame ${from}: acknowledged frames are missing from the log. Refusing to start, nothing was changed; restore the ` +
+          'data directory from a backup.',
+      );
+    }
     if (replayed.end < size) {
       const bad = `${replayed.why ?? 'bad frame'} at byte ${replayed.end}`;
       const later = await findValidFrame(fd, replayed.end + 1, size);
@@ -470,12 +480,6 @@ export class FileEventLog implements EventLog {
       this.warn(
         `pushbase: event log ${file}: dropped a torn tail of ${size - replayed.end} bytes (${bad}); ` +
           `truncated from ${size} to ${replayed.end} bytes, keeping ${replayed.frames} frames`,
-      );
-    }
-    if (base + replayed.frames < from) {
-      throw new EventLogCorruptError(
-        `Event log ${segmentDir(this.dir)} ends at frame ${base + replayed.frames}, but the snapshot loaded is as of frame ${from}: ` +
-          'acknowledged frames are missing from the log. Refusing to start; restore the data directory from a backup.',
       );
     }
     return { base, file, fd, size: replayed.end, frames: replayed.frames };
