@@ -77,7 +77,7 @@ export async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log:
   if (keys.size > 0) return;
   const key = newApiKey();
   const entry: StoredKey = { hash: hashApiKey(key), account: 'default', created_at: new Date().toISOString() };
-  await writeFileAtomic(file, `${JSON.stringify([...stored, entry], null, 2)}\n`, 0o600);
+  await writeFileAtomic(file, `${JSON.stringify([entry], null, 2)}\n`, 0o600);
   keys.add(entry.hash, entry.account);
   log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key, keys_file: file });
 }
