@@ -3,7 +3,8 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 
 /*
- * The frame format shared by the event log's segments and by snapshots, and the small file helpers both use:
+ * The frame format of snapshots (and of event log segments written before the batch format, which
+ * log-records.ts still reads), and the small file helpers both use:
  *
  *   [u32 LE payload length][u32 LE crc32 of the payload][payload = UTF-8 JSON]
  */

@@ -132,7 +132,7 @@ describe('segmented FileEventLog', () => {
     expect(refused).toBeInstanceOf(EventLogCorruptError);
     expect(refused.message).toMatch(/ends at frame 9\b.*, but the snapshot loaded is as of frame 10/);
     expect(await readFile(last.file)).toEqual(damaged); // the bytes are still there for a repair
-    expect(refused.message).toMatch(/\(crc mismatch at byte \d+ of .*\.seg\).*nothing was changed/);
+    expect(refused.message).toMatch(/\(batch crc mismatch at byte \d+ of .*\.seg\).*nothing was changed/);
     expect(warnings.filter((w) => w.includes('torn tail'))).toEqual([]);
     // Without that snapshot (an older one, or none), the same tail is a torn write and is cut.
     const { batches } = await open(SMALL, segments[1]!.base);
