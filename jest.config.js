@@ -2,7 +2,8 @@
 // *.int.test.ts (real Kafka, ClickHouse or Redis), *.e2e.test.ts (the real server over HTTPS).
 // `npm test` runs every project; none may be skipped, and a suite that cannot reach its server fails.
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' } }] };
-const common = { transform, testEnvironment: 'node', moduleFileExtensions: ['ts', 'js', 'json'] };
+// Data directories kept as fixtures hold `.snap` files of their own, which jest would take for obsolete snapshots.
+const common = { transform, testEnvironment: 'node', moduleFileExtensions: ['ts', 'js', 'json'], modulePathIgnorePatterns: ['<rootDir>/services/[^/]+/test/fixtures/'] };
 
 /** @type {import('jest').Config} */
 module.exports = {

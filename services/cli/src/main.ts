@@ -5,22 +5,34 @@ import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedd
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
 async function serve(): Promise<void> {
-  const running = await startEmbedded(loadConfig());
-  let signalled = false;
+  // The handlers go in before the server starts: a SIGTERM with no listener kills Node on the spot, and one
+  // sent right after the "listening" line (a supervisor, a test) could arrive before startEmbedded returned.
+  // A signal during start stops the server once it is up; a second one ends the process at once (safe at
+  // any point: the log and snapshots survive kill -9).
+  const server: { running?: Awaited<ReturnType<typeof startEmbedded>>; signalled?: string } = {};
   const shutdown = (signal: string): void => {
-    if (signalled) return;
-    signalled = true;
-    jsonLogger('shutting down', { signal });
-    running.stop().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        jsonLogger('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
-        process.exit(1);
-      },
-    );
+    if (server.signalled !== undefined) {
+      if (server.running === undefined) process.exit(1);
+      return;
+    }
+    server.signalled = signal;
+    if (server.running !== undefined) stopRunning(server.running, signal);
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  server.running = await startEmbedded(loadConfig());
+  if (server.signalled !== undefined) stopRunning(server.running, server.signalled);
+}
+
+function stopRunning(running: Awaited<ReturnType<typeof startEmbedded>>, signal: string): void {
+  jsonLogger('shutting down', { signal });
+  running.stop().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      jsonLogger('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
+      process.exit(1);
+    },
+  );
 }
 
 /**

@@ -1,40 +1,34 @@
-import { open, readFile, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
+import { callback, closeFd, errorText, openFile } from './frames';
 
 /*
  * One process per data directory: two servers appending to the same segments would interleave frames and
- * destroy the log. The lock is `<dir>/LOCK` holding the owner's pid and host, like PostgreSQL's
- * postmaster.pid. A lock whose process is gone (kill -9, power loss) is taken over at once, so a restart
- * after a crash never waits. (proper-lockfile, the usual library, judges staleness by an mtime it refreshes
- * on a timer, so every restart after a crash would wait out its stale period, and a long event-loop pause
- * could let a second process take a live lock.)
- * Not covered: two processes taking over the same stale lock in the same instant; start them one at a time.
+ * destroy the log. `pushbase serve` and `pushbase compact` both hold this lock.
+ *
+ * The lock is a flock(2) exclusive lock on the open file `<dir>/LOCK`, which the kernel drops when the last
+ * descriptor of that open file goes away: when the holder closes it, or dies however it dies (kill -9, OOM
+ * killer, power loss). So a restart right after a crash never waits and never needs a person, and there is
+ * no window between creating the file and "owning" it. What the file holds (pid, host, start time) is for
+ * people and error messages only; no decision is taken from it — a pid file cannot tell a zombie, or after
+ * a reboot an unrelated process with the same pid, from a live holder.
+ *
+ * How: Node has no flock(2), so the `flock` command (util-linux, or BusyBox on Alpine) takes it for us on
+ * our descriptor, passed to it as its fd 3: a flock lock belongs to the open file description, which the
+ * child shares with us through the inherited descriptor and which stays open in our process after the child
+ * exits. The descriptor is opened close-on-exec (Node always does), so no other child inherits it; the
+ * write workers are threads of this process. Chosen over a native npm module (fs-ext needs a compiler at
+ * install time; fs-native-extensions ships prebuilt glibc binaries and takes fcntl OFD locks, fine, but is a
+ * native dependency we can avoid): flock(1) is part of every Linux base system. Not fcntl(F_SETLK) record
+ * locks: those belong to the process and are dropped when it closes *any* descriptor of the file, e.g. a
+ * readFile of LOCK for an error message.
+ *
+ * Never delete LOCK by hand while a server runs: a second server would create a new file and lock that one.
+ * (On acquire we check that the file we locked is still the one at the path, and retry otherwise.)
  */
-
-interface Holder {
-  readonly pid: number;
-  readonly host: string;
-  readonly started: string;
-}
-
-const isAlive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e: unknown) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
-  }
-};
-
-async function readHolder(file: string): Promise<Holder | undefined> {
-  try {
-    const h = JSON.parse(await readFile(file, 'utf8')) as Partial<Holder>;
-    return typeof h.pid === 'number' && typeof h.host === 'string' ? { pid: h.pid, host: h.host, started: String(h.started) } : undefined;
-  } catch {
-    return undefined; // unreadable or half-written by a process that crashed while taking it: stale
-  }
-}
 
 export interface DataDirLock {
   readonly file: string;
@@ -45,34 +39,107 @@ export class DataDirInUseError extends Error {
   override readonly name = 'DataDirInUseError';
 }
 
-/** Takes the data directory's lock, taking over a stale one; throws DataDirInUseError when it is held. */
-export async function lockDataDir(dir: string): Promise<DataDirLock> {
+export interface LockOptions {
+  /**
+   * How long to keep trying while another process holds the lock. A process killed a moment ago may not
+   * have been torn down yet (the kernel closes its files as it exits); a live server holds it for good.
+   * Default 2000 ms.
+   */
+  readonly waitMs?: number;
+  /** The flock(1) program. Default `flock` (from PATH). */
+  readonly flockCommand?: string;
+}
+
+const RETRY_MS = 100;
+
+/** Takes an exclusive flock on `fd` without waiting: true when taken, false when another open file holds it. */
+function tryFlock(fd: number, command: string): Promise<boolean> {
+  return new Promise<boolean>((resolve, reject) => {
+    const child = spawn(command, ['-n', '-x', '3'], { stdio: ['ignore', 'ignore', 'pipe', fd] });
+    let stderr = '';
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      reject(
+        err.code === 'ENOENT'
+          ? new Error(
+              `pushbase locks its data directory with the flock command, which was not found (${command}). Install util-linux ` +
+                '(Debian, Ubuntu, Fedora: the util-linux package; Alpine: busybox or util-linux; macOS: `brew install flock`).',
+            )
+          : err,
+      );
+    });
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve(true);
+      // Both util-linux and BusyBox exit 1 in silence when -n finds the lock taken, and print why otherwise.
+      else if (code === 1 && stderr.trim() === '') resolve(false);
+      else reject(new Error(`${command} -n -x failed (${signal ?? `exit ${String(code)}`}): ${stderr.trim() || 'no message'}`));
+    });
+  });
+}
+
+/** What LOCK says about its holder, for the error message; undefined when it says nothing usable. */
+async function describeHolder(file: string): Promise<string | undefined> {
+  try {
+    const h = JSON.parse(await readFile(file, 'utf8')) as { pid?: unknown; host?: unknown; started?: unknown };
+    if (typeof h.pid !== 'number') return undefined;
+    const host = typeof h.host === 'string' && h.host !== hostname() ? ` on host ${h.host} (a shared volume?)` : '';
+    return `process ${h.pid}${host}${typeof h.started === 'string' ? ` since ${h.started}` : ''}`;
+  } catch {
+    return undefined; // empty, or being written by the holder right now
+  }
+}
+
+const sameFile = (a: fs.Stats, b: fs.Stats | undefined): boolean => b !== undefined && a.ino === b.ino && a.dev === b.dev;
+
+/** Takes the data directory's lock; throws DataDirInUseError when another live process holds it. */
+export async function lockDataDir(dir: string, opts: LockOptions = {}): Promise<DataDirLock> {
   const file = path.join(dir, 'LOCK');
-  const me: Holder = { pid: process.pid, host: hostname(), started: new Date().toISOString() };
-  for (let attempt = 0; attempt < 3; attempt++) {
+  const command = opts.flockCommand ?? 'flock';
+  const deadline = Date.now() + Math.max(0, opts.waitMs ?? 2000);
+  for (;;) {
+    // Never O_TRUNC: until we hold the lock, what the file says belongs to its holder.
+    const fd = await openFile(file, fs.constants.O_RDWR | fs.constants.O_CREAT);
+    let locked = false;
     try {
-      const fh = await open(file, 'wx', 0o600);
-      try {
-        await fh.writeFile(`${JSON.stringify(me)}\n`);
-        await fh.sync();
-      } finally {
-        await fh.close();
+      if (await tryFlock(fd, command)) {
+        const [ours, atPath] = await Promise.all([
+          callback<fs.Stats>((done) => fs.fstat(fd, done)),
+          stat(file).catch(() => undefined),
+        ]);
+        if (sameFile(ours, atPath)) {
+          const me = { pid: process.pid, host: hostname(), started: new Date().toISOString() };
+          const text = Buffer.from(`${JSON.stringify(me)}\n`);
+          await callback<void>((done) => fs.ftruncate(fd, 0, done));
+          await callback<number>((done) => fs.write(fd, text, 0, text.length, 0, done));
+          locked = true;
+          let released: Promise<void> | undefined;
+          // Once only: a second close could hit another file that reused the descriptor number.
+          return { file, release: () => (released ??= release(fd)) };
+        }
+        // LOCK was removed or replaced while we took it: lock whatever is at the path now.
+        continue;
       }
-      return { file, release: () => rm(file, { force: true }) };
-    } catch (e: unknown) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    } catch (err) {
+      throw new Error(`Could not lock the data directory ${dir} (${file}): ${errorText(err)}`);
+    } finally {
+      if (!locked) await closeFd(fd);
     }
-    const holder = await readHolder(file);
-    if (holder !== undefined && holder.host !== me.host) {
-      throw new DataDirInUseError(`The data directory ${dir} is locked by process ${holder.pid} on host ${holder.host} (${file}); a shared volume? Stop that server first.`);
-    }
-    // Our own pid in the file is a previous life of this very container/process slot (pid 1 after a restart).
-    if (holder !== undefined && holder.pid !== me.pid && isAlive(holder.pid)) {
+    if (Date.now() >= deadline) {
+      const holder = (await describeHolder(file)) ?? 'another process';
       throw new DataDirInUseError(
-        `The data directory ${dir} is in use by process ${holder.pid} since ${holder.started} (${file}). Stop that server first; remove the file only if that process is not pushbase.`,
+        `The data directory ${dir} is in use by ${holder} (${file} is locked). Two servers must never share a data directory: ` +
+          'stop that one first. The lock goes away by itself when its holder exits, however it exits; do not delete the file.',
       );
     }
-    await rm(file, { force: true }); // stale: its owner is gone
+    await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_MS, Math.max(1, deadline - Date.now()))));
   }
-  throw new DataDirInUseError(`Could not lock the data directory ${dir}: ${file} keeps reappearing; is another pushbase starting right now?`);
+}
+
+/** Says in the file that nobody holds it, then closes it, which drops the lock. */
+async function release(fd: number): Promise<void> {
+  try {
+    await callback<void>((done) => fs.ftruncate(fd, 0, done));
+  } finally {
+    await closeFd(fd);
+  }
 }

@@ -1,11 +1,11 @@
-import { existsSync } from 'node:fs';
+import { existsSync, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { MemoryProjection } from '@pushbase/app';
 import { initialState, type State } from '@pushbase/domain';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
 import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
-import { captureState, listSnapshots, readSnapshot, writeSnapshot, type SnapshotInfo } from './snapshot';
+import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, writeSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
 
 /*
  * The embedded mode's storage: the segmented event log, the snapshots, the in-memory projection, and the
@@ -19,9 +19,17 @@ import { captureState, listSnapshots, readSnapshot, writeSnapshot, type Snapshot
  * of the live projection is taken at the log's current position: captured synchronously (copies of each
  * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records),
  * then written over many event-loop turns while requests go on, then the segments it covers are deleted
- * (compaction.ts → pruneCovered). At most one runs at a time. A failed run is logged and retried at the
- * next segment roll or after retryMs; it never stops the server, and it deletes nothing a durable snapshot
- * does not cover.
+ * (compaction.ts → pruneCovered). At most one runs at a time. A failed run is logged and retried after
+ * retryMs, doubling with each failure in a row up to maxRetryMs (segment rolls do not cut the wait short);
+ * it never stops the server, and it deletes nothing a durable snapshot does not cover.
+ *
+ * Disk space: a snapshot that fails half-written removes its temporary file (snapshot.ts), and a run does
+ * not even start while the file system has less free space than the snapshot is expected to take (sampled
+ * from the live state, estimateSnapshotBytes) with a quarter more as margin; it waits for the next retry
+ * instead. Filling the disk with a snapshot that cannot fit would make appends fail (503) for nothing. Not
+ * an upper bound of the log since the last snapshot: a dataset's records are capped, so a long log can fold
+ * into a small state, and refusing the run that would free the covered segments is the worst choice on a
+ * disk that is filling up.
  *
  * Why not fold the files again in a worker thread: that holds a second copy of the whole state (measured:
  * RSS 3.7 GiB with 5 million records, against 1 GiB for the server alone) and re-parses everything the
@@ -31,6 +39,13 @@ import { captureState, listSnapshots, readSnapshot, writeSnapshot, type Snapshot
 
 export const DEFAULT_COMPACT_AFTER_BYTES = 256 * 1024 * 1024;
 const DEFAULT_RETRY_MS = 60_000;
+const DEFAULT_MAX_RETRY_MS = 30 * 60_000;
+
+/** Bytes the file system holding `dir` has free for this process (statfs: blocks available × block size). */
+async function freeBytes(dir: string): Promise<number> {
+  const st = await fsp.statfs(dir);
+  return st.bavail * st.bsize;
+}
 
 export type StoreLogger = (msg: string, fields?: Record<string, unknown>) => void;
 /** Runs one compaction job from files (tests, offline tools); by default the store snapshots its live projection instead. */
@@ -42,7 +57,9 @@ export interface EmbeddedStoreOptions {
   readonly compactAfterBytes?: number;
   /** 1 or 2 snapshots kept (default 2; see compaction.ts). */
   readonly retainSnapshots?: number;
+  /** Wait after a failed compaction; doubles per failure in a row, up to maxRetryMs. Default 1 min, 30 min. */
   readonly retryMs?: number;
+  readonly maxRetryMs?: number;
   readonly log?: StoreLogger;
   /** Where the log's own warnings go (torn tail dropped, migration). Default: through `log`. */
   readonly warn?: (message: string) => void;
@@ -50,6 +67,8 @@ export interface EmbeddedStoreOptions {
   readonly runCompaction?: CompactionRunner;
   /** Test seam: passed to the log. */
   readonly maxBatchBytes?: number;
+  /** Test seam: the snapshot writer's writes, and the free space of the data directory's file system. */
+  readonly snapshotIo?: Partial<SnapshotIo> & { readonly freeBytes?: (dir: string) => Promise<number> };
 }
 
 export interface StartReport {
@@ -95,6 +114,9 @@ export class EmbeddedStore {
   private readonly log: StoreLogger;
   private readonly compactAfterBytes: number;
   private readonly retryMs: number;
+  private readonly maxRetryMs: number;
+  /** Failed runs in a row: the retry waits retryMs × 2^(n−1). */
+  private failuresInARow = 0;
   /** Undefined: snapshot the live projection (the default). */
   private readonly runner: CompactionRunner | undefined;
   private readonly stopping = new AbortController();
@@ -106,11 +128,13 @@ export class EmbeddedStore {
   private runs = 0;
   private failures = 0;
 
-  private constructor(opts: EmbeddedStoreOptions, projection: MemoryProjection, snapshotPosition: number) {
+  private constructor(opts: EmbeddedStoreOptions, projection: MemoryProjection, snapshot: SnapshotInfo | undefined) {
     this.opts = opts;
     this.log = opts.log ?? (() => undefined);
     this.compactAfterBytes = Math.max(1, opts.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES);
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
+    this.maxRetryMs = Math.max(this.retryMs, opts.maxRetryMs ?? DEFAULT_MAX_RETRY_MS);
+    const snapshotPosition = snapshot?.position ?? 0;
     this.runner = opts.runCompaction;
     this.projection = projection;
     this.snapshotPosition = snapshotPosition;
@@ -130,11 +154,14 @@ export class EmbeddedStore {
   /** Loads the newest usable snapshot, replays the log after it, and schedules compaction if due. */
   static async open(opts: EmbeddedStoreOptions): Promise<{ store: EmbeddedStore; report: StartReport }> {
     const skipped: string[] = [];
+    // Left by a crash mid-snapshot; we hold the data directory's lock, so nobody is writing them.
+    const removed = await removeLeftoverTemps(opts.dir);
     const t0 = performance.now();
     const loaded = await loadStartSnapshot(opts.dir, skipped);
     const snapshotMs = performance.now() - t0;
     const projection = new MemoryProjection(loaded?.state ?? initialState());
-    const store = new EmbeddedStore(opts, projection, loaded?.info.position ?? 0);
+    const store = new EmbeddedStore(opts, projection, loaded?.info);
+    for (const file of removed) store.log('removed an unfinished snapshot', { file });
     for (const why of skipped) store.log('snapshot skipped', { detail: why });
     const t1 = performance.now();
     await store.eventLog.start(projection.apply, { from: loaded?.info.position ?? 0 });
@@ -162,7 +189,8 @@ export class EmbeddedStore {
 
   /** Starts a compaction run if one is due and none is running. */
   maybeCompact(): void {
-    if (this.closed || this.running !== undefined) return;
+    // A pending retry timer means the last run failed: wait it out rather than fail again at every roll.
+    if (this.closed || this.running !== undefined || this.retryTimer !== undefined) return;
     if (this.uncompactedBytes() < this.compactAfterBytes) return;
     void this.compactNow(); // never rejects: failures are logged and retried inside
   }
@@ -182,8 +210,11 @@ export class EmbeddedStore {
     const run = (async () => {
       let failed = false;
       try {
-        const result = await (this.runner === undefined ? this.snapshotLive(job) : this.runner(job));
+        await this.checkFreeSpace();
+        // Appends went on while the free space was checked: a live snapshot is as of the log's position now.
+        const result = await (this.runner === undefined ? this.snapshotLive({ ...job, sealedEnd: this.eventLog.stats().position }) : this.runner(job));
         this.runs += 1;
+        this.failuresInARow = 0;
         if (result !== undefined) {
           this.snapshotPosition = Math.max(this.snapshotPosition, result.snapshot.position);
           this.eventLog.forgetSealedBefore(result.deletedBefore);
@@ -203,13 +234,15 @@ export class EmbeddedStore {
         }
       } catch (err) {
         this.failures += 1;
+        this.failuresInARow += 1;
         failed = true;
         if (!this.closed) {
-          this.log('compaction failed; will retry', { error: errorText(err), retry_ms: this.retryMs });
+          const retryMs = Math.min(this.maxRetryMs, this.retryMs * 2 ** Math.min(30, this.failuresInARow - 1));
+          this.log('compaction failed; will retry', { error: errorText(err), retry_ms: retryMs, failures_in_a_row: this.failuresInARow });
           this.retryTimer = setTimeout(() => {
             this.retryTimer = undefined;
             this.maybeCompact();
-          }, this.retryMs);
+          }, retryMs);
           this.retryTimer.unref();
         }
       } finally {
@@ -222,6 +255,26 @@ export class EmbeddedStore {
     return run;
   }
 
+  /** Bytes a snapshot of the live state is expected to take (an estimate, see estimateSnapshotBytes). */
+  expectedSnapshotBytes(): number {
+    return estimateSnapshotBytes(this.projection.currentState());
+  }
+
+  /** Throws, without writing anything, when the snapshot would not fit with a quarter to spare. */
+  private async checkFreeSpace(): Promise<void> {
+    const expected = this.expectedSnapshotBytes();
+    const needed = Math.ceil(expected * 1.25) + 64 * 1024;
+    const dir = snapshotDir(this.opts.dir);
+    await fsp.mkdir(dir, { recursive: true });
+    const free = await (this.opts.snapshotIo?.freeBytes ?? freeBytes)(dir);
+    if (free < needed) {
+      throw new Error(
+        `not enough free disk space for a snapshot in ${dir}: ${free} bytes free, the snapshot is expected to take about ${expected} ` +
+          `bytes (${needed} wanted, with margin); free some space, the next retry checks again`,
+      );
+    }
+  }
+
   /**
    * The default compaction: capture the projection now (synchronously, so it is exactly the fold of the
    * frames before `job.sealedEnd`, the log's position), write it durably, prune what it covers.
@@ -231,7 +284,7 @@ export class EmbeddedStore {
     const from = this.snapshotPosition;
     if (this.eventLog.stats().position !== job.sealedEnd) throw new Error('the log moved on before the snapshot was captured');
     const captured = captureState(this.projection.currentState());
-    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal);
+    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, this.opts.snapshotIo);
     const pruned = await pruneCovered(job.dir, snapshot.position, from > 0 ? from : undefined, job.retainSnapshots === 1 ? 1 : 2);
     return {
       snapshot,

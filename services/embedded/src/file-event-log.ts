@@ -7,7 +7,6 @@ import {
   closeFd,
   errorText,
   FRAME_HEADER_BYTES,
-  frameHeader,
   fstatSize,
   listPositioned,
   MAX_FRAME_BYTES,
@@ -16,21 +15,23 @@ import {
   positionName,
   READ_CHUNK_BYTES,
   readFully,
-  scanFrames,
   syncDirectory,
 } from './frames';
+import { batchHeader, findValidBatch, FRAME_PREFIX_BYTES, framePrefix, scanLog, type Decode, type LogScan } from './log-records';
 import { crc32 } from 'node:zlib';
 
 export { FRAME_HEADER_BYTES, MAX_FRAME_BYTES } from './frames';
 
 /*
- * The embedded mode's durable event log: numbered segment files of framed records
+ * The embedded mode's durable event log: numbered segment files of records
  *
  *   <dir>/log/<first frame index, 20 digits>.seg      e.g. <dir>/log/00000000000000000000.seg
- *   frame = [u32 LE payload length][u32 LE crc32 of the payload][payload = UTF-8 JSON array of the events]
+ *   record = one batch per group commit: a header with one crc32 over the whole commit, then its frames
+ *   frame  = one per append() call: [u32 LE payload length][payload = UTF-8 JSON array of the events]
+ *   (log-records.ts has the layout, why a commit is checked as a whole, and the v1 frames still read)
  *
- * One frame per append() call, so a multi-event append is atomic: after a crash its frame is either whole
- * (crc matches) or torn (dropped at the next start), never half-applied.
+ * One frame per append() call inside one record per commit, so a multi-event append is atomic: after a
+ * crash its commit is either whole (crc matches) or torn (dropped at the next start), never half-applied.
  *
  * Positions: every frame has a global index (0, 1, 2, … over the whole history). A segment is named by the
  * index of its first frame, so segment i holds the frames [base_i, base_{i+1}) and a snapshot "as of
@@ -41,9 +42,9 @@ export { FRAME_HEADER_BYTES, MAX_FRAME_BYTES } from './frames';
  * Rolling: before a batch is written, a current segment that holds at least `segmentBytes` is sealed and a
  * new, empty one created (file created, directory fsync'd) at the next frame index; the batch goes there.
  * A batch never spans segments, so a segment may exceed `segmentBytes` by one batch. Sealed segments were
- * fully fsync'd before the next one existed, so only the last segment can have a torn tail: a bad frame in
- * any other segment, or a segment whose frame count disagrees with its successor's name, is corruption and
- * start() refuses. A legacy single-file log, `<dir>/events.log`, is renamed into place as segment 0.
+ * fully fsync'd before the next one existed, so only the last segment can have a torn tail: a bad record in
+ * any other segment, a bad record followed by a valid batch, or a segment whose frame count disagrees with
+ * its successor's name, is corruption and start() refuses. A legacy single-file log, `<dir>/events.log`, is renamed into place as segment 0.
  *
  * Group commit: append() encodes its frame at once and queues it; one writer takes everything queued (up to
  * maxBatchBytes), writes it with a single positional writev and a single fdatasync, then calls the listener
@@ -160,6 +161,11 @@ function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string 
   return { events: parsed as DatasetEvent[] };
 }
 
+const decodeFrame: Decode<DatasetEvent[]> = (payload) => {
+  const decoded = decodeEvents(payload);
+  return decoded.events === undefined ? { why: decoded.why ?? 'not events' } : { value: decoded.events };
+};
+
 /**
  * Reads a sealed segment whole and strictly: every frame must be good. Delivers the frames whose global
  * index is ≥ `from`. Used by the file-based compaction (compaction.ts); returns the frame count.
@@ -168,13 +174,8 @@ export async function readSealedSegment(file: string, base: number, from: number
   const fd = await openFile(file, fs.constants.O_RDONLY);
   try {
     const size = await fstatSize(fd);
-    let index = base;
-    const scan = await scanFrames(fd, size, (payload) => {
-      if (index++ < from) return undefined;
-      const decoded = decodeEvents(payload);
-      if (decoded.events === undefined) return decoded.why;
-      deliver(decoded.events);
-      return undefined;
+    const scan = await scanLog(fd, size, base, decodeFrame, (events, index) => {
+      if (index >= from) deliver(events);
     });
     if (scan.end !== size) {
       throw new EventLogCorruptError(`Sealed segment ${file} is corrupt: ${scan.why ?? 'bad frame'} at byte ${scan.end} of ${size}`);
@@ -196,9 +197,9 @@ function dropBytes(buffers: readonly Buffer[], n: number): Buffer[] {
 }
 
 /**
- * The first offset in [from, size) where a whole valid frame (good crc, JSON array) starts, if any. Tells a
- * torn tail (nothing valid after the bad frame) from corruption inside acknowledged data, even when the bad
- * frame's own length field is what got damaged. Cheap in practice: almost every offset fails the length
+ * The first offset in [from, size) where a whole valid v1 frame (good crc, JSON array) starts, if any: in a
+ * segment written before the batch format, tells a torn tail (nothing valid after the bad frame) from
+ * corruption inside acknowledged data, even when the bad frame's own length field is what got damaged. Cheap in practice: almost every offset fails the length
  * test at once.
  */
 async function findValidFrame(fd: number, from: number, size: number): Promise<number | undefined> {
@@ -221,7 +222,8 @@ async function findValidFrame(fd: number, from: number, size: number): Promise<n
 
 interface Pending {
   readonly events: readonly DatasetEvent[];
-  readonly header: Buffer;
+  /** The frame's length prefix inside its batch. */
+  readonly prefix: Buffer;
   readonly payload: Buffer;
   readonly resolve: () => void;
   readonly reject: (err: unknown) => void;
@@ -265,7 +267,8 @@ export class FileEventLog implements EventLog {
 
   constructor(opts: FileEventLogOptions) {
     this.dir = opts.dir;
-    this.maxBatchBytes = Math.max(1, opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES);
+    // Capped so that a batch's body always fits what the start-up scan accepts (log-records.ts).
+    this.maxBatchBytes = Math.min(MAX_FRAME_BYTES, Math.max(1, opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES));
     this.segmentBytes = Math.max(1, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
     this.onSealed = opts.onSealed;
     this.warn = opts.warn ?? ((message) => void process.stderr.write(`${message}\n`));
@@ -338,9 +341,9 @@ export class FileEventLog implements EventLog {
         new DomainError('invalid', `The batch is ${payload.length} bytes, over the event log's limit of ${MAX_FRAME_BYTES}`),
       );
     }
-    const header = frameHeader(payload);
+    const prefix = framePrefix(payload);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ events, header, payload, resolve, reject });
+      this.queue.push({ events, prefix, payload, resolve, reject });
       if (this.state === 'open') this.kick();
     });
   }
@@ -453,9 +456,19 @@ export class FileEventLog implements EventLog {
   private async replayLast(fd: number, base: number, file: string, from: number, listener: EventListener): Promise<Active> {
     const size = await fstatSize(fd);
     const replayed = await this.replayFrames(fd, size, base, from, listener);
+    // Checked before any tail is cut: a snapshot beyond the log's last good frame proves that what follows
+    // it was acknowledged, so it is not a torn write to drop, and the bytes stay for whoever repairs it.
+    if (base + replayed.frames < from) {
+      throw new EventLogCorruptError(
+        `Event log ${segmentDir(this.dir)} ends at frame ${base + replayed.frames}` +
+          `${replayed.end < size ? ` (${replayed.why ?? 'bad frame'} at byte ${replayed.end} of ${file})` : ''}, but the snapshot loaded ` +
+          `is as of frame ${from}: acknowledged frames are missing from the log. Refusing to start, nothing was changed; restore the ` +
+          'data directory from a backup.',
+      );
+    }
     if (replayed.end < size) {
       const bad = `${replayed.why ?? 'bad frame'} at byte ${replayed.end}`;
-      const later = await findValidFrame(fd, replayed.end + 1, size);
+      const later = (await findValidBatch(fd, replayed.end + 1, size)) ?? (await findValidFrame(fd, replayed.end + 1, size));
       if (later !== undefined) {
         throw new EventLogCorruptError(
           `Event log ${file} is corrupt: ${bad}, yet a valid frame follows at byte ${later} (file is ` +
@@ -472,30 +485,18 @@ export class FileEventLog implements EventLog {
           `truncated from ${size} to ${replayed.end} bytes, keeping ${replayed.frames} frames`,
       );
     }
-    if (base + replayed.frames < from) {
-      throw new EventLogCorruptError(
-        `Event log ${segmentDir(this.dir)} ends at frame ${base + replayed.frames}, but the snapshot loaded is as of frame ${from}: ` +
-          'acknowledged frames are missing from the log. Refusing to start; restore the data directory from a backup.',
-      );
-    }
     return { base, file, fd, size: replayed.end, frames: replayed.frames };
   }
 
-  /** Streams one segment, delivering each good frame at or after `from`; stops at the end or the first bad frame. */
-  private replayFrames(fd: number, size: number, base: number, from: number, listener: EventListener) {
-    let index = base;
-    return scanFrames(fd, size, (payload) => {
-      if (index < from) {
-        index += 1;
-        // Not delivered, but still checked to be a frame of events (a torn tail must not hide behind it).
-        return decodeEvents(payload).why;
-      }
-      const decoded = decodeEvents(payload);
-      if (decoded.events === undefined) return decoded.why;
-      index += 1;
-      listener(decoded.events);
+  /**
+   * Streams one segment, delivering each good frame at or after `from`; stops at the end or the first bad
+   * record. Frames before `from` are not delivered, but still checked (a torn tail must not hide behind them).
+   */
+  private replayFrames(fd: number, size: number, base: number, from: number, listener: EventListener): Promise<LogScan> {
+    return scanLog(fd, size, base, decodeFrame, (events, index) => {
+      if (index < from) return;
+      listener(events);
       this.replayed += 1;
-      return undefined;
     });
   }
 
@@ -519,7 +520,7 @@ export class FileEventLog implements EventLog {
     let bytes = 0;
     let n = 0;
     for (const p of this.queue) {
-      const frameBytes = FRAME_HEADER_BYTES + p.payload.length;
+      const frameBytes = FRAME_PREFIX_BYTES + p.payload.length;
       if (n > 0 && bytes + frameBytes > this.maxBatchBytes) break;
       bytes += frameBytes;
       n += 1;
@@ -575,12 +576,11 @@ export class FileEventLog implements EventLog {
     const active = this.active!;
     const fd = active.fd;
     const position = active.size;
-    let buffers: Buffer[] = [];
-    let bytes = 0;
-    for (const p of batch) {
-      buffers.push(p.header, p.payload);
-      bytes += FRAME_HEADER_BYTES + p.payload.length;
-    }
+    const body: Buffer[] = [];
+    for (const p of batch) body.push(p.prefix, p.payload);
+    // One record for the whole commit, its crc over all of it: see log-records.ts.
+    let buffers: Buffer[] = [batchHeader(active.base + active.frames, batch.length, body), ...body];
+    const bytes = buffers.reduce((n, b) => n + b.length, 0);
     try {
       let written = 0;
       while (written < bytes) {

@@ -3,7 +3,8 @@ import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 
 /*
- * The frame format shared by the event log's segments and by snapshots, and the small file helpers both use:
+ * The frame format of snapshots (and of event log segments written before the batch format, which
+ * log-records.ts still reads), and the small file helpers both use:
  *
  *   [u32 LE payload length][u32 LE crc32 of the payload][payload = UTF-8 JSON]
  */
@@ -112,10 +113,10 @@ export async function scanFrames(fd: number, size: number, onFrame: (payload: Bu
 }
 
 /** fsyncs a directory, so entries created, renamed or removed in it are durable. */
-export async function syncDirectory(dir: string): Promise<void> {
+export async function syncDirectory(dir: string, fsync: (fd: number) => Promise<void> = fsyncFd): Promise<void> {
   const fd = await openFile(dir, fs.constants.O_RDONLY);
   try {
-    await fsyncFd(fd);
+    await fsync(fd);
   } catch (err) {
     // Some file systems cannot fsync a directory; the files' own fsyncs still hold.
     if (!['EINVAL', 'EISDIR', 'EPERM', 'ENOTSUP'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;

@@ -1,15 +1,15 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { createRecordService, createSchemaService, type MemoryProjection } from '@pushbase/app';
-import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, newApiKey, parseBootstrapKeys, SlidingWindowRateLimiter } from '@pushbase/gateway';
+import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
-import { readIfExists, writeFileAtomic } from './files';
+import { loadOrCreateAdminToken, loadStoredKeys } from './side-files';
 import { loadOrCreateTls } from './tls';
 import { createWritePool } from './write-pool';
 
@@ -68,42 +68,6 @@ async function listen(server: HttpServer | HttpsServer, port: number, host: stri
     });
   });
   return (server.address() as AddressInfo).port;
-}
-
-/** The admin token: the configured one, else one generated once into the data directory. */
-async function adminToken(config: EmbeddedConfig, log: Logger): Promise<string> {
-  if (config.adminToken !== undefined) return config.adminToken;
-  const file = path.resolve(config.dataDir, 'admin.token');
-  // Only a missing file means "first start"; any other error must not silently replace the token.
-  const stored = await readIfExists(file);
-  if (stored !== undefined) return stored.trim();
-  const token = randomBytes(24).toString('base64url');
-  await writeFileAtomic(file, `${token}\n`, 0o600);
-  log('generated admin token', { file });
-  return token;
-}
-
-interface StoredKey {
-  readonly hash: string;
-  readonly account: string;
-  readonly created_at: string;
-}
-
-/**
- * Keys kept in `<dataDir>/api-keys.json`, as SHA-256 hashes only. On a first start with no key at all, one
- * key for the account `default` is generated and shown once, so `npm start` is usable straight away.
- */
-async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log: Logger): Promise<void> {
-  const file = path.resolve(dataDir, 'api-keys.json');
-  const text = await readIfExists(file);
-  const stored = text === undefined ? [] : (JSON.parse(text) as StoredKey[]);
-  for (const k of stored) keys.add(k.hash, k.account);
-  if (keys.size > 0) return;
-  const key = newApiKey();
-  const entry: StoredKey = { hash: hashApiKey(key), account: 'default', created_at: new Date().toISOString() };
-  await writeFileAtomic(file, `${JSON.stringify([entry], null, 2)}\n`, 0o600);
-  keys.add(entry.hash, entry.account);
-  log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key, keys_file: file });
 }
 
 /** Every service in one process: the default `npm start`. */
@@ -178,7 +142,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
       ? createHttpServer((req, res) => void handleGateway(req, res))
       : createHttpsServer({ cert: tls.cert, key: tls.key }, (req, res) => void handleGateway(req, res));
   publicServer.keepAliveTimeout = 65_000;
-  const admin = createAdminApp({ readModel: projection, token: await adminToken(config, log), log: errorLog });
+  const admin = createAdminApp({ readModel: projection, token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)), log: errorLog });
   const handleAdmin = admin.callback();
   const adminServer = createHttpServer((req, res) => void handleAdmin(req, res));
   const publicDrain = drainable(publicServer);

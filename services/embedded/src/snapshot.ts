@@ -61,10 +61,20 @@ interface DatasetFrame extends Omit<DatasetState, 'rows'> {
 /** Test seam: called before each durable step of writeSnapshot; throwing there simulates a crash. */
 export type StepHook = (step: string) => void | Promise<void>;
 
-async function writeAll(fh: fs.promises.FileHandle, buffers: Buffer[]): Promise<void> {
+/** The snapshot writer's file writes. Injectable so tests can fail one the way a full disk does. */
+export interface SnapshotIo {
+  /** Appends (part of) `data` to the file; resolves the bytes written. */
+  write(fh: fs.promises.FileHandle, data: Buffer): Promise<number>;
+}
+
+const nodeSnapshotIo: SnapshotIo = {
+  write: async (fh, data) => (await fh.write(data, 0, data.length)).bytesWritten,
+};
+
+async function writeAll(io: SnapshotIo, fh: fs.promises.FileHandle, buffers: Buffer[]): Promise<void> {
   let data = Buffer.concat(buffers);
   while (data.length > 0) {
-    const { bytesWritten } = await fh.write(data, 0, data.length);
+    const bytesWritten = await io.write(fh, data);
     if (bytesWritten <= 0) throw new Error('snapshot write made no progress');
     data = data.subarray(bytesWritten);
   }
@@ -107,7 +117,9 @@ export function captureState(state: State): CapturedState {
 /**
  * Writes the state as of `position` durably and returns what it wrote. A live State is captured first;
  * a CapturedState is written as it is, yielding to the event loop between datasets. Safe to crash at any
- * point: a leftover `.tmp` is never loaded and the next compaction removes it.
+ * point: a leftover `.tmp` is never loaded, and the next start or compaction removes it. A write that fails
+ * (a full disk, above all) or is aborted removes its `.tmp` at once: left behind, a snapshot-sized file on
+ * a full disk makes every append fail until a person deletes it.
  */
 export async function writeSnapshot(
   dir: string,
@@ -115,12 +127,30 @@ export async function writeSnapshot(
   source: State | CapturedState,
   step: StepHook = () => undefined,
   signal?: AbortSignal,
+  io: Partial<SnapshotIo> = {},
 ): Promise<SnapshotInfo> {
   const captured = source instanceof Map ? captureState(source) : source;
   const target = snapshotFile(dir, position);
   const tmp = `${target}.tmp`;
   await fs.promises.mkdir(snapshotDir(dir), { recursive: true });
   await step('write-temp');
+  let bytes: number;
+  try {
+    bytes = await writeTemp(tmp, position, captured, { ...nodeSnapshotIo, ...io }, step, signal);
+  } catch (err) {
+    await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
+    throw err;
+  }
+  await step('rename');
+  await fs.promises.rename(tmp, target);
+  await step('sync-dir');
+  await syncDirectory(snapshotDir(dir));
+  await syncDirectory(dir);
+  return { position, file: target, bytes, datasets: captured.datasets.length, records: captured.records };
+}
+
+/** Writes and fsyncs the temporary file; resolves its size. */
+async function writeTemp(tmp: string, position: number, captured: CapturedState, io: SnapshotIo, step: StepHook, signal: AbortSignal | undefined): Promise<number> {
   const fh = await fs.promises.open(tmp, 'w', 0o644);
   let bytes = 0;
   try {
@@ -131,7 +161,7 @@ export async function writeSnapshot(
       pending.push(frameHeader(payload), payload);
       pendingBytes += payload.length + 8;
       if (pendingBytes >= WRITE_BUFFER_BYTES) {
-        await writeAll(fh, pending);
+        await writeAll(io, fh, pending);
         bytes += pendingBytes;
         pending = [];
         pendingBytes = 0;
@@ -143,22 +173,57 @@ export async function writeSnapshot(
     const header: Header = { format: SNAPSHOT_FORMAT, version: SNAPSHOT_FORMAT_VERSION, position, datasets: captured.datasets.length };
     await push(header);
     for (const frame of captured.datasets) {
-      signal?.throwIfAborted(); // shutting down: leave the .tmp behind, it is never loaded
+      signal?.throwIfAborted(); // shutting down
       await push(frame);
     }
-    await writeAll(fh, pending);
+    await writeAll(io, fh, pending);
     bytes += pendingBytes;
     await step('fsync-temp');
     await fh.sync();
   } finally {
     await fh.close();
   }
-  await step('rename');
-  await fs.promises.rename(tmp, target);
-  await step('sync-dir');
-  await syncDirectory(snapshotDir(dir));
-  await syncDirectory(dir);
-  return { position, file: target, bytes, datasets: captured.datasets.length, records: captured.records };
+  return bytes;
+}
+
+const SAMPLE_ROWS = 32;
+
+/**
+ * Roughly the bytes a snapshot of `state` takes, for the free-space check before writing one: per dataset,
+ * the JSON size of its first rows (up to 32, keys included) scaled to its row count, plus its definition.
+ * Milliseconds even for millions of records, where serialising everything would cost the write itself.
+ */
+export function estimateSnapshotBytes(state: State): number {
+  let bytes = 256;
+  for (const account of state.values()) {
+    for (const ds of account.values()) {
+      bytes += 256 + JSON.stringify(ds.definition).length + ds.account.length + ds.id.length + ds.incarnation.length;
+      let sampled = 0;
+      let sampleBytes = 0;
+      for (const [key, record] of ds.rows) {
+        if (sampled === SAMPLE_ROWS) break;
+        sampleBytes += JSON.stringify(key).length + JSON.stringify(record).length + 2;
+        sampled += 1;
+      }
+      if (sampled > 0) bytes += Math.ceil((sampleBytes / sampled) * ds.rows.size);
+    }
+  }
+  return bytes;
+}
+
+/** Removes `.tmp` files a crash left in snapshots/ (never loaded; on a full disk they block every append). */
+export async function removeLeftoverTemps(dir: string): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await fs.promises.readdir(snapshotDir(dir));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  const removed = names.filter((n) => n.endsWith('.tmp')).map((n) => path.join(snapshotDir(dir), n));
+  for (const file of removed) await fs.promises.rm(file, { force: true });
+  if (removed.length > 0) await syncDirectory(snapshotDir(dir));
+  return removed;
 }
 
 const isString = (v: unknown): v is string => typeof v === 'string';

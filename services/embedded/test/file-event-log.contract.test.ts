@@ -72,17 +72,31 @@ async function writeFrames(frames: DatasetEvent[][]): Promise<{ bytes: Buffer; e
   return { bytes: await readFile(logFile()), ends };
 }
 
-/** An independent decoder of the on-disk format, to check what the log wrote. */
-function parseFrames(bytes: Buffer): { events: unknown; start: number; end: number }[] {
+/**
+ * An independent decoder of the on-disk format, to check what the log wrote: one batch per commit
+ * ([magic][body length][frame count][first index lo][hi][crc32 of those 20 bytes and the body]), holding
+ * [u32 length][JSON array] frames. Each frame comes with its batch's start and end offsets.
+ */
+function parseFrames(bytes: Buffer, firstIndex = 0): { events: unknown; index: number; start: number; end: number }[] {
   const out = [];
   let pos = 0;
+  let index = firstIndex;
   while (pos < bytes.length) {
-    const length = bytes.readUInt32LE(pos);
-    const payload = bytes.subarray(pos + 8, pos + 8 + length);
-    expect(payload.length).toBe(length);
-    expect(crc32(payload)).toBe(bytes.readUInt32LE(pos + 4));
-    out.push({ events: JSON.parse(payload.toString('utf8')), start: pos, end: pos + 8 + length });
-    pos += 8 + length;
+    expect(bytes.readUInt32LE(pos)).toBe(0xf2004250);
+    const bodyBytes = bytes.readUInt32LE(pos + 4);
+    const count = bytes.readUInt32LE(pos + 8);
+    expect(bytes.readUInt32LE(pos + 12) + bytes.readUInt32LE(pos + 16) * 2 ** 32).toBe(index);
+    const body = bytes.subarray(pos + 24, pos + 24 + bodyBytes);
+    expect(body.length).toBe(bodyBytes);
+    expect(crc32(Buffer.concat([bytes.subarray(pos, pos + 20), body]))).toBe(bytes.readUInt32LE(pos + 20));
+    let at = 0;
+    for (let i = 0; i < count; i++) {
+      const length = body.readUInt32LE(at);
+      out.push({ events: JSON.parse(body.subarray(at + 4, at + 4 + length).toString('utf8')), index: index++, start: pos, end: pos + 24 + bodyBytes });
+      at += 4 + length;
+    }
+    expect(at).toBe(bodyBytes);
+    pos += 24 + bodyBytes;
   }
   return out;
 }
@@ -90,13 +104,14 @@ function parseFrames(bytes: Buffer): { events: unknown; start: number; end: numb
 const fileSize = async (): Promise<number> => (await stat(logFile())).size;
 
 describe('FileEventLog format', () => {
-  it('writes one [u32 length][u32 crc32][JSON array] frame per append call', async () => {
+  it('writes one [u32 length][JSON array] frame per append call, in one crc-checked batch per commit', async () => {
     const { log } = await open();
     await log.append([event(1)]);
     await log.append([event(2), event(3)]);
     const bytes = await readFile(logFile());
     const frames = parseFrames(bytes);
     expect(frames.map((f) => f.events)).toEqual([[event(1)], [event(2), event(3)]]);
+    expect(frames.map((f) => f.index)).toEqual([0, 1]);
     expect(log.stats()).toMatchObject({ bytes: bytes.length, frames: 2 });
   });
 
@@ -145,7 +160,7 @@ describe('FileEventLog start: torn tails and corruption', () => {
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toContain(`torn tail of ${cut - boundary} bytes`);
       expect(warnings[0]).toContain(`from ${cut} to ${boundary} bytes`);
-      expect(warnings[0]).toMatch(cut - boundary < 8 ? /short header/ : /short payload/);
+      expect(warnings[0]).toMatch(cut - boundary < 4 ? /short header/ : cut - boundary < 24 ? /short batch header/ : /short batch/);
       await log.close();
     }
   });
@@ -170,8 +185,9 @@ describe('FileEventLog start: torn tails and corruption', () => {
   });
 
   it.each([
-    ['payload byte', (end: number, start: number) => Math.floor((start + 8 + end) / 2)],
-    ['crc field', (_end: number, start: number) => start + 5],
+    ['payload byte', (end: number, start: number) => Math.floor((start + 24 + end) / 2)],
+    ['crc field', (_end: number, start: number) => start + 21],
+    ['first index', (_end: number, start: number) => start + 12],
   ])('drops a last frame whose %s is corrupt (crc mismatch)', async (_what, at) => {
     const { bytes, ends } = await writeFrames([[event(0)], [event(1)], [event(2)]]);
     const i = at(ends[2]!, ends[1]!);
@@ -252,6 +268,117 @@ function gate(): { entered: Promise<void>; pass: () => Promise<void>; open: () =
   return { entered, pass: () => (signal(), released), open: () => release() };
 }
 
+/** Two commits: [0] alone, then [1]..[n] appended in one turn of the event loop, so one group commit. */
+async function writeTwoCommits(n: number): Promise<{ bytes: Buffer; second: { start: number; end: number } }> {
+  const { log } = await open();
+  await log.append([event(0)]);
+  const before = log.stats();
+  await Promise.all(Array.from({ length: n }, (_, i) => log.append([event(i + 1, 'x'.repeat(200))])));
+  const after = log.stats();
+  expect(after.syncs - before.syncs).toBe(1); // one write, one fdatasync: one commit
+  await log.close();
+  return { bytes: await readFile(logFile()), second: { start: before.bytes, end: after.bytes } };
+}
+
+describe('FileEventLog start: a group commit torn by a power loss', () => {
+  // Where the unwritten (zero) part of the last commit lies; the rest of it landed.
+  it.each([
+    ['its start (header and first frames)', (start: number, end: number) => [start, start + Math.floor((end - start) / 2)]],
+    ['its middle', (start: number, end: number) => [start + 300, end - 300]],
+    ['its end', (start: number, end: number) => [end - 250, end]],
+    ['one page inside it', (start: number, end: number) => [start + 100, start + 100 + Math.min(4096, end - start - 200)]],
+  ])('cuts the commit as never acknowledged when zeros cover %s and later bytes of it landed', async (_where, range) => {
+    const { bytes, second } = await writeTwoCommits(8);
+    const [from, to] = range(second.start, second.end);
+    const torn = Buffer.from(bytes);
+    torn.fill(0, from, to);
+    expect(torn.subarray(to, second.end).some((b) => b !== 0) || to === second.end).toBe(true);
+    await writeFile(logFile(), torn);
+    const { log, batches } = await open();
+    expect(seqsOf(batches)).toEqual([[0]]);
+    expect(await fileSize()).toBe(second.start);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/dropped a torn tail/);
+    await log.append([event(100)]); // and the log goes on cleanly after it
+    await log.close();
+    expect(seqsOf((await open()).batches)).toEqual([[0], [100]]);
+  });
+
+  it('still refuses to start when acknowledged data is damaged: a bad frame inside a commit that a later commit follows', async () => {
+    const { bytes, second } = await writeTwoCommits(8);
+    // A third commit after the second, so the second was acknowledged.
+    const { log } = await open();
+    await log.append([event(50)]);
+    await log.close();
+    const withThird = await readFile(logFile());
+    expect(withThird.subarray(0, bytes.length)).toEqual(bytes);
+    const damaged = Buffer.from(withThird);
+    damaged.fill(0, second.start + 100, second.start + 400);
+    await writeFile(logFile(), damaged);
+    const refused = newLog();
+    await expect(refused.start(() => undefined)).rejects.toThrow(/batch crc mismatch at byte \d+, yet a valid frame follows/);
+    expect(await readFile(logFile())).toEqual(damaged); // nothing was cut
+  });
+});
+
+describe('FileEventLog: segments written before the batch format (v1 frames)', () => {
+  /** What the log wrote before batches: one [u32 length][u32 crc32][JSON array] frame per append. */
+  const v1Frame = (events: DatasetEvent[]): Buffer => {
+    const payload = Buffer.from(JSON.stringify(events), 'utf8');
+    const header = Buffer.alloc(8);
+    header.writeUInt32LE(payload.length, 0);
+    header.writeUInt32LE(crc32(payload), 4);
+    return Buffer.concat([header, payload]);
+  };
+  const writeV1 = async (frames: DatasetEvent[][]): Promise<Buffer> => {
+    const bytes = Buffer.concat(frames.map(v1Frame));
+    await nodeFs.promises.mkdir(path.dirname(logFile()), { recursive: true });
+    await writeFile(logFile(), bytes);
+    return bytes;
+  };
+
+  it('replays them, appends batches after them, and replays both after a restart', async () => {
+    const old = await writeV1([[event(0)], [event(1), event(2)], [event(3)]]);
+    const { log, batches } = await open();
+    expect(seqsOf(batches)).toEqual([[0], [1, 2], [3]]);
+    await Promise.all([log.append([event(4)]), log.append([event(5)])]);
+    await log.close();
+    const bytes = await readFile(logFile());
+    expect(bytes.subarray(0, old.length)).toEqual(old); // the old frames stay as they are
+    const after = parseFrames(bytes.subarray(old.length), 3);
+    expect(after.map((f) => f.events)).toEqual([[event(4)], [event(5)]]);
+    expect(after.map((f) => f.start)).toEqual([0, 0]); // one batch, numbered on from the old frames
+    const again = await open();
+    expect(seqsOf(again.batches)).toEqual([[0], [1, 2], [3], [4], [5]]);
+    expect(again.log.stats()).toMatchObject({ frames: 5, position: 5 });
+  });
+
+  it('cuts a torn v1 tail, and refuses a bad v1 frame that valid ones follow, as before', async () => {
+    const old = await writeV1([[event(0)], [event(1)], [event(2)]]);
+    await writeFile(logFile(), old.subarray(0, old.length - 3));
+    const { log, batches } = await open();
+    expect(seqsOf(batches)).toEqual([[0], [1]]);
+    expect(warnings[0]).toMatch(/dropped a torn tail/);
+    await log.close();
+    const damaged = Buffer.from(old);
+    damaged.writeUInt8(damaged.readUInt8(12) ^ 0x55, 12); // inside frame 0's payload
+    await writeFile(logFile(), damaged);
+    await expect(newLog().start(() => undefined)).rejects.toThrow(/crc mismatch at byte 0, yet a valid frame follows/);
+  });
+
+  it('refuses a v1 frame after a batch (the log never writes one)', async () => {
+    await writeV1([[event(0)]]);
+    const { log } = await open();
+    await log.append([event(1)]);
+    await log.close();
+    const bytes = await readFile(logFile());
+    await writeFile(logFile(), Buffer.concat([bytes, v1Frame([event(2)]), Buffer.alloc(0)]));
+    const { batches } = await open();
+    expect(seqsOf(batches)).toEqual([[0], [1]]); // taken as a torn tail: nothing valid follows it
+    expect(warnings.some((w) => /implausible length/.test(w))).toBe(true);
+  });
+});
+
 describe('FileEventLog group commit', () => {
   it('commits 100 concurrent appends with far fewer writes and fsyncs than appends', async () => {
     const { io, calls } = instrumentedIo();
@@ -288,7 +415,7 @@ describe('FileEventLog group commit', () => {
     await Promise.all(appends);
     expect(seqsOf(batches).flat()).toEqual(Array.from({ length: 30 }, (_, i) => i));
     expect(calls.fdatasync).toBeGreaterThan(3);
-    expect(calls.writtenPerCall.filter((n) => n > 1000)).toHaveLength(1);
+    expect(calls.writtenPerCall.filter((n) => n > 1000 + 24)).toHaveLength(1); // 24: the batch header
   });
 
   it('completes short writes', async () => {

@@ -118,6 +118,28 @@ describe('segmented FileEventLog', () => {
     expect(seqsOf(ok.batches)).toEqual(range(segments[1]!.base, 9 - segments[1]!.base));
   });
 
+  it('checks that the snapshot loaded is covered before cutting a damaged tail, and cuts nothing when it is not', async () => {
+    await writeSeq(10);
+    const segments = await listSegments(dir);
+    const last = segments[segments.length - 1]!;
+    const bytes = await readFile(last.file);
+    // Frame 9 damaged (its last byte), nothing valid after it: what would be a torn tail, were it not that a
+    // snapshot as of frame 10 proves frame 9 was acknowledged.
+    const damaged = Buffer.from(bytes);
+    damaged.writeUInt8(damaged.readUInt8(damaged.length - 1) ^ 0xff, damaged.length - 1);
+    await writeFile(last.file, damaged);
+    const refused = (await open(SMALL, 10).then(() => new Error('started'), (err: unknown) => err)) as Error;
+    expect(refused).toBeInstanceOf(EventLogCorruptError);
+    expect(refused.message).toMatch(/ends at frame 9\b.*, but the snapshot loaded is as of frame 10/);
+    expect(await readFile(last.file)).toEqual(damaged); // the bytes are still there for a repair
+    expect(refused.message).toMatch(/\(batch crc mismatch at byte \d+ of .*\.seg\).*nothing was changed/);
+    expect(warnings.filter((w) => w.includes('torn tail'))).toEqual([]);
+    // Without that snapshot (an older one, or none), the same tail is a torn write and is cut.
+    const { batches } = await open(SMALL, segments[1]!.base);
+    expect(seqsOf(batches)).toEqual(range(segments[1]!.base, 9 - segments[1]!.base));
+    expect((await stat(last.file)).size).toBeLessThan(damaged.length);
+  });
+
   it('drops a torn tail in the last segment only, and appends cleanly after it', async () => {
     await writeSeq(10);
     const segments = await listSegments(dir);
