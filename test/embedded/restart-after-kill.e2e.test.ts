@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { BUNDLE, ROOT, TestServer } from '../helpers/server';
+import { procState } from '../helpers/proc';
 
 /*
  * kill -9 under load and an immediate restart, as a supervisor does it, round after round: every start
@@ -73,15 +74,6 @@ function launch(dataDir: string, keys: Record<string, string>): Promise<Launched
       }
     });
   });
-}
-
-function procState(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return undefined;
-  }
 }
 
 describe('kill -9 and an immediate restart', () => {

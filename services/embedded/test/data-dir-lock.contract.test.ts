@@ -1,10 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { DataDirInUseError, lockDataDir } from '../src/data-dir-lock';
+import { procState } from '../../../test/helpers/proc';
 
 /*
  * The data directory lock is a kernel lock on the open LOCK file: it is held exactly while its holder lives.
@@ -51,16 +52,6 @@ function startHolder(dir: string): Promise<Holder> {
     });
     parent.on('error', reject);
   });
-}
-
-/** The state letter of /proc/<pid>/stat (R, S, Z, …), or undefined once the process is gone. */
-function procState(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-  } catch {
-    return undefined;
-  }
 }
 
 async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
