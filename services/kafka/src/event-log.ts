@@ -192,8 +192,9 @@ export class KafkaEventLog implements EventLog {
   }
 
   private readerStopped(): Error {
-    // Stored and acknowledged, but no longer delivered here: not `unavailable` (a retry would duplicate it).
-    return new Error(`The event log's reader stopped: ${this.failed?.message ?? 'unknown'}; the event is stored, restart to see it`);
+    // An append waiting here is stored and acknowledged, only not delivered: not `unavailable` (a retry
+    // would store it twice). start() waiting for the replay fails with the same reason.
+    return new Error(`The event log's reader stopped: ${this.failed?.message ?? 'unknown'}`, { cause: this.failed });
   }
 
   private fail(err: Error): void {
