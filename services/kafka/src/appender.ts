@@ -44,7 +44,11 @@ export interface KafkaEventAppenderOptions {
   readonly topic: string;
   /** How long the first append into an empty queue waits for others to share its request. Default 5 ms. */
   readonly lingerMs?: number;
-  /** A batch goes out as soon as this many bytes are queued, and no request carries more (unless one append alone is larger). Default 4 MiB. */
+  /**
+   * A batch goes out as soon as this many bytes are queued, and no request carries more (unless one append
+   * alone is larger). Default 4 MiB. Keep it below the topic's max.message.bytes: one partition's share of a
+   * request is one record batch, which the broker refuses whole when it is larger.
+   */
   readonly maxBatchBytes?: number;
   /** The topic's max.message.bytes; a larger append is refused as invalid. Default 16 MiB, as ensureTopic creates it. */
   readonly maxMessageBytes?: number;
