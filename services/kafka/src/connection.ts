@@ -48,6 +48,25 @@ const toStderr = (level: KafkaLogLevel, message: string): void => {
   process.stderr.write(`pushbase: kafka ${level}: ${message}\n`);
 };
 
+/**
+ * kafkajs lines that are part of normal operation, demoted to info: the retry limit it warns about once per
+ * producer is a choice made safe in appender.ts, and a broker's answer that kafkajs handles by retrying
+ * (leadership moving, a group rebalancing) is logged per response as an error although nothing failed. When
+ * the retries run out, the caller reports the failure itself (an append rejects, a consumer crashes).
+ */
+const RETRIED_RESPONSES = [
+  'This server is not the leader for that topic-partition',
+  'There is no leader for this topic-partition as we are in the middle of a leadership election',
+  'The group is rebalancing, so a rejoin is needed',
+  'The group coordinator is not available',
+  'This is not the correct coordinator for this group',
+  "The coordinator is loading and hence can't process requests for this group",
+];
+function expected(namespace: string, message: string, extra: Record<string, unknown>): boolean {
+  if (message.startsWith('Limiting retries for the idempotent producer')) return true;
+  return namespace === 'Connection' && message.startsWith('Response ') && RETRIED_RESPONSES.some((m) => extra.error === m);
+}
+
 function logCreatorFor(connection: KafkaConnection): logCreator {
   const log = connection.log ?? toStderr;
   const threshold = LEVELS[connection.logLevel ?? 'warn'];
@@ -55,9 +74,7 @@ function logCreatorFor(connection: KafkaConnection): logCreator {
     ({ namespace, level, log: entry }: LogEntry) => {
       const { message, timestamp: _t, logger: _l, ...extra } = entry;
       const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : '';
-      // Said once per producer, about a choice made on purpose and made safe (see appender.ts).
-      const known = message.startsWith('Limiting retries for the idempotent producer');
-      const effective = known ? logLevel.INFO : level;
+      const effective = expected(namespace, message, extra) ? logLevel.INFO : level;
       if (effective <= threshold) log(NAMES[effective] ?? 'info', `${namespace}: ${message}${details}`);
     };
 }
