@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type LogEntry, type logCreator } from 'kafkajs';
+import { Kafka, logLevel, type ISocketFactory, type LogEntry, type logCreator } from 'kafkajs';
 
 /*
  * How every pushbase Kafka client connects. The services' config.ts (one zod schema each) parse
@@ -26,6 +26,8 @@ export interface KafkaConnection {
   readonly log?: (level: KafkaLogLevel, message: string) => void;
   /** The lowest level passed to `log`. Default 'warn'. */
   readonly logLevel?: KafkaLogLevel;
+  /** How sockets to brokers are made (kafkajs's seam): tests use it to cut connections mid-request. */
+  readonly socketFactory?: ISocketFactory;
 }
 
 /** `"a:9092, b:9092"` → `['a:9092', 'b:9092']`; refuses an empty list or an entry without a port. */
@@ -97,5 +99,6 @@ export function createKafka(connection: KafkaConnection): Kafka {
     },
     logLevel: LEVELS[connection.logLevel ?? 'warn'],
     logCreator: logCreatorFor(connection),
+    ...(connection.socketFactory ? { socketFactory: connection.socketFactory } : {}),
   });
 }
