@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { EventListener, EventLog } from '@pushbase/contracts';
+import { decodeEventValue, encodeEventBatch, EventDecodeError, type EventListener, type EventLog } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
 import {
   callback,
@@ -149,8 +149,8 @@ const nodeIo: EventLogIo = {
 
 const unavailable = (message: string): DomainError => new DomainError('unavailable', message);
 
-/** Parses a log frame's payload: a JSON array of events. */
-function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string } {
+/** Parses a log frame's payload as far as the frame format goes: a JSON array. */
+function parseFrame(payload: Buffer): { array?: unknown[]; why?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload.toString('utf8'));
@@ -158,13 +158,36 @@ function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string 
     return { why: 'payload is not JSON' };
   }
   if (!Array.isArray(parsed)) return { why: 'payload is not an array' };
-  return { events: parsed as DatasetEvent[] };
+  return { array: parsed };
 }
 
-const decodeFrame: Decode<DatasetEvent[]> = (payload) => {
-  const decoded = decodeEvents(payload);
-  return decoded.events === undefined ? { why: decoded.why ?? 'not events' } : { value: decoded.events };
-};
+/**
+ * A frame's events, read by the envelope codec every log shares (@pushbase/contracts event-codec). A frame
+ * that is a JSON array but holds an event this reader cannot read (a newer schema_version, an unknown type)
+ * passed its crc, so it is no torn write: it throws, and start() stops with nothing cut, instead of
+ * returning a `why` that would let a last frame be dropped as a torn tail, or handing the fold an event it
+ * does not know.
+ */
+function decodeEvents(payload: Buffer, where: () => string): { events?: DatasetEvent[]; why?: string } {
+  const { array, why } = parseFrame(payload);
+  if (array === undefined) return { why: why ?? 'payload is not an array' };
+  try {
+    return { events: array.map((value) => decodeEventValue(value)) };
+  } catch (err) {
+    if (err instanceof EventDecodeError) {
+      throw new EventLogCorruptError(`${where()} holds an event this pushbase cannot read: ${err.message}. Refusing to start; nothing was cut.`);
+    }
+    throw err;
+  }
+}
+
+/** Decodes the frames of one segment; `where` names it in the error an unreadable event raises. */
+const decodeFrameOf =
+  (where: string): Decode<DatasetEvent[]> =>
+  (payload, index) => {
+    const decoded = decodeEvents(payload, () => `Frame ${index} of ${where}`);
+    return decoded.events === undefined ? { why: decoded.why ?? 'not events' } : { value: decoded.events };
+  };
 
 /**
  * Reads a sealed segment whole and strictly: every frame must be good. Delivers the frames whose global
@@ -174,7 +197,7 @@ export async function readSealedSegment(file: string, base: number, from: number
   const fd = await openFile(file, fs.constants.O_RDONLY);
   try {
     const size = await fstatSize(fd);
-    const scan = await scanLog(fd, size, base, decodeFrame, (events, index) => {
+    const scan = await scanLog(fd, size, base, decodeFrameOf(`sealed segment ${file}`), (events, index) => {
       if (index >= from) deliver(events);
     });
     if (scan.end !== size) {
@@ -214,7 +237,7 @@ async function findValidFrame(fd: number, from: number, size: number): Promise<n
       const start = i + FRAME_HEADER_BYTES;
       const payload =
         start + length <= chunk.length ? chunk.subarray(start, start + length) : await readFully(fd, at + FRAME_HEADER_BYTES, length);
-      if (crc32(payload) === chunk.readUInt32LE(i + 4) && decodeEvents(payload).events !== undefined) return at;
+      if (crc32(payload) === chunk.readUInt32LE(i + 4) && parseFrame(payload).array !== undefined) return at;
     }
   }
   return undefined;
@@ -331,7 +354,7 @@ export class FileEventLog implements EventLog {
     let payload: Buffer;
     try {
       payload =
-        encoded === undefined ? Buffer.from(JSON.stringify(events), 'utf8') : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+        encoded === undefined ? encodeEventBatch(events) : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
@@ -493,7 +516,7 @@ export class FileEventLog implements EventLog {
    * record. Frames before `from` are not delivered, but still checked (a torn tail must not hide behind them).
    */
   private replayFrames(fd: number, size: number, base: number, from: number, listener: EventListener): Promise<LogScan> {
-    return scanLog(fd, size, base, decodeFrame, (events, index) => {
+    return scanLog(fd, size, base, decodeFrameOf(`the event log in ${segmentDir(this.dir)}`), (events, index) => {
       if (index < from) return;
       listener(events);
       this.replayed += 1;

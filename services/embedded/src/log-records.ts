@@ -92,8 +92,8 @@ export interface LogScan {
   readonly why?: string;
 }
 
-/** What a frame's payload decodes to, or why it is not a frame of events. */
-export type Decode<T> = (payload: Buffer) => { value: T; why?: undefined } | { value?: undefined; why: string };
+/** What a frame's payload (global frame number `index`) decodes to, or why it is not a frame of events. */
+export type Decode<T> = (payload: Buffer, index: number) => { value: T; why?: undefined } | { value?: undefined; why: string };
 
 /**
  * Reads the records of a segment whose first frame has global index `base`, from the start to the first bad
@@ -129,7 +129,7 @@ export async function scanLog<T>(fd: number, size: number, base: number, decode:
         if (at + FRAME_PREFIX_BYTES > body.length) return stop(`batch frame ${i} overruns the batch`);
         const length = body.readUInt32LE(at);
         if (at + FRAME_PREFIX_BYTES + length > body.length) return stop(`batch frame ${i} overruns the batch`);
-        const decoded = decode(body.subarray(at + FRAME_PREFIX_BYTES, at + FRAME_PREFIX_BYTES + length));
+        const decoded = decode(body.subarray(at + FRAME_PREFIX_BYTES, at + FRAME_PREFIX_BYTES + length), base + frames + i);
         if (decoded.why !== undefined) return stop(`batch frame ${i}: ${decoded.why}`);
         values.push(decoded.value);
         at += FRAME_PREFIX_BYTES + length;
@@ -147,7 +147,7 @@ export async function scanLog<T>(fd: number, size: number, base: number, decode:
     if (frame === undefined) return stop('short payload');
     const payload = frame.subarray(FRAME_HEADER_BYTES);
     if (crc32(payload) !== frame.readUInt32LE(4)) return stop('crc mismatch');
-    const decoded = decode(payload);
+    const decoded = decode(payload, base + frames);
     if (decoded.why !== undefined) return stop(decoded.why);
     deliver(decoded.value, base + frames);
     frames += 1;
