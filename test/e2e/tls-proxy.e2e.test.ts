@@ -37,7 +37,12 @@ describe('behind a TLS-terminating proxy (PUSHBASE_BEHIND_TLS_PROXY=true)', () =
     const res = await s.request('GET', '/', { key: s.keys.acme!, headers: proto === undefined ? {} : { 'x-forwarded-proto': proto } });
     expect(res.status).toBe(400);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
-    expect(res.body).toMatchObject({ error: { message: 'Only HTTPS requests are accepted' } });
+    expect(res.body).toMatchObject({ error: { message: 'Only HTTPS requests are accepted', code: 'https_required' } });
+    expect(validateResponse('GET', '/', res.status, res.headers, res.body)).toEqual([]);
+    // And before routing: an unknown route answers it the same, as the document's unrouted responses say.
+    const unrouted = await s.request('GET', '/no-such-route', { key: s.keys.acme!, headers: proto === undefined ? {} : { 'x-forwarded-proto': proto } });
+    expect(unrouted.status).toBe(400);
+    expect(validateResponse('GET', '/no-such-route', unrouted.status, unrouted.headers, unrouted.body)).toEqual([]);
   });
 
   it('takes the client address for the failed-auth guard from X-Forwarded-For', async () => {

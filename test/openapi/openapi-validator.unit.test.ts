@@ -121,7 +121,7 @@ describe('validateResponse: error responses', () => {
   it('rejects statuses the operation does not document', () => {
     expectError(validateResponse('DELETE', '/datasets/{id}', 204, ok, undefined), /status 204 is not documented/);
     expectError(validateResponse('PUT', '/datasets/{id}', 404, json, error('Dataset not found')), /status 404 is not documented/);
-    expectError(validateResponse('GET', '/', 400, json, error('bad')), /status 400 is not documented/);
+    expectError(validateResponse('GET', '/', 409, json, error('bad')), /status 409 is not documented/);
   });
 
   it('checks unknown routes and wrong methods against x-unrouted-responses', () => {
@@ -132,7 +132,7 @@ describe('validateResponse: error responses', () => {
     expect(validateResponse('PUT', '/', 401, json, error('Your API key is invalid'))).toEqual([]);
     expect(validateResponse('GET', '/nope', 429, { ...json, 'Retry-After': '3' }, error('slow down'))).toEqual([]);
     expectError(validateResponse('GET', '/nope', 200, ok, {}), /no such operation in the document/);
-    expectError(validateResponse('GET', '/datasets/{id}', 400, json, error('bad')), /no such operation in the document/);
+    expectError(validateResponse('GET', '/datasets/{id}', 409, json, error('bad')), /no such operation in the document/);
     expectError(validateResponse('GET', '/nope', 404, json, 'Not Found'), /body must be object/);
   });
 });

@@ -491,7 +491,7 @@ export class FileEventLog implements EventLog {
     }
     if (replayed.end < size) {
       const bad = `${replayed.why ?? 'bad frame'} at byte ${replayed.end}`;
-      const later = (await findValidBatch(fd, replayed.end + 1, size)) ?? (await findValidFrame(fd, replayed.end + 1, size));
+      const later = (await findValidBatch(fd, replayed.end + 1, size, base + replayed.frames + 1)) ?? (await findValidFrame(fd, replayed.end + 1, size));
       if (later !== undefined) {
         throw new EventLogCorruptError(
           `Event log ${file} is corrupt: ${bad}, yet a valid frame follows at byte ${later} (file is ` +

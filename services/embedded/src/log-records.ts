@@ -157,10 +157,14 @@ export async function scanLog<T>(fd: number, size: number, base: number, decode:
 }
 
 /**
- * The first offset in [from, size) where a whole batch with a good crc starts, if any: evidence that a bad
- * record before it was acknowledged (it was committed before that batch was written).
+ * The first offset in [from, size) where a whole batch with a good crc starts whose first frame index is at
+ * least `minFirstIndex`, if any: evidence that a bad record before it was acknowledged (it was committed
+ * before that batch was written). A commit after the bad record holds frames after it, so the caller passes
+ * the bad record's first index + 1: a good batch numbered lower is an old copy, not a later commit — e.g.
+ * the bytes of a batch that was rolled back (truncated after a failed fsync) reappearing in the blocks of
+ * the torn commit that reused its offset — and must not turn a torn tail into a refusal to start.
  */
-export async function findValidBatch(fd: number, from: number, size: number): Promise<number | undefined> {
+export async function findValidBatch(fd: number, from: number, size: number, minFirstIndex = 0): Promise<number | undefined> {
   for (let chunkPos = from; chunkPos + BATCH_HEADER_BYTES <= size; chunkPos += READ_CHUNK_BYTES) {
     // 3 bytes of overlap so a magic straddling two chunks is seen.
     const chunk = await readFully(fd, chunkPos, Math.min(READ_CHUNK_BYTES + MAGIC_BYTES.length - 1, size - chunkPos));
@@ -170,6 +174,7 @@ export async function findValidBatch(fd: number, from: number, size: number): Pr
       if (header.length < BATCH_HEADER_BYTES) continue;
       const bodyBytes = header.readUInt32LE(4);
       if (bodyBytes > MAX_BATCH_BODY_BYTES || at + BATCH_HEADER_BYTES + bodyBytes > size) continue;
+      if (header.readUInt32LE(12) + header.readUInt32LE(16) * 2 ** 32 < minFirstIndex) continue;
       const body = await readFully(fd, at + BATCH_HEADER_BYTES, bodyBytes);
       if (crc32(body, crc32(header.subarray(0, 20))) === header.readUInt32LE(20)) return at;
     }

@@ -44,6 +44,8 @@ describe('embedded configuration', () => {
     ['proxy.internal', '"proxy.internal" is not'],
     ['10.0.0.1,,nonsense', '"nonsense" is not'],
     [' , ', 'at least one'],
+    ['0.0.0.0/0', '"0.0.0.0/0" would trust every peer'],
+    ['10.0.0.0/8, ::/0', '"::/0" would trust every peer'],
   ])('refuses PUSHBASE_TRUSTED_PROXIES=%p, saying what is wrong', (spec, problem) => {
     expect(() => loadConfig({ PUSHBASE_TRUSTED_PROXIES: spec })).toThrow(`PUSHBASE_TRUSTED_PROXIES: `);
     expect(() => loadConfig({ PUSHBASE_TRUSTED_PROXIES: spec })).toThrow(problem);

@@ -322,6 +322,21 @@ describe('FileEventLog start: a group commit torn by a power loss', () => {
     expect(seqsOf((await open()).batches)).toEqual([[0], [100]]);
   });
 
+  it('cuts a torn commit whose blocks still hold an old copy of a batch with its own number: a copy is no later commit', async () => {
+    // A batch that was rolled back (truncated after a failed fsync) left its bytes in blocks that the next
+    // commit, written at the same offset and with the same first frame index, reused; a power loss tore that
+    // commit. Its crc is good, but a commit written after the torn one would be numbered after it.
+    const { bytes, second } = await writeTwoCommits(8);
+    const stale = bytes.subarray(second.start, second.end);
+    expect(stale.readUInt32LE(12)).toBe(1); // the torn commit's own first frame index
+    await writeFile(logFile(), Buffer.concat([bytes.subarray(0, second.start), Buffer.alloc(100), stale]));
+    const { log, batches } = await open();
+    expect(seqsOf(batches)).toEqual([[0]]);
+    expect(await fileSize()).toBe(second.start);
+    expect(warnings).toEqual([expect.stringMatching(/dropped a torn tail/)]);
+    await log.close();
+  });
+
   it('still refuses to start when acknowledged data is damaged: a bad frame inside a commit that a later commit follows', async () => {
     const { bytes, second } = await writeTwoCommits(8);
     // A third commit after the second, so the second was acknowledged.

@@ -24,6 +24,10 @@ export function parseTrustedProxies(spec: string): TrustedProxies {
     .filter((s) => s !== '');
   if (entries.length === 0) throw new Error('name at least one proxy address or range');
   for (const entry of entries) {
+    // proxy-addr refuses a zero-length prefix; say why rather than call a valid CIDR range invalid.
+    if (/\/0+$/.test(entry)) {
+      throw new Error(`"${entry}" would trust every peer, which is what this setting is there to prevent: name your proxies' addresses or ranges`);
+    }
     try {
       proxyAddr.compile(entry);
     } catch {
