@@ -14,13 +14,18 @@ import { checkPrefix, DEFAULT_PREFIX } from './keys';
 
 // KEYS[1] the key's sorted set. ARGV[1] limit, ARGV[2] window in ms, ARGV[3] a member unique to this request.
 // Returns {allowed (1|0), remaining, ms until the oldest counted request leaves the window}. Times are whole
-// milliseconds of Redis's clock, as the embedded limiter's are of the gateway's.
+// milliseconds of Redis's clock, as the embedded limiter's are of the gateway's. Redis's clock is a wall
+// clock: a step back is absorbed by re-stamping later entries to now, so a key waits at most one window.
 const CONSUME = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+-- Requests stamped after now were counted before Redis's clock stepped back (NTP, a resumed VM). They
+-- still count, but as of now: left in the future they would keep the key blocked for the size of the step.
+local future = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf')
+for _, member in ipairs(future) do redis.call('ZADD', KEYS[1], now, member) end
 local count = redis.call('ZCARD', KEYS[1])
 local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if count >= limit then

@@ -65,3 +65,37 @@ describe('RedisRateLimiter across two gateways', () => {
     await expect(one.consume('k')).resolves.toMatchObject({ allowed: false, remaining: 0 });
   }, 60_000);
 });
+
+describe('RedisRateLimiter when Redis\'s clock steps back', () => {
+  let redis: Redis;
+  let prefix: string;
+  beforeEach(async () => {
+    redis = await connectTestRedis();
+    prefix = randomPrefix();
+  });
+  afterEach(async () => {
+    await deleteUnder(redis, prefix);
+    await redis.quit();
+  });
+
+  it('keeps a key waiting at most one window, not for the size of the step', async () => {
+    // Requests counted an hour "ahead": what the set holds after Redis's clock is stepped back an hour.
+    const windowMs = 1500;
+    const limiter = new RedisRateLimiter(redis, { prefix, limit: 3, windowMs });
+    const [seconds, micros] = await redis.time();
+    const hourAhead = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + 3_600_000;
+    await redis.zadd(`${prefix}rate:k`, hourAhead, 'a', hourAhead, 'b', hourAhead, 'c');
+
+    const refused = await limiter.consume('k');
+    expect(refused).toMatchObject({ allowed: false, remaining: 0 });
+    expect(refused.resetMs).toBeLessThanOrEqual(windowMs);
+    const deadline = Date.now() + 10 * windowMs;
+    let decision = refused;
+    while (!decision.allowed) {
+      if (Date.now() > deadline) throw new Error(`still refused ${10 * windowMs} ms after a clock step back`);
+      await new Promise((r) => setTimeout(r, 50));
+      decision = await limiter.consume('k');
+    }
+    expect(decision.allowed).toBe(true);
+  });
+});
