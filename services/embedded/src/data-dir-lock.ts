@@ -42,8 +42,8 @@ export class DataDirInUseError extends Error {
 export interface LockOptions {
   /**
    * How long to keep trying while another process holds the lock. A process killed a moment ago may not
-   * have been torn down yet (the kernel closes its files as it exits); a live server holds it for good.
-   * Default 2000 ms.
+   * have been torn down yet: the kernel frees a dying process's memory before it closes its files, which
+   * for a server holding gigabytes can take seconds; a live server holds it for good. Default 10000 ms.
    */
   readonly waitMs?: number;
   /** The flock(1) program. Default `flock` (from PATH). */
@@ -95,7 +95,7 @@ const sameFile = (a: fs.Stats, b: fs.Stats | undefined): boolean => b !== undefi
 export async function lockDataDir(dir: string, opts: LockOptions = {}): Promise<DataDirLock> {
   const file = path.join(dir, 'LOCK');
   const command = opts.flockCommand ?? 'flock';
-  const deadline = Date.now() + Math.max(0, opts.waitMs ?? 2000);
+  const deadline = Date.now() + Math.max(0, opts.waitMs ?? 10_000);
   for (;;) {
     // Never O_TRUNC: until we hold the lock, what the file says belongs to its holder.
     const fd = await openFile(file, fs.constants.O_RDWR | fs.constants.O_CREAT);
