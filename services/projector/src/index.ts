@@ -1,2 +1,2 @@
-// The projector: a Kafka consumer group folding dataset events into ClickHouse with the domain's evolve; replay.
-export {};
+// The projector: a Kafka consumer group folding dataset events into ClickHouse with the domain's evolve.
+export * from './project';
