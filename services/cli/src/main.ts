@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { connectClickHouse, loadClickHouseConfig, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
@@ -49,6 +50,18 @@ async function compactOffline(): Promise<void> {
   }
 }
 
+/** `pushbase migrate`: creates or upgrades the ClickHouse projection's tables; running it again changes nothing. */
+async function migrateClickHouse(): Promise<void> {
+  const { url, database } = loadClickHouseConfig();
+  const conn = connectClickHouse(url);
+  try {
+    const result = await migrate(conn, database);
+    jsonLogger('migrations applied', { url, database, applied: result.applied, already_applied: result.alreadyApplied });
+  } finally {
+    await conn.close();
+  }
+}
+
 const program = new Command('pushbase').description('Self-hostable dataset-push service speaking the Geckoboard datasets API');
 program
   .command('serve', { isDefault: true })
@@ -58,6 +71,10 @@ program
   .command('compact')
   .description('compact the event log of a stopped server in PUSHBASE_DATA_DIR into a snapshot')
   .action(compactOffline);
+program
+  .command('migrate')
+  .description('create or upgrade the ClickHouse tables (PUSHBASE_CLICKHOUSE_URL, PUSHBASE_CLICKHOUSE_DATABASE); idempotent')
+  .action(migrateClickHouse);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);
