@@ -132,7 +132,8 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
     record_count: next === undefined ? 0 : next.rows.size,
     next_row: next === undefined ? (oldNextRow ?? 0) : next.nextRow,
     position,
-    version: versionOf(position, 0),
+    // Above every row of the event: the store needs a dataset's head at least as new as the rows it covers.
+    version: versionOf(position, VERSION_STRIDE - 1),
     deleted: next === undefined,
   };
   return { dataset, applied: true, rows, head };

@@ -16,10 +16,32 @@ export class MemoryProjectionStore implements ProjectionStore {
   writes = 0;
 
   write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
+    try {
+      this.writeNow(rows, heads);
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+  }
+
+  writeNow(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void {
     this.writes++;
+    // The ClickHouse store's rules (ProjectionStore.write): a dataset's rows come with a head at least as
+    // new, and a live row with the head of its own incarnation.
+    const newest = new Map<string, number>();
+    const incarnations = new Set<string>();
+    for (const h of heads) {
+      const id = headId(h.account, h.dataset);
+      newest.set(id, Math.max(newest.get(id) ?? -1, h.version));
+      incarnations.add(`${id}/${h.incarnation}`);
+    }
+    for (const r of rows) {
+      const id = headId(r.account, r.dataset);
+      if ((newest.get(id) ?? -1) < r.version) throw new Error(`row ${rowId(r)} v${r.version} has no head as new in the write`);
+      if (!r.deleted && !incarnations.has(`${id}/${r.incarnation}`)) throw new Error(`live row ${rowId(r)} has no head of its incarnation`);
+    }
     for (const r of rows) keepNewest(this.rows, rowId(r), r);
     for (const h of heads) keepNewest(this.heads, headId(h.account, h.dataset), h);
-    return Promise.resolve();
   }
 
   load(account: string, dataset: string): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined> {

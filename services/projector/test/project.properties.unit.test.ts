@@ -37,7 +37,7 @@ class Harness {
     const before = this.cache.get(event.dataset) ?? this.store.loadNow(event.account, event.dataset);
     const step = project(before, event, p.position);
     this.evictions += step.rows.filter((r) => r.deleted).length;
-    void this.store.write(step.rows, step.head === undefined ? [] : [step.head]);
+    this.store.writeNow(step.rows, step.head === undefined ? [] : [step.head]);
     this.cache.set(event.dataset, step.dataset);
     return { applied: step.applied, rows: step.rows.length };
   }

@@ -38,7 +38,7 @@ describe('project', () => {
       { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '0', version: 2 * VERSION_STRIDE, seq: 2 * VERSION_STRIDE, deleted: false, record: plain(1) },
       { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '1', version: 2 * VERSION_STRIDE + 1, seq: 2 * VERSION_STRIDE + 1, deleted: false, record: plain(2) },
     ]);
-    expect(step?.head).toMatchObject({ incarnation: 'i1', record_count: 2, next_row: 2, position: at(2), version: 2 * VERSION_STRIDE, deleted: false });
+    expect(step?.head).toMatchObject({ incarnation: 'i1', record_count: 2, next_row: 2, position: at(2), version: 3 * VERSION_STRIDE - 1, deleted: false });
   });
 
   it('gives a merged unique key a newer seq and no tombstone; an in-request duplicate keeps the first place', () => {
