@@ -3,3 +3,6 @@
 export * from './connection';
 export * from './messages';
 export * from './consumer';
+export * from './topic';
+export * from './appender';
+export * from './event-log';
