@@ -20,7 +20,7 @@ export class MemoryProjectionStore implements ProjectionStore {
       this.writeNow(rows, heads);
       return Promise.resolve();
     } catch (e) {
-      return Promise.reject(e as Error);
+      return Promise.reject(e instanceof Error ? e : new Error(String(e)));
     }
   }
 
