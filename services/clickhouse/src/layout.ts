@@ -1,6 +1,7 @@
 import {
   daysFromCivil,
   formatUtcMillis,
+  isCalendarDate,
   LIMITS,
   parseDateTimeMillis,
   type DatasetDefinition,
@@ -116,7 +117,7 @@ function encodeValue(s: Slot, v: string | number): string | number {
       return wellFormed(v);
     case 'time': {
       if (typeof v !== 'string') break;
-      const ms = s.type === 'date' ? dateMillis(v) : parseDateTimeMillis(v);
+      const ms = s.type === 'date' ? (isCalendarDate(v) ? dateMillis(v) : undefined) : parseDateTimeMillis(v);
       if (ms === undefined || Number.isNaN(ms)) break;
       return ms;
     }
