@@ -64,7 +64,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
           expect(await tableOf(env, account)).toStrictEqual(before);
           await expectProjectionEqualsFold(env.store, events, account, DATASETS);
         }),
-        { numRuns: 3 },
+        { numRuns: 3, endOnFailure: true },
       );
     } finally {
       await projector.stop();
@@ -93,7 +93,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
         }
         await expectProjectionEqualsFold(env.store, events, account, DATASETS);
       }),
-      { numRuns: 3 },
+      { numRuns: 3, endOnFailure: true },
     );
   });
 
@@ -130,7 +130,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
           await untilCommitted(env.admin, group, env.topic, endsOf(positions));
           await expectProjectionEqualsFold(env.store, events, account, DATASETS);
         }),
-        { numRuns: 3 },
+        { numRuns: 3, endOnFailure: true },
       );
       // More loads than the datasets ever seen: states were dropped and read back from ClickHouse.
       expect(projector.projector.stats().loads).toBeGreaterThan(3 * DATASETS.length);
