@@ -119,6 +119,7 @@ async function main(): Promise<void> {
         log: (level, msg, fields) => {
           if (msg === 'partitions assigned') assignedAt ??= performance.now();
           if (msg === 'written') writes.push(Number(fields?.batch_rows ?? 0));
+          if (process.env.BENCH_VERBOSE) say(`  ${Math.round(performance.now() - started)} ms ${msg} ${JSON.stringify(fields ?? {})}`);
           if (level !== 'info') say(`  projector ${level}: ${msg} ${JSON.stringify(fields ?? {})}`);
         },
       },

@@ -11,12 +11,15 @@ import { project, type ProjectedDataset } from './project';
  * events whose rows may or may not have landed; `project` skips those at or before a dataset's stored
  * position, and versions from stream positions make any row written twice identical.
  *
- * Memory: dataset states live in an LRU weighed by row count. States are dropped only right after a write
- * succeeded (when none holds an unwritten change), so a dropped state loads back from the store exactly as
- * it was. On revocation the states and unwritten rows of the revoked partitions are dropped: another member
- * may advance those datasets, and the events come again from the committed offset to whoever reads next.
+ * One write is in flight while the next batch is folded (pipelining: folding and ClickHouse's insert use
+ * different cores); a third batch waits for the first write to land. Writes land and commit in order.
  *
- * Everything that touches the caches runs one at a time (`exclusive`): batches, timed flushes, revocations.
+ * Memory: dataset states live in an LRU weighed by row count. A state is dropped only when every change
+ * in it has landed in the store (its batch is written), so a dropped state loads back exactly as it was.
+ * On revocation the states and unwritten rows of the revoked partitions are dropped: another member may
+ * advance those datasets, and the events come again from the committed offset to whoever reads next.
+ *
+ * Batches, timed flushes and revocations run one at a time (`exclusive`).
  */
 
 /** The part of the Kafka consumer the projector drives. */
@@ -69,9 +72,11 @@ export interface ProjectorStats {
 }
 
 interface Cached {
-  dataset: ProjectedDataset | undefined;
+  readonly dataset: ProjectedDataset | undefined;
   readonly partition: number;
-  weight: number;
+  readonly weight: number;
+  /** The batch holding this state's latest change; 0 for a state as loaded. Clean once that batch landed. */
+  readonly batch: number;
 }
 
 interface PendingPartition {
@@ -90,7 +95,14 @@ export class Projector {
   /** Map order is recency: the first entry is the least recently touched. */
   private readonly cache = new Map<string, Cached>();
   private cachedRows = 0;
-  private readonly pending = new Map<number, PendingPartition>();
+  private pending = new Map<number, PendingPartition>();
+  /** The batch being collected; batches are numbered from 1. */
+  private batch = 1;
+  /** The last batch whose write landed. */
+  private landed = 0;
+  /** The write of the previous batch; never rejects (a failure is kept in `broken`). */
+  private inFlight: Promise<void> = Promise.resolve();
+  private broken: Error | undefined;
   private pendingRows = 0;
   private oldestPendingAt: number | undefined;
   private queue: Promise<unknown> = Promise.resolve();
@@ -147,7 +159,7 @@ export class Projector {
       const source = this.source;
       if (source === undefined) return;
       source.pause(source.assigned());
-      const finished = this.exclusive(() => this.flush()).then(
+      const finished = this.exclusive(() => this.flush(true)).then(
         () => true,
         (e: unknown) => {
           this.options.log('error', 'final write failed', { error: describe(e) });
@@ -182,7 +194,18 @@ export class Projector {
     return this.oldestPendingAt !== undefined && Date.now() - this.oldestPendingAt >= this.options.flushIntervalMs;
   }
 
+  /** After a write failed for good, nothing more is folded or written. */
+  private throwIfBroken(): void {
+    if (this.broken !== undefined) throw this.broken;
+  }
+
+  /** Resolves once every batch collected so far has been written (or failed); for tests. */
+  drained(): Promise<void> {
+    return this.exclusive(() => this.flush(true)).catch(() => undefined);
+  }
+
   private async handleBatch(batch: ConsumedBatch, control: BatchControl): Promise<void> {
+    this.throwIfBroken();
     await this.loadMissing(batch.partition, batch.events);
     for (const { event, position } of batch.events) {
       const key = streamKey(event.account, event.dataset);
@@ -191,7 +214,7 @@ export class Projector {
       const cached = this.cache.get(key);
       const step = project(cached?.dataset, event, position);
       this.counters.events++;
-      this.hold(key, batch.partition, step.dataset);
+      this.hold(key, batch.partition, step.dataset, step.applied ? this.batch : (cached?.batch ?? 0));
       let pending = this.pending.get(batch.partition);
       if (pending === undefined) {
         pending = { rows: [], heads: new Map(), last: position.offset };
@@ -206,7 +229,11 @@ export class Projector {
       for (const row of step.rows) pending.rows.push(row);
       this.pendingRows += step.rows.length;
       if (step.head !== undefined) pending.heads.set(`${key}\n${step.head.incarnation}`, step.head);
-      if (this.pendingRows >= this.options.flushRows || this.cachedRows > this.options.maxRows || this.flushDue()) {
+      if (this.cachedRows > this.options.maxRows) {
+        // Over the memory bound: only written states may go, so write now and wait for it.
+        await this.flush(true);
+        await control.heartbeat();
+      } else if (this.pendingRows >= this.options.flushRows || this.flushDue()) {
         await this.flush();
         await control.heartbeat();
       }
@@ -227,28 +254,53 @@ export class Projector {
         const [key, { account, dataset }] = next;
         const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset));
         this.counters.loads++;
-        this.hold(key, partition, loaded === undefined ? undefined : { state: loaded.state, position: loaded.position });
+        this.hold(key, partition, loaded === undefined ? undefined : { state: loaded.state, position: loaded.position }, 0);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.options.loadConcurrency ?? 8, queue.length) }, worker));
   }
 
   /** Keeps a dataset's state as the most recently touched. */
-  private hold(key: string, partition: number, dataset: ProjectedDataset | undefined): void {
+  private hold(key: string, partition: number, dataset: ProjectedDataset | undefined, batch: number): void {
     const old = this.cache.get(key);
     if (old !== undefined) {
       this.cache.delete(key);
       this.cachedRows -= old.weight;
     }
     const weight = weightOf(dataset);
-    this.cache.set(key, { dataset, partition, weight });
+    this.cache.set(key, { dataset, partition, weight, batch });
     this.cachedRows += weight;
   }
 
-  /** Writes every pending row and head, commits the offsets they cover, then applies the memory bound. */
-  private async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
+  /**
+   * Closes the pending batch and starts its write once the previous one landed; with `wait`, also waits
+   * for this one. The write commits the offsets it covers and then applies the memory bound.
+   */
+  private async flush(wait = false): Promise<void> {
+    this.throwIfBroken();
+    if (this.pending.size === 0) {
+      if (wait) await this.inFlight;
+      this.throwIfBroken();
+      return;
+    }
     const partitions = [...this.pending];
+    const id = this.batch++;
+    this.pending = new Map();
+    this.pendingRows = 0;
+    this.oldestPendingAt = undefined;
+    const previous = this.inFlight;
+    const write = previous.then(() => this.write(id, partitions));
+    this.inFlight = write.catch((e: unknown) => {
+      this.broken ??= e instanceof Error ? e : new Error(String(e));
+      this.fatal(e);
+    });
+    // At most one write in flight while the next batch is folded.
+    await (wait ? this.inFlight : previous);
+    this.throwIfBroken();
+  }
+
+  private async write(id: number, partitions: readonly [number, PendingPartition][]): Promise<void> {
+    this.throwIfBroken();
     const rows: ProjectedRow[] = [];
     const heads: ProjectedHead[] = [];
     for (const [, p] of partitions) {
@@ -259,12 +311,10 @@ export class Projector {
     await this.retrying(`writing ${rows.length} rows`, () => this.store.write(rows, heads));
     const written = ++this.counters.writes;
     this.counters.rows += rows.length;
+    this.landed = id;
     this.options.afterWrite?.(written);
-    const positions = partitions.map(([partition, p]) => ({ partition, offset: p.last }));
-    this.pending.clear();
-    this.pendingRows = 0;
-    this.oldestPendingAt = undefined;
     this.evict();
+    const positions = partitions.map(([partition, p]) => ({ partition, offset: p.last }));
     const source = this.source;
     if (source !== undefined) {
       try {
@@ -279,10 +329,11 @@ export class Projector {
     this.options.log('info', 'written', { ...this.stats(), batch_rows: rows.length, batch_heads: heads.length, positions, ms: Date.now() - started });
   }
 
-  /** The memory bound. Runs only when no state holds an unwritten change. */
+  /** The memory bound: drops the least recently touched states whose changes have all landed. */
   private evict(): void {
     for (const [key, cached] of this.cache) {
       if (this.cachedRows <= this.options.maxRows) return;
+      if (cached.batch > this.landed) continue;
       this.cache.delete(key);
       this.cachedRows -= cached.weight;
       this.counters.evictions++;

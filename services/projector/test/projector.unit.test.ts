@@ -102,6 +102,7 @@ describe('Projector', () => {
     const { source, store, projector, deliver } = setup({ flushRows: 250 });
     await projector.start(source);
     await deliver(0, events, 0);
+    await projector.drained();
     expect(store.writes).toBeGreaterThanOrEqual(2);
     expect(source.commits.length).toBe(store.writes);
     await projector.stop();
@@ -113,6 +114,7 @@ describe('Projector', () => {
     await projector.start(source);
     store.down = 3;
     await deliver(0, events.slice(0, 3), 0);
+    await projector.drained();
     expect(source.calls.slice(0, 6)).toStrictEqual(['write failed', 'pause 0,1', 'write failed', 'write failed', 'write 300', 'resume 0,1']);
     expect(source.calls.indexOf('commit')).toBeGreaterThan(source.calls.indexOf('resume 0,1'));
     expect(projector.stats().retries).toBe(3);
@@ -126,6 +128,7 @@ describe('Projector', () => {
     await projector.start(source);
     source.failCommits = true;
     await deliver(0, events, 0);
+    await projector.drained();
     source.failCommits = false;
     const written = store.writes;
     await deliver(0, events, 0);
