@@ -26,11 +26,10 @@ export interface DecidedWrite {
 /** Decides one write; rejects with the DomainError that decide raised. */
 export type WriteDecider = (cmd: RawWriteCommand, dataset: DatasetSummary | undefined) => Promise<DecidedWrite>;
 
-const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
 export function decideWriteSync(cmd: RawWriteCommand, dataset: DatasetSummary | undefined): DecidedWrite {
-  const body = parseJsonBody(decoder.decode(cmd.json));
+  const body = parseJsonBody(cmd.json);
   const command = { account: cmd.account, id: cmd.id, body, at: cmd.at };
   const events = [cmd.kind === 'append' ? decideAppend(command, dataset) : decideReplace(command, dataset)];
   return { events, encoded: encoder.encode(JSON.stringify(events)) };

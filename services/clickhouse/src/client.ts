@@ -71,9 +71,18 @@ export async function command(conn: ClickHouseConnection, query: string, what: s
   }
 }
 
+/**
+ * Every read runs with the automatic move of WHERE conditions to PREWHERE switched off. With FINAL, a
+ * condition on `deleted` moved to PREWHERE filters the tombstone out before versions collapse and brings
+ * the removed row back. 18.16 does not move conditions when FINAL is present (a test shows it), releases
+ * from 2019 to mid-2021 did (ClickHouse issue 8684, fixed by `optimize_move_to_prewhere_if_final`, off by
+ * default); the setting exists in all of them, so reads are right whichever version answers.
+ */
+const READ_SETTINGS = { optimize_move_to_prewhere: 0 } as const;
+
 export async function selectRows<T>(conn: ClickHouseConnection, query: string, what: string): Promise<T[]> {
   try {
-    const rs = await conn.client.query({ query, format: 'JSONEachRow' });
+    const rs = await conn.client.query({ query, format: 'JSONEachRow', clickhouse_settings: READ_SETTINGS });
     return await rs.json<T>();
   } catch (e) {
     throw storeError(conn.url, what, e);

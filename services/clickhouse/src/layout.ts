@@ -21,7 +21,7 @@ import {
  * function of the stored definition. A dataset has at most 10 fields, so 10 slots per kind always suffice.
  *
  * Numbers travel as their IEEE-754 bits (`num_i_bits UInt64`) and ClickHouse derives `num_i` from them
- * (a MATERIALIZED column): 18.16's text parser rounds about one double in twelve to a neighbour (measured:
+ * (an ALIAS column): 18.16's text parser rounds about one double in twelve to a neighbour (measured:
  * 1685 of 20014 random doubles, and 5e-324 → 0), so a number sent as JSON text would not come back exactly.
  * The bits make every double exact, -0 included.
  */

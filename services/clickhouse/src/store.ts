@@ -9,21 +9,23 @@ import { accountLiteral, checkAccount, datasetLiteral } from './sql';
  * The projection in ClickHouse: the projector's ProjectionStore, and the read side (ReadModel, and a
  * SchemaStore view of the heads) for the admin routes.
  *
- * Crash safety. A write is two INSERTs: (1) the rows, and in the SAME insert one head row per dataset
- * (incarnation '' and row_key '' in the records table, the head as JSON); (2) the heads table, a copy for
- * listing. One INSERT into a MergeTree table is atomic when it forms one block of one partition: the table
- * has no partition key, and a write is capped below the block limits (MAX_INSERT_ROWS, MAX_INSERT_BYTES),
- * so a dataset's rows and the head that names their stream position become visible together or not at all.
- * `load` reads the head row and the rows in ONE SELECT (one snapshot of the table's parts). So after a crash
- * anywhere, load returns the state as of some write W and W's position P: every write before W landed
- * whole, nothing after it landed at all. The projector skips events at or before P and re-applies those
- * after it; versions come from stream positions, so every re-applied row is identical to the one it would
+ * Crash safety. A write is two INSERTs, sent together: (1) the rows, and in the SAME insert one head row
+ * per dataset (incarnation '' and row_key '' in the records table, the head as JSON); (2) the heads table,
+ * a copy for listing. One INSERT into a MergeTree table is atomic when it forms one block of one
+ * partition: the table has no partition key, and a write is capped below the block limits (MAX_INSERT_ROWS,
+ * MAX_INSERT_BYTES), so a dataset's rows and the head that names their stream position become visible together or not at all.
+ * `load` reads the head row and the rows in ONE SELECT (one snapshot of the table's parts). So the newest
+ * head row of a dataset always arrives with every row change up to its position P, and load returns the
+ * fold's state at P, whatever crashed when (a projector retries a failed write before it goes on, and
+ * one that restarts resumes from such a load). The projector skips events at or before P and re-applies
+ * those after it; versions come from stream positions, so every re-applied row is identical to the one it would
  * have written the first time, and ReplacingMergeTree collapses duplicates of a write that did land but
  * whose acknowledgement was lost. Applying a suffix twice therefore ends where applying it once does.
- * A crash between (1) and (2) leaves the heads table one write behind; `load` (which the projector calls
- * for every dataset of the redelivered events) sees that and writes the head again. Reads of a single
- * dataset (listRecords, get) use the head rows, which are never behind; listDatasets and count use the
- * heads table.
+ * A crash after (1) but not (2) leaves the heads table one write behind; `load` (which the projector calls
+ * for every dataset of the redelivered events) sees that and writes the head again. A crash after (2) but
+ * not (1) leaves it one write ahead until the redelivered events write that same head and its rows again.
+ * Reads of a single dataset (listRecords, get) use the head rows, which are never behind; listDatasets and
+ * count use the heads table.
  *
  * Reads use FINAL … WHERE, never PREWHERE on `deleted`: with FINAL, 18.16 applies PREWHERE before
  * collapsing versions, which brings removed rows back (a test shows it).
@@ -70,9 +72,11 @@ function checkSafeInteger(what: string, v: number, min = 0): void {
   if (!Number.isSafeInteger(v) || v < min) throw new Error(`${what} must be an integer from ${min} to 2^53-1, got ${v}`);
 }
 
+// '' is the head rows' marker. Incarnations are ids the schema service made (UUIDs); printable ASCII
+// keeps them identical in the incarnation column and inside the head's JSON.
+const INCARNATION = /^[!-~]{1,200}$/;
 function checkIncarnation(incarnation: string): void {
-  // '' is the head rows' marker; incarnations are ids the schema service made (UUIDs), here only bounded.
-  if (incarnation === '' || incarnation.length > 200) throw new Error(`An incarnation must be 1 to 200 characters, got ${JSON.stringify(incarnation.slice(0, 40))}`);
+  if (!INCARNATION.test(incarnation)) throw new Error(`An incarnation must be 1 to 200 printable ASCII characters, got ${JSON.stringify(incarnation.slice(0, 40))}`);
 }
 
 export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaStore {
@@ -120,21 +124,27 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         JSON.stringify({ account: h.account, dataset: h.dataset, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted ? 1 : 0, head: JSON.stringify(head) }),
       );
     }
-    const checked = new Set<string>();
+    // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
+    let last: ProjectedRow | undefined;
+    let key = '';
+    let definition: DatasetDefinition | undefined;
+    let covered: number | undefined;
     for (const r of rows) {
-      const key = datasetKey(r.account, r.dataset);
-      if (!checked.has(key)) {
+      if (last === undefined || r.account !== last.account || r.dataset !== last.dataset || r.incarnation !== last.incarnation) {
         checkAccount(r.account);
         parseDatasetId(r.dataset);
-        checked.add(key);
+        checkIncarnation(r.incarnation);
+        key = datasetKey(r.account, r.dataset);
+        definition = definitions.get(`${key}/${r.incarnation}`);
+        covered = newest.get(key);
+        last = r;
       }
-      checkIncarnation(r.incarnation);
       checkSafeInteger('A row version', r.version);
       checkSafeInteger('A row seq', r.seq);
-      const covered = newest.get(key);
       if (covered === undefined || covered < r.version) {
         throw new Error(`Rows of ${key} up to version ${r.version} need a head of at least that version in the same write (its position is where a reload resumes)`);
       }
+      // An object for JSON.stringify: building the line as text measured slower (V8's stringify is fast).
       const row: Record<string, unknown> = {
         account: r.account,
         dataset: r.dataset,
@@ -145,7 +155,6 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         deleted: r.deleted ? 1 : 0,
       };
       if (!r.deleted) {
-        const definition = definitions.get(`${key}/${r.incarnation}`);
         if (r.record === null) throw new Error(`A live row of ${key} has no record`);
         if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
         encodeRecord(slotsOf(definition), r.record, row);
@@ -156,8 +165,15 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     if (body.length > MAX_INSERT_BYTES) {
       throw new Error(`A write of ${body.length} bytes exceeds ${MAX_INSERT_BYTES}, the size of one atomic insert: flush smaller batches`);
     }
-    await insertBody(this.conn, this.tables.records, body, `a write of ${rows.length} rows and ${heads.length} heads`);
-    await this.writeHeads(heads);
+    // The two inserts run side by side: only the first carries the crash argument (see the top of this
+    // file), the heads table is a listing copy. Waiting for one before sending the other cost a round trip
+    // and a part write per write (measured: ~15–25 ms of ~120 ms for 5000 rows on a busy 2-core machine).
+    const [records, listing] = await Promise.allSettled([
+      insertBody(this.conn, this.tables.records, body, `a write of ${rows.length} rows and ${heads.length} heads`),
+      this.writeHeads(heads),
+    ]);
+    if (records.status === 'rejected') throw records.reason;
+    if (listing.status === 'rejected') throw listing.reason;
   }
 
   private async writeHeads(heads: readonly ProjectedHead[]): Promise<void> {

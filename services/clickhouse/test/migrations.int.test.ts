@@ -45,7 +45,7 @@ describe('migrations', () => {
     const records = tables.find((t) => t.name === 'records')?.create_table_query ?? '';
     expect(records).toContain('ReplacingMergeTree(version)');
     expect(records).toMatch(/ORDER BY \(account, dataset, incarnation, row_key\)/);
-    for (const column of ['num_9 Nullable(Float64) MATERIALIZED', 'num_0_bits Nullable(UInt64)', 'str_9 Nullable(String)', 'time_9 Nullable(Int64)', 'seq UInt64', 'deleted UInt8']) {
+    for (const column of ['num_9 Nullable(Float64) ALIAS', 'num_0_bits Nullable(UInt64)', 'str_9 Nullable(String)', 'time_9 Nullable(Int64)', 'seq UInt64', 'deleted UInt8']) {
       expect(records).toContain(column);
     }
   });

@@ -13,8 +13,21 @@ import { LIMITS } from './types';
 
 export const notFound = (): DomainError => new DomainError('not_found', 'Dataset not found');
 
-/** Parses a request body as JSON whatever its Content-Type said; an empty body reads as absent. */
-export function parseJsonBody(text: string): unknown {
+// Keeps a leading byte-order mark in the text, so that the one rule below applies to bytes and strings alike.
+const utf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+const BYTE_ORDER_MARK = 0xfeff;
+
+/**
+ * Parses a request body (its bytes, or its text) as JSON whatever its Content-Type said; an empty body reads
+ * as absent. One leading UTF-8 byte-order mark is skipped: RFC 8259 §8.1 lets a parser ignore it, and
+ * Windows clients send one — Windows PowerShell's `Out-File`/`Set-Content -Encoding UTF8` write it into the
+ * files that `Invoke-RestMethod -InFile` sends, and .NET's `Encoding.UTF8` emits it through a StreamWriter.
+ * Every write route parses here (create in the gateway, append and replace in the record service, maybe in
+ * a worker thread), so they all accept the same bodies.
+ */
+export function parseJsonBody(body: string | Uint8Array): unknown {
+  const decoded = typeof body === 'string' ? body : utf8.decode(body);
+  const text = decoded.charCodeAt(0) === BYTE_ORDER_MARK ? decoded.slice(1) : decoded;
   try {
     return JSON.parse(text) as unknown;
   } catch (e: unknown) {

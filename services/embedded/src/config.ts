@@ -1,4 +1,5 @@
 import { availableParallelism } from 'node:os';
+import { DEFAULT_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from '@pushbase/gateway';
 import { z } from 'zod';
 
 // Unset and empty variables both mean "use the default".
@@ -29,6 +30,21 @@ const schema = z
     // Threads that parse and validate writes beside the event loop; 0 keeps them on it.
     PUSHBASE_WRITE_WORKERS: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(64).default(Math.max(0, Math.min(4, availableParallelism() - 1)))),
     PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
+    // Behind the proxy: the peers whose X-Forwarded-* headers count; any other peer is refused.
+    PUSHBASE_TRUSTED_PROXIES: z.preprocess(
+      blankToUndefined,
+      z
+        .string()
+        .default(DEFAULT_TRUSTED_PROXIES)
+        .transform((spec, ctx) => {
+          try {
+            return parseTrustedProxies(spec);
+          } catch (e: unknown) {
+            ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
+            return z.NEVER;
+          }
+        }),
+    ),
   })
   .refine((c) => (c.PUSHBASE_TLS_CERT === undefined) === (c.PUSHBASE_TLS_KEY === undefined), {
     message: 'Set both PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY, or neither (then a self-signed certificate is generated)',
@@ -49,6 +65,7 @@ export interface EmbeddedConfig {
   readonly segmentBytes: number;
   readonly compactAfterBytes: number;
   readonly behindTlsProxy: boolean;
+  readonly trustedProxies: TrustedProxies;
   readonly writeWorkers: number;
 }
 
@@ -75,6 +92,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig
     segmentBytes: c.PUSHBASE_SEGMENT_BYTES,
     compactAfterBytes: c.PUSHBASE_COMPACT_AFTER_BYTES,
     behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
+    trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
     writeWorkers: c.PUSHBASE_WRITE_WORKERS,
   });
 }

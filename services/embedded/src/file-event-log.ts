@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { EventListener, EventLog } from '@pushbase/contracts';
+import { decodeEventValue, encodeEventBatch, EventDecodeError, type EventListener, type EventLog } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
 import {
   callback,
@@ -148,8 +148,8 @@ const nodeIo: EventLogIo = {
 
 const unavailable = (message: string): DomainError => new DomainError('unavailable', message);
 
-/** Parses a log frame's payload: a JSON array of events. */
-function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string } {
+/** Parses a log frame's payload as far as the frame format goes: a JSON array. */
+function parseFrame(payload: Buffer): { array?: unknown[]; why?: string } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload.toString('utf8'));
@@ -157,7 +157,27 @@ function decodeEvents(payload: Buffer): { events?: DatasetEvent[]; why?: string 
     return { why: 'payload is not JSON' };
   }
   if (!Array.isArray(parsed)) return { why: 'payload is not an array' };
-  return { events: parsed as DatasetEvent[] };
+  return { array: parsed };
+}
+
+/**
+ * A frame's events, read by the envelope codec every log shares (@pushbase/contracts event-codec). A frame
+ * that is a JSON array but holds an event this reader cannot read (a newer schema_version, an unknown type)
+ * passed its crc, so it is no torn write: it throws, and start() stops with nothing cut, instead of
+ * returning a `why` that would let a last frame be dropped as a torn tail, or handing the fold an event it
+ * does not know.
+ */
+function decodeEvents(payload: Buffer, where: () => string): { events?: DatasetEvent[]; why?: string } {
+  const { array, why } = parseFrame(payload);
+  if (array === undefined) return { why: why ?? 'payload is not an array' };
+  try {
+    return { events: array.map((value) => decodeEventValue(value)) };
+  } catch (err) {
+    if (err instanceof EventDecodeError) {
+      throw new EventLogCorruptError(`${where()} holds an event this pushbase cannot read: ${err.message}. Refusing to start; nothing was cut.`);
+    }
+    throw err;
+  }
 }
 
 /**
@@ -171,7 +191,7 @@ export async function readSealedSegment(file: string, base: number, from: number
     let index = base;
     const scan = await scanFrames(fd, size, (payload) => {
       if (index++ < from) return undefined;
-      const decoded = decodeEvents(payload);
+      const decoded = decodeEvents(payload, () => `Frame ${index - 1} of sealed segment ${file}`);
       if (decoded.events === undefined) return decoded.why;
       deliver(decoded.events);
       return undefined;
@@ -213,7 +233,7 @@ async function findValidFrame(fd: number, from: number, size: number): Promise<n
       const start = i + FRAME_HEADER_BYTES;
       const payload =
         start + length <= chunk.length ? chunk.subarray(start, start + length) : await readFully(fd, at + FRAME_HEADER_BYTES, length);
-      if (crc32(payload) === chunk.readUInt32LE(i + 4) && decodeEvents(payload).events !== undefined) return at;
+      if (crc32(payload) === chunk.readUInt32LE(i + 4) && parseFrame(payload).array !== undefined) return at;
     }
   }
   return undefined;
@@ -328,7 +348,7 @@ export class FileEventLog implements EventLog {
     let payload: Buffer;
     try {
       payload =
-        encoded === undefined ? Buffer.from(JSON.stringify(events), 'utf8') : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+        encoded === undefined ? encodeEventBatch(events) : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
@@ -488,9 +508,9 @@ export class FileEventLog implements EventLog {
       if (index < from) {
         index += 1;
         // Not delivered, but still checked to be a frame of events (a torn tail must not hide behind it).
-        return decodeEvents(payload).why;
+        return parseFrame(payload).why;
       }
-      const decoded = decodeEvents(payload);
+      const decoded = decodeEvents(payload, () => `Frame ${index} of the event log in ${segmentDir(this.dir)}`);
       if (decoded.events === undefined) return decoded.why;
       index += 1;
       listener(decoded.events);

@@ -167,11 +167,12 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
     rateLimiter: new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000),
     authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
     behindTlsProxy: config.behindTlsProxy,
+    trustedProxies: config.trustedProxies.trust,
     log: errorLog,
   });
   const handleGateway = gateway.callback();
-  // HTTPS only, unless told that a TLS-terminating proxy is in front (then the gateway refuses any request
-  // whose X-Forwarded-Proto is not https). A plain-HTTP request to the HTTPS port is never served.
+  // HTTPS only, unless told that a TLS-terminating proxy is in front (then the gateway serves only requests
+  // from the trusted proxies that they forwarded as https). A plain-HTTP request to the HTTPS port is never served.
   const publicServer =
     tls === undefined
       ? createHttpServer((req, res) => void handleGateway(req, res))
@@ -185,7 +186,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
 
   const port = await listen(publicServer, config.port, config.host);
   const adminPort = await listen(adminServer, config.adminPort, config.adminHost);
-  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });
+  log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });
 
   let stopping: Promise<void> | undefined;
   return {

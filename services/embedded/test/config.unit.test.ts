@@ -29,4 +29,23 @@ describe('embedded configuration', () => {
     expect(() => loadConfig({ PUSHBASE_TLS_CERT: '/c.pem' })).toThrow(/PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY/);
     expect(loadConfig({ PUSHBASE_TLS_CERT: '/c.pem', PUSHBASE_TLS_KEY: '/k.pem' }).tls).toEqual({ certFile: '/c.pem', keyFile: '/k.pem' });
   });
+  it('trusts forwarded headers from loopback only by default, and from the configured proxies otherwise', () => {
+    const byDefault = loadConfig({}).trustedProxies;
+    expect(byDefault.entries).toEqual(['loopback']);
+    expect(['127.0.0.1', '::1', '::ffff:127.0.0.1'].map((a) => byDefault.trust(a, 0))).toEqual([true, true, true]);
+    expect(byDefault.trust('10.0.0.5', 0)).toBe(false);
+    const configured = loadConfig({ PUSHBASE_TRUSTED_PROXIES: ' 10.0.0.0/8, 2001:db8::1 ,192.0.2.7' }).trustedProxies;
+    expect(configured.entries).toEqual(['10.0.0.0/8', '2001:db8::1', '192.0.2.7']);
+    expect(['10.1.2.3', '2001:db8::1', '192.0.2.7', '192.0.2.8', '127.0.0.1'].map((a) => configured.trust(a, 0))).toEqual([true, true, true, false, false]);
+    expect(loadConfig({ PUSHBASE_TRUSTED_PROXIES: '' }).trustedProxies.entries).toEqual(['loopback']);
+  });
+  it.each([
+    ['10.0.0.0/33', '"10.0.0.0/33" is not'],
+    ['proxy.internal', '"proxy.internal" is not'],
+    ['10.0.0.1,,nonsense', '"nonsense" is not'],
+    [' , ', 'at least one'],
+  ])('refuses PUSHBASE_TRUSTED_PROXIES=%p, saying what is wrong', (spec, problem) => {
+    expect(() => loadConfig({ PUSHBASE_TRUSTED_PROXIES: spec })).toThrow(`PUSHBASE_TRUSTED_PROXIES: `);
+    expect(() => loadConfig({ PUSHBASE_TRUSTED_PROXIES: spec })).toThrow(problem);
+  });
 });

@@ -193,6 +193,24 @@ describe('FileEventLog start: torn tails and corruption', () => {
   });
 
   it.each([
+    ['a newer schema_version', { schema_version: EVENT_SCHEMA_VERSION + 1 }, `schema_version ${EVENT_SCHEMA_VERSION + 1}, newer than this reader knows`],
+    ['an unknown event type', { type: 'RecordsMerged' }, 'unknown event type "RecordsMerged"'],
+  ])('refuses to start on a whole frame holding %s, and cuts nothing (it is no torn tail)', async (_what, change, message) => {
+    const unreadable = { ...event(1), ...change } as unknown as DatasetEvent;
+    for (const frames of [[[event(0)], [unreadable]], [[event(0)], [unreadable], [event(2)]]]) {
+      await rm(path.join(dir, 'log'), { recursive: true, force: true });
+      const { bytes } = await writeFrames(frames);
+      const log = newLog();
+      const delivered: number[] = [];
+      await expect(log.start((events) => delivered.push(...events.map((e) => e.at)))).rejects.toThrow(EventLogCorruptError);
+      await expect(newLog().start(() => undefined)).rejects.toThrow(new RegExp(`Frame 1 of the event log .* cannot read: .*${message.replace(/[.*()"]/g, '\\$&')}`));
+      expect(delivered).toEqual([0]);
+      expect(await readFile(logFile())).toEqual(bytes);
+      expect(warnings.filter((w) => /torn/.test(w))).toEqual([]);
+    }
+  });
+
+  it.each([
     ['payload byte', (start: number) => start + 20, 0x55],
     ['crc', (start: number) => start + 4, 0x01],
     ['length (too short)', (start: number) => start, 0x01],

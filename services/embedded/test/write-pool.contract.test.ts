@@ -16,7 +16,7 @@ const cmd = (body: unknown, kind: RawWriteCommand['kind'] = 'append'): RawWriteC
   kind,
   account: 'acme',
   id: 'sales',
-  json: typeof body === 'string' ? Buffer.from(body) : Buffer.from(JSON.stringify(body)),
+  json: Buffer.isBuffer(body) ? body : typeof body === 'string' ? Buffer.from(body) : Buffer.from(JSON.stringify(body)),
   at: 1_700_000_000_000,
 });
 
@@ -48,10 +48,16 @@ describe('the write pool', () => {
     ['an invalid record', cmd({ data: [{ day: '2024-02-30', n: 1 }] })],
     ['invalid JSON', cmd('{"data": [')],
     ['no body', cmd('')],
+    ['a body after a UTF-8 byte-order mark', cmd(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ data: [{ day: '2024-01-04', n: 5 }] }))]))],
     ['a bad delete_by', cmd({ data: [], delete_by: 'n' })],
   ])('decides %s exactly as the calling thread does', async (_name, c) => {
     const expected = await outcome(inProcessDecider, c, dataset);
     expect(await outcome(pool.decider, c, dataset)).toEqual(expected);
+  });
+
+  it('accepts a body after a UTF-8 byte-order mark, as create does', async () => {
+    const withMark = cmd(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify({ data: [{ day: '2024-01-04', n: 5 }] }))]));
+    expect((await pool.decider(withMark, dataset)).events).toEqual(decideWriteSync(cmd({ data: [{ day: '2024-01-04', n: 5 }] }), dataset).events);
   });
 
   it('answers a missing dataset with not_found, and the error keeps its path', async () => {

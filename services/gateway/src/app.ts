@@ -5,6 +5,7 @@ import getRawBody from 'raw-body';
 import type { KeyStore, RecordService, SchemaService } from '@pushbase/contracts';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
+import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateLimiter } from '@pushbase/contracts';
 
@@ -19,10 +20,13 @@ export interface GatewayDeps {
   /** Failed authentications per client address: a brute-force guard. */
   readonly authFailureLimiter: FlexibleRateLimiter;
   /**
-   * Set only when a TLS-terminating proxy forwards plain HTTP: then a request whose
-   * X-Forwarded-Proto is not https is refused, and the client address comes from X-Forwarded-For.
+   * Set only when a TLS-terminating proxy forwards plain HTTP: then only requests from `trustedProxies`
+   * are served, a request whose X-Forwarded-Proto is not https is refused, and the client address comes
+   * from X-Forwarded-For through trusted hops.
    */
   readonly behindTlsProxy?: boolean;
+  /** Behind the proxy: the peers whose X-Forwarded-* headers count; loopback when not given. */
+  readonly trustedProxies?: ProxyTrust;
   readonly log?: (line: string) => void;
 }
 
@@ -86,7 +90,7 @@ async function readBody(ctx: Context): Promise<Buffer> {
 }
 
 /** The body parsed as JSON whatever the Content-Type says (DECISIONS.md → Records). */
-const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody((await readBody(ctx)).toString('utf8'));
+const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
 
 export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
   const out: Record<string, unknown> = { id: ds.id, fields: ds.definition.fields };
@@ -98,13 +102,45 @@ export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
 
 const account = (ctx: Context): string => ctx.state.account as string;
 
+/**
+ * Runs the requests of one connection one after another, in the order they arrived. Node's HTTP server
+ * hands over pipelined requests as soon as it has parsed them and only orders the responses; but HTTP
+ * lets a server work on pipelined requests at the same time only when all of them are safe (RFC 9112
+ * §9.3.2), and a client that pipelines a create and an append means them in that order. So a request's
+ * handler starts only once the previous one on its socket has finished, errors included. A promise chain
+ * per socket is all it takes (a queue library would add nothing); the WeakMap forgets closed sockets.
+ * HTTP/1 only: HTTP/2 multiplexes independent streams, which promise no order, over one shared socket.
+ */
+function inConnectionOrder() {
+  const previousOnSocket = new WeakMap<object, Promise<void>>();
+  return async (ctx: Context, next: Next): Promise<void> => {
+    if (ctx.req.httpVersionMajor !== 1) {
+      await next();
+      return;
+    }
+    const socket = ctx.req.socket;
+    const previous = previousOnSocket.get(socket);
+    let finished!: () => void;
+    const mine = new Promise<void>((resolve) => (finished = resolve));
+    previousOnSocket.set(socket, mine);
+    try {
+      if (previous !== undefined) await previous;
+      await next();
+    } finally {
+      finished();
+      if (previousOnSocket.get(socket) === mine) previousOnSocket.delete(socket);
+    }
+  };
+}
+
 /** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  // Behind the proxy, the client address is the last X-Forwarded-For entry — the one the proxy itself
-  // appended; earlier entries come from the client and could be forged to dodge the failed-auth guard.
-  const app = new Koa({ proxy: deps.behindTlsProxy === true, maxIpsCount: 1 });
+  // Koa's own proxy mode would believe X-Forwarded-* from any peer that reaches the port: the forwarded
+  // headers are read below, and only from trusted proxies.
+  const app = new Koa({ proxy: false });
 
+  app.use(inConnectionOrder());
   app.use(async (ctx: Context, next: Next) => {
     const given = ctx.get('x-request-id');
     ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
@@ -114,11 +150,19 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   app.use(errorMiddleware(log));
 
   if (deps.behindTlsProxy === true) {
+    const trust = deps.trustedProxies ?? parseTrustedProxies(DEFAULT_TRUSTED_PROXIES).trust;
     app.use(async (ctx: Context, next: Next) => {
+      // The port speaks plain HTTP and may be reachable by more than the proxy (the default listen address
+      // is 0.0.0.0). A request from any other peer came in the clear, whatever its X-Forwarded-Proto says:
+      // refuse it (403: the sender may not use this port directly) rather than trust its headers.
+      if (!fromTrustedProxy(ctx.req, trust)) {
+        throw new HttpError(403, 'This port serves only requests forwarded by the TLS proxy; send requests over HTTPS through it', 'not_from_trusted_proxy');
+      }
       // The last entry is the one our proxy set; earlier ones may come from the client.
       if (ctx.get('x-forwarded-proto').split(',').at(-1)?.trim().toLowerCase() !== 'https') {
         throw new HttpError(400, 'Only HTTPS requests are accepted', 'https_required');
       }
+      ctx.state.clientAddress = forwardedClientAddress(ctx.req, trust);
       await next();
     });
   }
@@ -131,7 +175,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     const key = apiKeyFromAuthorization(ctx.get('authorization') || undefined);
     const acct = key === undefined ? undefined : await deps.keys.resolve(key);
     if (acct === undefined) {
-      const address = ctx.ip;
+      const address = (ctx.state.clientAddress as string | undefined) ?? ctx.ip;
       const blocked = await deps.authFailureLimiter.isBlocked(address);
       if (blocked !== undefined) {
         throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {

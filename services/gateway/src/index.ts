@@ -3,3 +3,4 @@ export * from './admin';
 export * from './errors';
 export * from './keys';
 export * from './rate-limit';
+export * from './trusted-proxies';

@@ -13,9 +13,9 @@ export class FlexibleRateLimiter implements RateLimiter {
     const limit = this.limiter.points;
     try {
       const res = await this.limiter.consume(key, 1);
-      return { allowed: true, limit, remaining: res.remainingPoints, resetMs: res.msBeforeNext };
+      return { allowed: true, limit, remaining: res.remainingPoints, resetMs: this.resetMs(res) };
     } catch (e: unknown) {
-      if (e instanceof RateLimiterRes) return { allowed: false, limit, remaining: 0, resetMs: e.msBeforeNext };
+      if (e instanceof RateLimiterRes) return { allowed: false, limit, remaining: 0, resetMs: this.resetMs(e) };
       throw e;
     }
   }
@@ -24,9 +24,24 @@ export class FlexibleRateLimiter implements RateLimiter {
   async isBlocked(key: string): Promise<RateDecision | undefined> {
     const res = await this.limiter.get(key);
     if (res === null || res.consumedPoints < this.limiter.points) return undefined;
-    return { allowed: false, limit: this.limiter.points, remaining: 0, resetMs: res.msBeforeNext };
+    return { allowed: false, limit: this.limiter.points, remaining: 0, resetMs: this.resetMs(res) };
+  }
+
+  /**
+   * The memory backend ends a window with a timer (monotonic in Node), so a wall-clock step never
+   * lengthens a block; but it computes msBeforeNext from Date.now(), so after a step back of an hour it
+   * would tell a client to wait an hour (and after a step forward, a negative time). A window never
+   * outlasts its configured duration: bound the answer by it.
+   */
+  private resetMs(res: RateLimiterRes): number {
+    const longest = Math.max(this.limiter.duration, this.limiter.blockDuration) * 1000;
+    return Math.min(Math.max(res.msBeforeNext, 0), longest);
   }
 }
+
+/** Milliseconds from an arbitrary origin that never step backwards or jump with the wall clock. */
+export type MonotonicClock = () => number;
+export const monotonicNow: MonotonicClock = () => performance.now();
 
 export const memoryRateLimiter = (points: number, durationSeconds: number, keyPrefix: string): FlexibleRateLimiter =>
   new FlexibleRateLimiter(new RateLimiterMemory({ points, duration: durationSeconds, keyPrefix }));
@@ -40,6 +55,10 @@ export const memoryRateLimiter = (points: number, durationSeconds: number, keyPr
  * steady pace stays refused for ever (and it needs a native clock addon). Hence this sliding log: per key,
  * the times of the last `limit` admitted requests, oldest first. The Redis twin (a sorted set per key and
  * one Lua script) comes with the distributed gateway, behind the same RateLimiter port.
+ *
+ * Its clock must be monotonic: with the wall clock, a step back (NTP, a resumed VM) left every admitted
+ * time in the future, so a key stayed refused for the size of the step, and a step forward emptied every
+ * window at once. The default is `performance.now()`; tests pass their own.
  */
 export class SlidingWindowRateLimiter implements RateLimiter {
   private readonly log = new Map<string, number[]>();
@@ -48,7 +67,7 @@ export class SlidingWindowRateLimiter implements RateLimiter {
   constructor(
     private readonly limit: number,
     private readonly windowMs: number,
-    private readonly now: () => number = Date.now,
+    private readonly now: MonotonicClock = monotonicNow,
   ) {}
 
   consume(key: string): Promise<RateDecision> {

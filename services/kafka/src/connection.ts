@@ -1,4 +1,4 @@
-import { Kafka, logLevel, type LogEntry, type logCreator } from 'kafkajs';
+import { Kafka, logLevel, type ISocketFactory, type LogEntry, type logCreator } from 'kafkajs';
 
 /*
  * How every pushbase Kafka client connects. The services' config.ts (one zod schema each) parse
@@ -26,6 +26,8 @@ export interface KafkaConnection {
   readonly log?: (level: KafkaLogLevel, message: string) => void;
   /** The lowest level passed to `log`. Default 'warn'. */
   readonly logLevel?: KafkaLogLevel;
+  /** How sockets to brokers are made (kafkajs's seam): tests use it to cut connections mid-request. */
+  readonly socketFactory?: ISocketFactory;
 }
 
 /** `"a:9092, b:9092"` → `['a:9092', 'b:9092']`; refuses an empty list or an entry without a port. */
@@ -48,13 +50,34 @@ const toStderr = (level: KafkaLogLevel, message: string): void => {
   process.stderr.write(`pushbase: kafka ${level}: ${message}\n`);
 };
 
+/**
+ * kafkajs lines that are part of normal operation, demoted to info: the retry limit it warns about once per
+ * producer is a choice made safe in appender.ts, and a broker's answer that kafkajs handles by retrying
+ * (leadership moving, a group rebalancing) is logged per response as an error although nothing failed. When
+ * the retries run out, the caller reports the failure itself (an append rejects, a consumer crashes).
+ */
+const RETRIED_RESPONSES = [
+  'This server is not the leader for that topic-partition',
+  'There is no leader for this topic-partition as we are in the middle of a leadership election',
+  'The group is rebalancing, so a rejoin is needed',
+  'The group coordinator is not available',
+  'This is not the correct coordinator for this group',
+  "The coordinator is loading and hence can't process requests for this group",
+];
+function expected(namespace: string, message: string, extra: Record<string, unknown>): boolean {
+  if (message.startsWith('Limiting retries for the idempotent producer')) return true;
+  return namespace === 'Connection' && message.startsWith('Response ') && RETRIED_RESPONSES.some((m) => extra.error === m);
+}
+
 function logCreatorFor(connection: KafkaConnection): logCreator {
   const log = connection.log ?? toStderr;
+  const threshold = LEVELS[connection.logLevel ?? 'warn'];
   return () =>
     ({ namespace, level, log: entry }: LogEntry) => {
       const { message, timestamp: _t, logger: _l, ...extra } = entry;
       const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : '';
-      log(NAMES[level] ?? 'info', `${namespace}: ${message}${details}`);
+      const effective = expected(namespace, message, extra) ? logLevel.INFO : level;
+      if (effective <= threshold) log(NAMES[effective] ?? 'info', `${namespace}: ${message}${details}`);
     };
 }
 
@@ -76,5 +99,6 @@ export function createKafka(connection: KafkaConnection): Kafka {
     },
     logLevel: LEVELS[connection.logLevel ?? 'warn'],
     logCreator: logCreatorFor(connection),
+    ...(connection.socketFactory ? { socketFactory: connection.socketFactory } : {}),
   });
 }

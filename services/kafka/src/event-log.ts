@@ -41,6 +41,9 @@ export interface KafkaEventLogOptions extends Omit<KafkaEventAppenderOptions, 's
   readonly warn?: (message: string) => void;
 }
 
+/** Listener failures of other processes' appends are remembered too, as nobody claims them; this many at most. */
+const MAX_REMEMBERED_FAILURES = 1000;
+
 interface Waiter {
   readonly offset: number;
   readonly resolve: () => void;
@@ -61,6 +64,11 @@ export class KafkaEventLog implements EventLog {
   /** Per partition: the events of an append seen so far, when its last event has not come yet. */
   private readonly partial = new Map<number, ConsumedEvent[]>();
   private readonly inFlight = new Set<Promise<void>>();
+  /**
+   * Listener failures by `partition@offset` (every offset of the failed append), for an append whose
+   * events the reader delivered before the broker's acknowledgment reached it. Rare; bounded.
+   */
+  private readonly failures = new Map<string, unknown>();
   private failed: Error | undefined;
   private topicReport: EnsuredTopic | undefined;
 
@@ -141,7 +149,12 @@ export class KafkaEventLog implements EventLog {
   }
 
   private deliveredThrough(partition: number, offset: number): Promise<void> {
-    if ((this.delivered.get(partition) ?? 0) > offset) return Promise.resolve();
+    if ((this.delivered.get(partition) ?? 0) > offset) {
+      const key = `${partition}@${offset}`;
+      const failure = this.failures.get(key);
+      if (!this.failures.delete(key)) return Promise.resolve();
+      return Promise.reject(failure instanceof Error ? failure : new Error(String(failure)));
+    }
     if (this.failed) return Promise.reject(this.readerStopped());
     return new Promise((resolve, reject) => {
       const list = this.waiters.get(partition) ?? [];
@@ -168,6 +181,10 @@ export class KafkaEventLog implements EventLog {
         // failed. Not `unavailable`: a retry would append them twice. As the file log does.
         error = err ?? new Error('listener failed');
       }
+      if (error !== undefined) {
+        for (const g of group) this.failures.set(`${partition}@${g.position.offset}`, error);
+        while (this.failures.size > MAX_REMEMBERED_FAILURES) this.failures.delete(this.failures.keys().next().value!);
+      }
       this.advance(partition, e.position.offset + 1, group[0]!.position.offset, error);
       group = [];
     }
@@ -186,14 +203,17 @@ export class KafkaEventLog implements EventLog {
       list.filter((w) => w.offset >= end),
     );
     for (const w of ready) {
-      if (error !== undefined && w.offset >= groupStart) w.reject(error);
-      else w.resolve();
+      if (error !== undefined && w.offset >= groupStart) {
+        this.failures.delete(`${partition}@${w.offset}`);
+        w.reject(error);
+      } else w.resolve();
     }
   }
 
   private readerStopped(): Error {
-    // Stored and acknowledged, but no longer delivered here: not `unavailable` (a retry would duplicate it).
-    return new Error(`The event log's reader stopped: ${this.failed?.message ?? 'unknown'}; the event is stored, restart to see it`);
+    // An append waiting here is stored and acknowledged, only not delivered: not `unavailable` (a retry
+    // would store it twice). start() waiting for the replay fails with the same reason.
+    return new Error(`The event log's reader stopped: ${this.failed?.message ?? 'unknown'}`, { cause: this.failed });
   }
 
   private fail(err: Error): void {

@@ -63,7 +63,7 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec): Promise<Ensure
   }
   const described = await admin.describeConfigs({
     includeSynonyms: false,
-    resources: [{ type: ConfigResourceTypes.TOPIC, name: spec.topic, configNames: ['cleanup.policy', 'retention.ms', 'retention.bytes'] }],
+    resources: [{ type: ConfigResourceTypes.TOPIC, name: spec.topic, configNames: ['cleanup.policy', 'retention.ms', 'retention.bytes', 'max.message.bytes'] }],
   });
   const config = new Map((described.resources[0]?.configEntries ?? []).map((e) => [e.configName, e.configValue]));
   if ((config.get('cleanup.policy') ?? 'delete').split(',').includes('compact')) {
@@ -72,6 +72,14 @@ export async function ensureTopic(admin: Admin, spec: TopicSpec): Promise<Ensure
   for (const name of ['retention.ms', 'retention.bytes']) {
     const value = config.get(name);
     if (value !== undefined && value !== '-1') notes.push(`topic ${spec.topic} has ${name}=${value}: events older than that are deleted, and the log no longer rebuilds every dataset`);
+  }
+  const maxMessageBytes = Number(config.get('max.message.bytes'));
+  const wanted = spec.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  if (Number.isFinite(maxMessageBytes) && maxMessageBytes < wanted) {
+    notes.push(
+      `topic ${spec.topic} has max.message.bytes=${maxMessageBytes}, below the ${wanted} configured: the broker refuses a produce request ` +
+        "carrying more than that for one partition, so set the appender's maxBatchBytes and maxMessageBytes below it",
+    );
   }
   return { created, partitions, notes };
 }

@@ -1,0 +1,25 @@
+import { loadClickHouseConfig } from '../src/config';
+
+describe('ClickHouse configuration', () => {
+  it('defaults to the local server and the database `pushbase`; blank means default', () => {
+    expect(loadClickHouseConfig({})).toEqual({ url: 'http://127.0.0.1:8123', database: 'pushbase' });
+    expect(loadClickHouseConfig({ PUSHBASE_CLICKHOUSE_URL: ' ', PUSHBASE_CLICKHOUSE_DATABASE: '' })).toEqual({ url: 'http://127.0.0.1:8123', database: 'pushbase' });
+  });
+
+  it('takes a URL and a database name', () => {
+    expect(loadClickHouseConfig({ PUSHBASE_CLICKHOUSE_URL: 'https://ch.internal:8443', PUSHBASE_CLICKHOUSE_DATABASE: 'pb_prod' })).toEqual({
+      url: 'https://ch.internal:8443',
+      database: 'pb_prod',
+    });
+  });
+
+  it.each([
+    [{ PUSHBASE_CLICKHOUSE_URL: 'not a url' }, /PUSHBASE_CLICKHOUSE_URL/],
+    [{ PUSHBASE_CLICKHOUSE_URL: 'ftp://host' }, /PUSHBASE_CLICKHOUSE_URL/],
+    [{ PUSHBASE_CLICKHOUSE_DATABASE: 'pushbase; DROP' }, /PUSHBASE_CLICKHOUSE_DATABASE/],
+    [{ PUSHBASE_CLICKHOUSE_DATABASE: '1db' }, /PUSHBASE_CLICKHOUSE_DATABASE/],
+    [{ PUSHBASE_CLICKHOUSE_DATABASE: 'db`x' }, /PUSHBASE_CLICKHOUSE_DATABASE/],
+  ])('refuses %j', (env, message) => {
+    expect(() => loadClickHouseConfig(env)).toThrow(message);
+  });
+});
