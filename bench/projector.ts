@@ -10,7 +10,8 @@
  * wrote: the ceiling the projector is compared with.
  *
  * Loopback only (PUSHBASE_KAFKA_BROKERS, PUSHBASE_CLICKHOUSE_URL); the topic and both databases are removed
- * at the end. Flags (or BENCH_<NAME>): --records 200000 --datasets 100 --partitions 4 --flush-rows 50000
+ * at the end. Flags (or BENCH_<NAME>): --records 200000 --datasets 100 --partitions 4 --flush-rows 50000;
+ * BENCH_VERBOSE=1 prints the projector's log lines with their times.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
