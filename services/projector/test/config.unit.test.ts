@@ -1,0 +1,41 @@
+import { MAX_INSERT_ROWS } from '@pushbase/clickhouse';
+import { loadProjectorConfig } from '../src/config';
+import { MAX_ROWS_PER_EVENT } from '../src/project';
+
+describe('loadProjectorConfig', () => {
+  it('has defaults for everything, empty meaning unset', () => {
+    expect(loadProjectorConfig({ PUSHBASE_PROJECTOR_MAX_ROWS: '' })).toStrictEqual({
+      kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', groupId: 'pushbase-projector' },
+      clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
+      maxRows: 1_000_000,
+      flushRows: 50_000,
+      flushIntervalMs: 1000,
+    });
+  });
+
+  it('reads every variable', () => {
+    const c = loadProjectorConfig({
+      PUSHBASE_KAFKA_BROKERS: 'a:1, b:2',
+      PUSHBASE_KAFKA_TOPIC: 'events.v1',
+      PUSHBASE_PROJECTOR_GROUP: 'proj-2',
+      PUSHBASE_CLICKHOUSE_URL: 'http://ch:8123',
+      PUSHBASE_CLICKHOUSE_DATABASE: 'pb_live',
+      PUSHBASE_PROJECTOR_MAX_ROWS: '50',
+      PUSHBASE_PROJECTOR_FLUSH_ROWS: '1000',
+      PUSHBASE_PROJECTOR_FLUSH_MS: '250',
+    });
+    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250 });
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it('keeps a write within one atomic insert', () => {
+    expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_FLUSH_ROWS: String(MAX_INSERT_ROWS - MAX_ROWS_PER_EVENT) })).not.toThrow();
+    expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_FLUSH_ROWS: String(MAX_INSERT_ROWS - MAX_ROWS_PER_EVENT + 1) })).toThrow(/PUSHBASE_PROJECTOR_FLUSH_ROWS/);
+  });
+
+  it('lists every bad value at once', () => {
+    expect(() => loadProjectorConfig({ PUSHBASE_KAFKA_BROKERS: 'nohost', PUSHBASE_KAFKA_TOPIC: 'a b', PUSHBASE_PROJECTOR_MAX_ROWS: '0', PUSHBASE_PROJECTOR_FLUSH_MS: '1.5' })).toThrow(
+      /PUSHBASE_KAFKA_BROKERS[\s\S]*PUSHBASE_KAFKA_TOPIC[\s\S]*PUSHBASE_PROJECTOR_MAX_ROWS[\s\S]*PUSHBASE_PROJECTOR_FLUSH_MS/,
+    );
+  });
+});

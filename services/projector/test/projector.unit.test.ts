@@ -1,0 +1,180 @@
+/*
+ * The projector's loop with a fake consumer and the memory store: what it writes, when it commits, how it
+ * behaves while the store is down, what a revocation and the memory bound drop. No Kafka, no ClickHouse.
+ */
+import { DomainError, fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
+import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
+import type { BatchControl, CommitResult, EventConsumerHandlers } from '@pushbase/kafka';
+import { Projector, type ProjectorOptions, type ProjectorSource } from '../src/projector';
+import { MemoryProjectionStore } from './memory-projection-store';
+import { eventsOf, redecoded, type Step } from './event-sequences';
+
+class FakeSource implements ProjectorSource {
+  readonly calls: string[] = [];
+  readonly commits: StreamPosition[][] = [];
+  owned: number[] = [0, 1];
+  failCommits = false;
+  start(): Promise<void> {
+    return Promise.resolve();
+  }
+  commit(positions: readonly StreamPosition[]): Promise<CommitResult> {
+    this.calls.push('commit');
+    if (this.failCommits) return Promise.reject(new Error('rebalance in progress'));
+    this.commits.push([...positions]);
+    return Promise.resolve({ notOwned: [] });
+  }
+  pause(partitions: readonly number[]): void {
+    this.calls.push(`pause ${partitions.join(',')}`);
+  }
+  resume(partitions: readonly number[]): void {
+    this.calls.push(`resume ${partitions.join(',')}`);
+  }
+  assigned(): readonly number[] {
+    return this.owned;
+  }
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** The memory store, failing as unavailable while `down`, and noting every call. */
+class FlakyStore extends MemoryProjectionStore {
+  down = 0;
+  constructor(private readonly calls: string[]) {
+    super();
+  }
+  override write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
+    if (this.down > 0) {
+      this.down--;
+      this.calls.push('write failed');
+      return Promise.reject(new DomainError('unavailable', 'ClickHouse cannot be reached'));
+    }
+    this.calls.push(`write ${rows.length}`);
+    return super.write(rows, heads);
+  }
+}
+
+const control: BatchControl = { heartbeat: () => Promise.resolve(), isRunning: () => true };
+const ACCOUNT = 'acme';
+const steps: Step[] = [
+  { kind: 'define', ds: 0, keyed: false },
+  { kind: 'define', ds: 1, keyed: true },
+  { kind: 'append', ds: 0, count: 300, seed: 1, deleteBy: null, repeat: 1 },
+  { kind: 'append', ds: 1, count: 200, seed: 3, deleteBy: 'day', repeat: 2 },
+  { kind: 'replace', ds: 0, count: 5, seed: 4 },
+  { kind: 'append', ds: 0, count: 100, seed: 5, deleteBy: 'at', repeat: 1 },
+];
+const events = eventsOf(steps, { account: ACCOUNT, datasets: ['sales', 'visits'] });
+
+function setup(options: Partial<ProjectorOptions> = {}) {
+  const source = new FakeSource();
+  const store = new FlakyStore(source.calls);
+  const projector = new Projector(store, { maxRows: 1_000_000, flushRows: 1_000_000, flushIntervalMs: 60_000, retryInitialMs: 1, retryMaxMs: 4, log: () => undefined, ...options });
+  const handlers: EventConsumerHandlers = projector.handlers();
+  /** Delivers events as one batch of `partition`, at offsets from `from`. */
+  const deliver = (partition: number, batch: readonly DatasetEvent[], from: number) =>
+    handlers.onBatch({ topic: 't', partition, highWatermark: from + batch.length, events: batch.map((e, i) => ({ event: redecoded(e), position: { partition, offset: from + i }, append: { index: 0, count: 1 } })) }, control);
+  return { source, store, projector, handlers, deliver };
+}
+
+const expectFold = (store: MemoryProjectionStore, upTo = events.length): void => {
+  const state = fold(events.slice(0, upTo).map(redecoded));
+  for (const id of ['sales', 'visits']) expect(store.records(ACCOUNT, id)).toStrictEqual(recordsOf(state.get(ACCOUNT)!.get(id)!));
+};
+
+describe('Projector', () => {
+  it('writes the rows of many events in one write and commits after it, the offset of the last event of each partition', async () => {
+    const { source, store, projector, deliver } = setup();
+    await projector.start(source);
+    // One dataset per partition, as the topic's key puts them.
+    const sales = events.filter((e) => e.dataset === 'sales');
+    const visits = events.filter((e) => e.dataset === 'visits');
+    await deliver(0, sales, 10);
+    await deliver(1, visits, 0);
+    expect(source.calls).toStrictEqual([]);
+    await projector.stop();
+    expect(source.calls).toStrictEqual([`pause 0,1`, expect.stringMatching(/^write \d+$/), 'commit']);
+    expect(source.commits).toStrictEqual([[{ partition: 0, offset: 10 + sales.length - 1 }, { partition: 1, offset: visits.length - 1 }]]);
+    expect(store.writes).toBe(1);
+  });
+
+  it('writes once flushRows rows are pending, in the middle of a batch', async () => {
+    const { source, store, projector, deliver } = setup({ flushRows: 250 });
+    await projector.start(source);
+    await deliver(0, events, 0);
+    await projector.drained();
+    expect(store.writes).toBeGreaterThanOrEqual(2);
+    expect(source.commits.length).toBe(store.writes);
+    await projector.stop();
+    expectFold(store);
+  });
+
+  it('pauses while the store is unavailable, retries, skips nothing, resumes and commits only after the write landed', async () => {
+    const { source, store, projector, deliver } = setup({ flushRows: 1 });
+    await projector.start(source);
+    store.down = 3;
+    await deliver(0, events.slice(0, 3), 0);
+    await projector.drained();
+    expect(source.calls.slice(0, 6)).toStrictEqual(['write failed', 'pause 0,1', 'write failed', 'write failed', 'write 300', 'resume 0,1']);
+    expect(source.calls.indexOf('commit')).toBeGreaterThan(source.calls.indexOf('resume 0,1'));
+    expect(projector.stats().retries).toBe(3);
+    await deliver(0, events.slice(3), 3);
+    await projector.stop();
+    expectFold(store);
+  });
+
+  it('survives a refused commit: the rows are durable and the redelivered events are skipped', async () => {
+    const { source, store, projector, deliver } = setup({ flushRows: 1 });
+    await projector.start(source);
+    source.failCommits = true;
+    await deliver(0, events, 0);
+    await projector.drained();
+    source.failCommits = false;
+    const written = store.writes;
+    await deliver(0, events, 0);
+    expect(projector.stats().skipped).toBe(events.length);
+    await projector.stop();
+    expect(store.writes - written).toBeLessThanOrEqual(1);
+    expectFold(store);
+  });
+
+  it('drops the unwritten rows and the states of revoked partitions; the redelivered events then load from the store', async () => {
+    const { source, store, projector, handlers, deliver } = setup();
+    await projector.start(source);
+    await deliver(0, events.slice(0, 3), 0);
+    await handlers.onRevoked?.([0]);
+    expect(projector.stats().cachedDatasets).toBe(0);
+    await projector.stop();
+    expect(store.writes).toBe(0);
+    expect(source.commits).toStrictEqual([]);
+
+    const again = setup();
+    await again.projector.start(again.source);
+    await again.deliver(0, events, 0);
+    await again.projector.stop();
+    expectFold(again.store);
+  });
+
+  it('keeps at most maxRows rows of states after a write, and loads dropped states back', async () => {
+    const { source, store, projector, deliver } = setup({ maxRows: 50, flushRows: 1 });
+    await projector.start(source);
+    await deliver(0, events, 0);
+    await projector.stop();
+    expect(projector.stats().cachedRows).toBeLessThanOrEqual(50);
+    expect(projector.stats().evictions).toBeGreaterThan(0);
+    expect(store.loads).toBeGreaterThan(2);
+    expectFold(store);
+  });
+
+  it('stops on an error it must not retry, without committing the failing event', async () => {
+    const fatal: Error[] = [];
+    const { source, projector, deliver } = setup({ onFatal: (e) => fatal.push(e) });
+    await projector.start(source);
+    await deliver(0, events.slice(0, 2), 0);
+    // The same dataset's next event from another partition: the topic's partition count changed.
+    await expect(deliver(1, events.slice(2, 3), 0)).rejects.toThrow(/partition/);
+    expect(fatal).toHaveLength(1);
+    await projector.stop();
+    expect(source.commits).toStrictEqual([[{ partition: 0, offset: 1 }]]);
+  });
+});
