@@ -5,8 +5,8 @@ import { describeProjectionContract } from './read-model.contract';
 /*
  * The ReadModel (and SchemaStore view) of the ClickHouse projection against a real ClickHouse, behind the
  * same behaviour suite as the memory projection. Events reach it the way the projector will deliver them:
- * folded with the domain's evolve into rows and heads (the test support's minimal fold-to-rows; the
- * projector owns the real one), one write per applied batch, positions counting up like Kafka offsets.
+ * folded into rows and heads by the projector's own `project`, one write per applied batch, positions
+ * counting up like Kafka offsets.
  */
 describeProjectionContract('ClickHouseProjection', async () => {
   const db = await testDatabase();

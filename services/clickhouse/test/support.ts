@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
-import { evolve, initialState, type DatasetEvent, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
+import { evolve, initialState, type DatasetEvent, type DatasetState, type State } from '@pushbase/domain';
+import { project } from '../../projector/src/project';
 import { connectClickHouse, type ClickHouseConnection } from '../src/client';
 import { migrate } from '../src/migrations';
 import { quoteIdentifier } from '../src/sql';
@@ -40,65 +41,34 @@ export async function testDatabase(): Promise<TestDatabase> {
 }
 
 /*
- * The minimal "event → rows" of a projector, for the store's tests and the ReadModel contract only: the
- * projector (services/projector) owns the real one. It folds with the domain's `evolve` and diffs each
- * dataset's rows before and after an event: removed keys become tombstones, new or replaced records live
- * rows; versions and seqs come from the event's position (offset × 8192 + index), never a clock.
+ * Events reach the store the way the projector delivers them: each folded by the projector's own
+ * `project` (the domain's evolve, rows and heads derived from the stream position), gathered into one
+ * batch per write. Imported by path, not as a package: the projector depends on this package, and only
+ * these tests go the other way.
  */
-const PER_EVENT = 8192;
-
 export interface Batch {
   readonly rows: ProjectedRow[];
   readonly heads: Map<string, ProjectedHead>;
 }
 export const emptyBatch = (): Batch => ({ rows: [], heads: new Map() });
 
-const headOf = (ds: DatasetState, position: StreamPosition, deleted: boolean, version: number): ProjectedHead => ({
-  account: ds.account,
-  dataset: ds.id,
-  incarnation: ds.incarnation,
-  definition: ds.definition,
-  created_at: ds.created_at,
-  updated_at: ds.updated_at,
-  record_count: deleted ? 0 : ds.rows.size,
-  next_row: ds.nextRow,
-  position,
-  version,
-  deleted,
-});
-
-const rowOf = (ds: DatasetState, key: RowKey, version: number, record: DatasetRecord | null): ProjectedRow => ({
-  account: ds.account,
-  dataset: ds.id,
-  incarnation: ds.incarnation,
-  row_key: String(key),
-  version,
-  seq: version,
-  deleted: record === null,
-  record,
-});
-
 /** Folds one event into `state` and adds the rows and head it changes to `batch`; returns the new state. */
 export function projectEvent(state: State, event: DatasetEvent, position: StreamPosition, batch: Batch): State {
-  const before = state.get(event.account)?.get(event.dataset);
-  const beforeRows = before === undefined ? undefined : new Map(before.rows);
-  const next = evolve(state, event);
-  const after = next.get(event.account)?.get(event.dataset);
-  let version = position.offset * PER_EVENT;
-  const sameIncarnation = before !== undefined && after !== undefined && before.incarnation === after.incarnation;
-  if (before !== undefined && beforeRows !== undefined && !sameIncarnation) {
-    for (const key of beforeRows.keys()) batch.rows.push(rowOf(before, key, version++, null));
-    // Below the version of a successor's head in the same event, so the two never tie.
-    batch.heads.set(`${before.account}/${before.id}/${before.incarnation}`, headOf(before, position, true, version++));
+  const held = state.get(event.account)?.get(event.dataset);
+  // The tests never redeliver through this path: any earlier offset of the partition stands for "before".
+  const step = project(held === undefined ? undefined : { state: held, position: { partition: position.partition, offset: -1 } }, event, position);
+  batch.rows.push(...step.rows);
+  if (step.head !== undefined) batch.heads.set(`${step.head.account}/${step.head.dataset}/${step.head.incarnation}`, step.head);
+  const next = step.dataset.state;
+  let datasets = state.get(event.account);
+  if (next === undefined) {
+    datasets?.delete(event.dataset);
+    if (datasets?.size === 0) state.delete(event.account);
+  } else {
+    if (datasets === undefined) state.set(event.account, (datasets = new Map<string, DatasetState>()));
+    datasets.set(event.dataset, next);
   }
-  if (after !== undefined) {
-    const previous = sameIncarnation && beforeRows !== undefined ? beforeRows : new Map<RowKey, DatasetRecord>();
-    if (previous === beforeRows && before === after) return next; // the event changed nothing
-    for (const key of previous.keys()) if (!after.rows.has(key)) batch.rows.push(rowOf(after, key, version++, null));
-    for (const [key, record] of after.rows) if (previous.get(key) !== record) batch.rows.push(rowOf(after, key, version++, record));
-    batch.heads.set(`${after.account}/${after.id}/${after.incarnation}`, headOf(after, position, false, position.offset * PER_EVENT + PER_EVENT - 1));
-  }
-  return next;
+  return state;
 }
 
 export const writeBatch = (store: ProjectionStore, batch: Batch): Promise<void> => store.write(batch.rows, [...batch.heads.values()]);
