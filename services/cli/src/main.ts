@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { connectClickHouse, loadClickHouseConfig, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
+import { jsonLog, loadProjectorConfig, runProjector, type RunningProjector } from '@pushbase/projector';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
 async function serve(): Promise<void> {
@@ -49,6 +51,49 @@ async function compactOffline(): Promise<void> {
   }
 }
 
+/** `pushbase migrate`: creates or upgrades the ClickHouse projection's tables; running it again changes nothing. */
+async function migrateClickHouse(): Promise<void> {
+  const { url, database } = loadClickHouseConfig();
+  const conn = connectClickHouse(url);
+  try {
+    const result = await migrate(conn, database);
+    jsonLogger('migrations applied', { url, database, applied: result.applied, already_applied: result.alreadyApplied });
+  } finally {
+    await conn.close();
+  }
+}
+
+/**
+ * `pushbase projector`: a member of the projector consumer group, folding dataset events from Kafka into
+ * ClickHouse. SIGTERM/SIGINT finish the running batch, write it, commit its offsets and exit 0; an error
+ * it must not retry (a bug, an event it cannot read) exits 1 without committing, so nothing is skipped.
+ */
+async function projector(): Promise<void> {
+  // Filled once started; a fatal error may come before that.
+  const started: { running?: RunningProjector } = {};
+  const failed = (): void => {
+    // The events before the failing one are written and committed (it is not), then exit non-zero.
+    void (started.running?.stop() ?? Promise.resolve()).finally(() => process.exit(1));
+  };
+  const running = await runProjector(loadProjectorConfig(), { onFatal: failed });
+  started.running = running;
+  let signalled = false;
+  const shutdown = (signal: string): void => {
+    if (signalled) return;
+    signalled = true;
+    jsonLog('info', 'shutting down', { signal });
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        jsonLog('error', 'shutdown failed', { error: e instanceof Error ? e.message : String(e) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
 const program = new Command('pushbase').description('Self-hostable dataset-push service speaking the Geckoboard datasets API');
 program
   .command('serve', { isDefault: true })
@@ -58,6 +103,15 @@ program
   .command('compact')
   .description('compact the event log of a stopped server in PUSHBASE_DATA_DIR into a snapshot')
   .action(compactOffline);
+program
+  .command('migrate')
+  .description('create or upgrade the ClickHouse tables (PUSHBASE_CLICKHOUSE_URL, PUSHBASE_CLICKHOUSE_DATABASE); idempotent')
+  .action(migrateClickHouse);
+
+program
+  .command('projector')
+  .description('fold dataset events from Kafka into ClickHouse as a consumer group member (PUSHBASE_KAFKA_*, PUSHBASE_CLICKHOUSE_*, PUSHBASE_PROJECTOR_*)')
+  .action(projector);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -1,3 +1,4 @@
 export * from './ports';
 export * from './proto';
 export * from './projection';
+export * from './event-codec';

@@ -5,7 +5,7 @@ import type { DatasetEvent, DatasetRecord, DatasetSummary, DatasetDefinition } f
  * memory | Redis, memory | ClickHouse, in-process | gRPC); one behaviour suite runs against every adapter.
  */
 
-/** Called synchronously, in log order, for every durable batch of events. */
+/** Called synchronously, in log order (per dataset), for every durable batch of events. */
 export type EventListener = (events: readonly DatasetEvent[]) => void;
 
 /**
@@ -31,6 +31,8 @@ export interface EventAppender {
    * Appends the events in order and resolves once they are durable (fsync'd / acknowledged by all
    * in-sync replicas). Rejects with a DomainError of code `unavailable` when the log cannot take the
    * write; then none of the events is stored.
+   * All events of one append belong to one dataset: the log is ordered, and stores an append atomically,
+   * per dataset (one Kafka partition holds a dataset; nothing is atomic across partitions).
    * `encoded`, when given, is `JSON.stringify(events)` as UTF-8, already made elsewhere (a worker thread).
    */
   append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void>;
@@ -40,8 +42,8 @@ export interface EventAppender {
 
 export interface EventLog extends EventAppender {
   /**
-   * Delivers every stored event to `listener` in order (the replay), then every newly durable batch.
-   * Call once, before the first append.
+   * Delivers every stored event to `listener` (the replay), then every newly durable batch: one dataset's
+   * events in append order, each append's events in one call. Call once, before the first append.
    */
   start(listener: EventListener): Promise<void>;
   /**

@@ -42,19 +42,31 @@ export interface ProjectedHead {
   readonly deleted: boolean;
 }
 
-/** A dataset loaded back from the store, to resume folding after its state was dropped from memory. */
+/**
+ * A dataset loaded back from the store, to resume folding after its state was dropped from memory: the
+ * state as of `position` (undefined once the dataset is deleted), and that position, the last event
+ * applied to it. Both come from one moment of the store, also after a crash in the middle of a write.
+ */
 export interface LoadedDataset {
-  readonly state: DatasetState;
+  readonly state: DatasetState | undefined;
   readonly position: StreamPosition;
 }
 
 export interface ProjectionStore {
-  /** Writes rows and heads of many events at once; resolves when the store has them durably. */
+  /**
+   * Writes rows and heads of many events at once, atomically per dataset; resolves when the store has them.
+   * Every dataset with rows in the write needs a head in it whose version is at least that of its rows
+   * (the head's position is where a reload resumes), and every live row needs the head of its own
+   * incarnation (for its definition); a batch that deletes and re-creates a dataset passes one head per
+   * incarnation. Rejects with a DomainError of code `unavailable` when the store cannot take the write now
+   * (retry later; nothing, or the whole write, is stored), and with a plain Error for a write that breaks
+   * these rules or is larger than one atomic insert (MAX_INSERT_ROWS of the ClickHouse store).
+   */
   write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void>;
   /**
    * The live dataset (rows oldest insertion first, as the fold holds them) and the last applied position;
    * the last applied position of a deleted dataset comes back with `state` undefined, so redelivered
    * events of it are skipped too; undefined when the store never saw the dataset.
    */
-  load(account: string, dataset: string): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined>;
+  load(account: string, dataset: string): Promise<LoadedDataset | undefined>;
 }

@@ -1,2 +1,8 @@
-// The Kafka adapters of the EventLog port: the appender (producer) and the dataset-event consumer.
-export {};
+// The Kafka adapters of the event log: the appender (producer), the dataset-event consumer, the EventLog
+// built from both, and the topic they share.
+export * from './connection';
+export * from './messages';
+export * from './consumer';
+export * from './topic';
+export * from './appender';
+export * from './event-log';

@@ -1,2 +1,5 @@
-// The projector: a Kafka consumer group folding dataset events into ClickHouse with the domain's evolve; replay.
-export {};
+// The projector: a Kafka consumer group folding dataset events into ClickHouse with the domain's evolve.
+export * from './project';
+export * from './projector';
+export * from './config';
+export * from './main';

@@ -1,0 +1,94 @@
+import { Readable } from 'node:stream';
+import { ClickHouseError, ClickHouseLogLevel, createClient, drainStream, type ClickHouseClient } from '@clickhouse/client';
+import { DomainError } from '@pushbase/domain';
+
+/*
+ * A thin door onto @clickhouse/client: one client per store (no module-level singleton), errors turned into
+ * what a caller can act on. "Cannot reach / overloaded" becomes a DomainError of code `unavailable`, which
+ * the projector retries with backoff; anything else (a statement ClickHouse refuses) is a bug and is
+ * thrown as an Error naming the statement.
+ */
+
+export interface ClickHouseConnection {
+  readonly url: string;
+  readonly client: ClickHouseClient;
+  close(): Promise<void>;
+}
+
+export function connectClickHouse(url: string, options: { requestTimeoutMs?: number } = {}): ClickHouseConnection {
+  const client = createClient({
+    url,
+    request_timeout: options.requestTimeoutMs ?? 60_000,
+    // The server is on the same network; compressing 5000-row inserts costs more CPU than it saves.
+    compression: { request: false, response: false },
+    // Failures reach the caller as rejections; the client's own console logging would only repeat them.
+    log: { level: ClickHouseLogLevel.OFF },
+  });
+  return { url, client, close: () => client.close() };
+}
+
+// Server error codes that say "not now" rather than "never": the same statement may succeed later.
+const TRANSIENT_CODES = new Set([
+  '159', // TIMEOUT_EXCEEDED
+  '164', // READONLY (a replica in read-only mode)
+  '202', // TOO_MANY_SIMULTANEOUS_QUERIES
+  '209', // SOCKET_TIMEOUT
+  '210', // NETWORK_ERROR
+  '241', // MEMORY_LIMIT_EXCEEDED
+  '242', // TABLE_IS_READ_ONLY
+  '252', // TOO_MANY_PARTS
+  '319', // UNKNOWN_STATUS_OF_INSERT
+  '425', // SYSTEM_ERROR
+]);
+
+const describe = (e: unknown): string => (e instanceof Error ? e.message.split('\n')[0] ?? e.name : String(e));
+
+/** The server's error code when the server answered at all (18.16's messages lack the type the client parses). */
+function serverCode(e: unknown): string | undefined {
+  if (e instanceof ClickHouseError) return e.code;
+  return e instanceof Error ? /^Code: (\d+)/.exec(e.message)?.[1] : undefined;
+}
+
+/** Wraps a failure of `what` so the caller can tell "retry later" from "this is a bug". */
+export function storeError(url: string, what: string, e: unknown): Error {
+  if (e instanceof DomainError) return e;
+  const code = serverCode(e);
+  if (code === undefined) {
+    // Not an answer of the server: a refused or reset connection, a timeout, DNS.
+    return new DomainError('unavailable', `ClickHouse at ${url} cannot be reached for ${what}: ${describe(e)}`);
+  }
+  if (TRANSIENT_CODES.has(code)) {
+    return new DomainError('unavailable', `ClickHouse at ${url} cannot take ${what} now (code ${code}): ${describe(e)}`);
+  }
+  return new Error(`ClickHouse at ${url} refused ${what} (code ${code}): ${describe(e)}`, { cause: e });
+}
+
+export async function command(conn: ClickHouseConnection, query: string, what: string): Promise<void> {
+  try {
+    await conn.client.command({ query });
+  } catch (e) {
+    throw storeError(conn.url, what, e);
+  }
+}
+
+export async function selectRows<T>(conn: ClickHouseConnection, query: string, what: string): Promise<T[]> {
+  try {
+    const rs = await conn.client.query({ query, format: 'JSONEachRow' });
+    return await rs.json<T>();
+  } catch (e) {
+    throw storeError(conn.url, what, e);
+  }
+}
+
+/**
+ * Sends an INSERT whose JSONEachRow body was serialised here, not by the client, so its exact size is
+ * known before it is sent (see MAX_INSERT_BYTES in store.ts) and no second copy of it is made.
+ */
+export async function insertBody(conn: ClickHouseConnection, table: string, body: Buffer, what: string): Promise<void> {
+  try {
+    const { stream } = await conn.client.exec({ query: `INSERT INTO ${table} FORMAT JSONEachRow`, values: Readable.from([body]) });
+    await drainStream(stream);
+  } catch (e) {
+    throw storeError(conn.url, what, e);
+  }
+}

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { isIdentifier } from './sql';
+
+/*
+ * The ClickHouse settings, parsed once where a command starts (`pushbase migrate`, the projector). Unset
+ * and empty variables both mean "use the default".
+ */
+const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+
+/** The variables, for services whose own schema includes ClickHouse (the projector). */
+export const clickhouseEnv = {
+  PUSHBASE_CLICKHOUSE_URL: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default('http://127.0.0.1:8123')
+      .refine((u) => URL.canParse(u) && /^https?:$/.test(new URL(u).protocol), 'PUSHBASE_CLICKHOUSE_URL must be an http(s) URL such as http://127.0.0.1:8123'),
+  ),
+  PUSHBASE_CLICKHOUSE_DATABASE: z.preprocess(
+    blankToUndefined,
+    z.string().default('pushbase').refine(isIdentifier, 'PUSHBASE_CLICKHOUSE_DATABASE must be 1 to 63 of A-Z a-z 0-9 _, not starting with a digit'),
+  ),
+};
+
+const schema = z.object(clickhouseEnv);
+
+export interface ClickHouseConfig {
+  readonly url: string;
+  readonly database: string;
+}
+
+/** Parses the environment; a bad value throws with every problem listed. */
+export function loadClickHouseConfig(env: NodeJS.ProcessEnv = process.env): ClickHouseConfig {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+    throw new Error(`Invalid configuration:\n  ${problems}`);
+  }
+  return Object.freeze({ url: parsed.data.PUSHBASE_CLICKHOUSE_URL, database: parsed.data.PUSHBASE_CLICKHOUSE_DATABASE });
+}

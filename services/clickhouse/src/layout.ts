@@ -1,0 +1,157 @@
+import {
+  daysFromCivil,
+  formatUtcMillis,
+  isCalendarDate,
+  LIMITS,
+  parseDateTimeMillis,
+  type DatasetDefinition,
+  type DatasetRecord,
+  type FieldType,
+  type FieldValue,
+} from '@pushbase/domain';
+
+/*
+ * How a dataset's fields sit in the one records table: typed slots, so SQL can aggregate without parsing.
+ *   num_0…num_9   Float64  number, percentage, money, duration
+ *   str_0…str_9   String   string
+ *   time_0…time_9 Int64    date (UTC midnight) and datetime, epoch milliseconds (years 0000–9999 fit,
+ *                          and DateTime64 does not exist on 18.16)
+ * A field's slot is its position among the definition's fields of the same kind, in definition order: a
+ * definition never changes within an incarnation, and its JSON keeps that order, so the mapping is a pure
+ * function of the stored definition. A dataset has at most 10 fields, so 10 slots per kind always suffice.
+ *
+ * Numbers travel as their IEEE-754 bits (`num_i_bits UInt64`) and ClickHouse derives `num_i` from them
+ * (a MATERIALIZED column): 18.16's text parser rounds about one double in twelve to a neighbour (measured:
+ * 1685 of 20014 random doubles, and 5e-324 → 0), so a number sent as JSON text would not come back exactly.
+ * The bits make every double exact, -0 included.
+ */
+
+export type SlotKind = 'num' | 'str' | 'time';
+export const SLOTS_PER_KIND = LIMITS.fieldsPerDataset;
+export const SLOT_KINDS: readonly SlotKind[] = ['num', 'str', 'time'];
+
+const KIND: Readonly<Record<FieldType, SlotKind>> = {
+  number: 'num',
+  percentage: 'num',
+  money: 'num',
+  duration: 'num',
+  string: 'str',
+  date: 'time',
+  datetime: 'time',
+};
+
+export interface Slot {
+  readonly key: string;
+  readonly type: FieldType;
+  readonly kind: SlotKind;
+  /** The column a SQL reader aggregates: `num_3`, `str_0`, `time_1`. */
+  readonly column: string;
+  /** The column the store writes and reads back: `num_3_bits` for numbers, else `column`. */
+  readonly stored: string;
+}
+
+// A definition is immutable once parsed, so its layout is cached by identity.
+const layouts = new WeakMap<DatasetDefinition, readonly Slot[]>();
+
+export function slotsOf(definition: DatasetDefinition): readonly Slot[] {
+  let slots = layouts.get(definition);
+  if (slots === undefined) {
+    const used: Record<SlotKind, number> = { num: 0, str: 0, time: 0 };
+    slots = Object.entries(definition.fields).map(([key, f]) => {
+      const kind = KIND[f.type];
+      const index = used[kind]++;
+      if (index >= SLOTS_PER_KIND) throw new Error(`A dataset has more than ${SLOTS_PER_KIND} fields of kind ${kind}`);
+      const column = `${kind}_${index}`;
+      return { key, type: f.type, kind, column, stored: kind === 'num' ? `${column}_bits` : column };
+    });
+    layouts.set(definition, slots);
+  }
+  return slots;
+}
+
+/** field key → column, as the heads table shows it to SQL readers. */
+export const columnsOf = (definition: DatasetDefinition): Record<string, string> =>
+  Object.fromEntries(slotsOf(definition).map((s) => [s.key, s.column]));
+
+// One scratch word for the bit casts; the store runs on one thread per isolate.
+const word = new DataView(new ArrayBuffer(8));
+
+/** The IEEE-754 bits of a double, as the decimal text of a UInt64 (JSON numbers stop at 2^53). */
+export function doubleBits(v: number): string {
+  word.setFloat64(0, v);
+  return word.getBigUint64(0).toString();
+}
+
+export function doubleFromBits(bits: string): number {
+  word.setBigUint64(0, BigInt(bits));
+  return word.getFloat64(0);
+}
+
+const MS_PER_DAY = 86_400_000;
+
+export function dateMillis(date: string): number {
+  return daysFromCivil(Number(date.slice(0, 4)), Number(date.slice(5, 7)), Number(date.slice(8, 10))) * MS_PER_DAY;
+}
+
+// Lone surrogates have no UTF-8 form; ClickHouse's JSON reader refuses `\ud800` with a parse error, which
+// would make the whole insert fail for ever. They are written as U+FFFD, as any UTF-8 store keeps them.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+export const wellFormed = (s: string): string => s.replace(LONE_SURROGATE, '\ufffd');
+
+/** Adds the record's stored columns to `row` (nulls are left out: an omitted Nullable column is NULL). */
+export function encodeRecord(slots: readonly Slot[], record: DatasetRecord, row: Record<string, unknown>): void {
+  for (const s of slots) {
+    const v: FieldValue = record[s.key] ?? null;
+    if (v === null) continue;
+    row[s.stored] = encodeValue(s, v);
+  }
+}
+
+function encodeValue(s: Slot, v: string | number): string | number {
+  switch (s.kind) {
+    case 'num':
+      if (typeof v !== 'number') break;
+      return doubleBits(v);
+    case 'str':
+      if (typeof v !== 'string') break;
+      return wellFormed(v);
+    case 'time': {
+      if (typeof v !== 'string') break;
+      const ms = s.type === 'date' ? (isCalendarDate(v) ? dateMillis(v) : undefined) : parseDateTimeMillis(v);
+      if (ms === undefined || Number.isNaN(ms)) break;
+      return ms;
+    }
+  }
+  throw new Error(`The ${s.type} field "${s.key}" holds ${JSON.stringify(v)}, not a normalised ${s.type}`);
+}
+
+/** A stored row's columns (as text, the way the store selects them) back into the fold's record. */
+export function decodeRecord(slots: readonly Slot[], row: Readonly<Record<string, string | null | undefined>>): DatasetRecord {
+  const record: Record<string, FieldValue> = {};
+  for (const s of slots) {
+    const raw = row[s.stored];
+    if (raw === null || raw === undefined) {
+      record[s.key] = null;
+      continue;
+    }
+    switch (s.kind) {
+      case 'num':
+        record[s.key] = doubleFromBits(raw);
+        break;
+      case 'str':
+        record[s.key] = raw;
+        break;
+      case 'time': {
+        const iso = formatUtcMillis(Number(raw));
+        record[s.key] = s.type === 'date' ? iso.slice(0, 10) : iso;
+        break;
+      }
+    }
+  }
+  return record;
+}
+
+/** Every stored column of the slots, for SELECT lists and the table definition. */
+export const STORED_COLUMNS: readonly { readonly kind: SlotKind; readonly stored: string; readonly column: string }[] = SLOT_KINDS.flatMap((kind) =>
+  Array.from({ length: SLOTS_PER_KIND }, (_, i) => ({ kind, column: `${kind}_${i}`, stored: kind === 'num' ? `${kind}_${i}_bits` : `${kind}_${i}` })),
+);

@@ -1,0 +1,135 @@
+import { command, selectRows, type ClickHouseConnection } from './client';
+import { STORED_COLUMNS } from './layout';
+import { quoteIdentifier, quoteString } from './sql';
+
+/*
+ * Numbered, idempotent up-steps. Every table of the projection lives in one database whose name is an
+ * argument, with fixed table names inside it. Tests migrate a random database of their own; replay
+ * migrates a fresh one, fills it, and makes it live with one statement that 18.16 and current ClickHouse
+ * both run (`promoteStatement`): RENAME TABLE moves tables between databases of one server.
+ *
+ * Each step is idempotent (IF NOT EXISTS), so a crash between applying a step and recording it only
+ * repeats a no-op. Applied versions are recorded in `schema_migrations`; a second `migrate` finds them all
+ * recorded and sends nothing but its reads.
+ */
+
+export interface ProjectionTables {
+  readonly database: string;
+  /** Quoted, qualified names, ready for SQL text. */
+  readonly records: string;
+  readonly heads: string;
+  readonly migrations: string;
+}
+
+export const TABLE_NAMES = ['records', 'heads'] as const;
+
+export function tablesIn(database: string): ProjectionTables {
+  const db = quoteIdentifier(database);
+  return { database, records: `${db}.\`records\``, heads: `${db}.\`heads\``, migrations: `${db}.\`schema_migrations\`` };
+}
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly up: (t: ProjectionTables) => readonly string[];
+}
+
+// 18.16 and current ClickHouse: the `ENGINE … ORDER BY` syntax (18.16 knows it since 1.1.54310), Nullable,
+// MATERIALIZED columns and reinterpretAs* exist in both. No partition key: ReplacingMergeTree collapses
+// versions only within a partition, and one partition also keeps each write a single part (see store.ts).
+const slotColumns = STORED_COLUMNS.map(({ kind, stored, column }) => {
+  if (kind === 'num') {
+    // The double is sent as its bits and derived here (layout.ts says why). reinterpretAsString drops
+    // trailing zero bytes and reinterpretAsFloat64 pads them back, in 18.16 and current versions alike.
+    return `${stored} Nullable(UInt64),\n  ${column} Nullable(Float64) MATERIALIZED reinterpretAsFloat64(reinterpretAsString(${stored}))`;
+  }
+  return `${column} Nullable(${kind === 'str' ? 'String' : 'Int64'})`;
+}).join(',\n  ');
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'records: every row of every dataset, typed slots, tombstones, and each write’s dataset heads',
+    up: (t) => [
+      `CREATE TABLE IF NOT EXISTS ${t.records} (
+  account String,
+  dataset String,
+  -- '' marks a dataset's head row (see store.ts: it lands in the same insert as the rows it covers)
+  incarnation String,
+  -- the unique key under unique_by, else the row number in decimal; '' on head rows
+  row_key String,
+  version UInt64,
+  -- insertion order within the dataset: live rows by seq are the fold's oldest-first order
+  seq UInt64,
+  deleted UInt8,
+  -- head rows only: the head as JSON (definition, counters, stream position)
+  head String,
+  ${slotColumns}
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (account, dataset, incarnation, row_key)`,
+    ],
+  },
+  {
+    version: 2,
+    name: 'heads: one row per dataset for listing and SQL readers',
+    up: (t) => [
+      `CREATE TABLE IF NOT EXISTS ${t.heads} (
+  account String,
+  dataset String,
+  incarnation String,
+  definition String,
+  -- field key -> slot column of the records table, as JSON
+  columns String,
+  created_at Int64,
+  updated_at Int64,
+  record_count UInt64,
+  next_row UInt64,
+  position_partition Int32,
+  position_offset Int64,
+  version UInt64,
+  deleted UInt8
+) ENGINE = ReplacingMergeTree(version)
+ORDER BY (account, dataset)`,
+    ],
+  },
+];
+
+export interface MigrateResult {
+  readonly database: string;
+  readonly applied: readonly number[];
+  readonly alreadyApplied: readonly number[];
+}
+
+/** Creates the database if missing and applies every migration not recorded yet, in order. */
+export async function migrate(conn: ClickHouseConnection, database: string, migrations: readonly Migration[] = MIGRATIONS): Promise<MigrateResult> {
+  const t = tablesIn(database);
+  await command(conn, `CREATE DATABASE IF NOT EXISTS ${quoteIdentifier(database)}`, 'creating the database');
+  await command(
+    conn,
+    `CREATE TABLE IF NOT EXISTS ${t.migrations} (version UInt32, name String, applied_at DateTime) ENGINE = ReplacingMergeTree ORDER BY version`,
+    'creating schema_migrations',
+  );
+  const done = new Set(
+    (await selectRows<{ version: number }>(conn, `SELECT DISTINCT version FROM ${t.migrations}`, 'reading schema_migrations')).map((r) => Number(r.version)),
+  );
+  const applied: number[] = [];
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (done.has(m.version)) continue;
+    for (const statement of m.up(t)) await command(conn, statement, `migration ${m.version}`);
+    // Version and name are this file's constants, not user values; the name still goes through the helper.
+    await command(conn, `INSERT INTO ${t.migrations} (version, name, applied_at) SELECT ${m.version}, ${quoteString(m.name)}, now()`, `recording migration ${m.version}`);
+    applied.push(m.version);
+  }
+  return { database, applied, alreadyApplied: [...done].sort((a, b) => a - b) };
+}
+
+/**
+ * The statement that makes a rebuilt projection (database `fresh`, migrated and filled) the live one:
+ * the live tables move to `retired` (an existing, empty database), the fresh ones take their names.
+ * One RENAME TABLE statement, which 18.16 and current ClickHouse both run; readers see the old or the new
+ * tables, and (as ClickHouse renames table by table) for a moment possibly one of each.
+ */
+export function promoteStatement(fresh: string, live: string, retired: string): string {
+  const [f, l, r] = [fresh, live, retired].map(quoteIdentifier) as [string, string, string];
+  return `RENAME TABLE ${TABLE_NAMES.flatMap((n) => [`${l}.\`${n}\` TO ${r}.\`${n}\``, `${f}.\`${n}\` TO ${l}.\`${n}\``]).join(', ')}`;
+}

@@ -1,0 +1,291 @@
+import type { DatasetListing, LoadedDataset, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StreamPosition } from '@pushbase/contracts';
+import { parseDatasetId, type DatasetDefinition, type DatasetRecord, type DatasetState, type DatasetSummary, type RowKey } from '@pushbase/domain';
+import { insertBody, selectRows, type ClickHouseConnection } from './client';
+import { columnsOf, decodeRecord, encodeRecord, slotsOf, STORED_COLUMNS, wellFormed } from './layout';
+import { tablesIn, type ProjectionTables } from './migrations';
+import { accountLiteral, checkAccount, datasetLiteral } from './sql';
+
+/*
+ * The projection in ClickHouse: the projector's ProjectionStore, and the read side (ReadModel, and a
+ * SchemaStore view of the heads) for the admin routes.
+ *
+ * Crash safety. A write is two INSERTs: (1) the rows, and in the SAME insert one head row per dataset
+ * (incarnation '' and row_key '' in the records table, the head as JSON); (2) the heads table, a copy for
+ * listing. One INSERT into a MergeTree table is atomic when it forms one block of one partition: the table
+ * has no partition key, and a write is capped below the block limits (MAX_INSERT_ROWS, MAX_INSERT_BYTES),
+ * so a dataset's rows and the head that names their stream position become visible together or not at all.
+ * `load` reads the head row and the rows in ONE SELECT (one snapshot of the table's parts). So after a crash
+ * anywhere, load returns the state as of some write W and W's position P: every write before W landed
+ * whole, nothing after it landed at all. The projector skips events at or before P and re-applies those
+ * after it; versions come from stream positions, so every re-applied row is identical to the one it would
+ * have written the first time, and ReplacingMergeTree collapses duplicates of a write that did land but
+ * whose acknowledgement was lost. Applying a suffix twice therefore ends where applying it once does.
+ * A crash between (1) and (2) leaves the heads table one write behind; `load` (which the projector calls
+ * for every dataset of the redelivered events) sees that and writes the head again. Reads of a single
+ * dataset (listRecords, get) use the head rows, which are never behind; listDatasets and count use the
+ * heads table.
+ *
+ * Reads use FINAL … WHERE, never PREWHERE on `deleted`: with FINAL, 18.16 applies PREWHERE before
+ * collapsing versions, which brings removed rows back (a test shows it).
+ */
+
+/** Rows per write, head rows included: below max_insert_block_size (1,048,576), so one block. */
+export const MAX_INSERT_ROWS = 500_000;
+/** Bytes per write: below min_insert_block_size_bytes (256 MiB) of current versions, so one block. */
+export const MAX_INSERT_BYTES = 128 * 1024 * 1024;
+
+interface HeadJson {
+  readonly incarnation: string;
+  readonly definition: DatasetDefinition;
+  readonly created_at: number;
+  readonly updated_at: number;
+  readonly record_count: number;
+  readonly next_row: number;
+  readonly position: StreamPosition;
+}
+
+type StoredRow = Readonly<Record<string, string | null>> & {
+  readonly incarnation: string;
+  readonly row_key: string;
+  readonly head: string;
+  readonly deleted: number | string;
+  readonly version: string;
+};
+
+interface HeadsRow {
+  readonly dataset: string;
+  readonly incarnation: string;
+  readonly definition: string;
+  readonly created_at: string;
+  readonly updated_at: string;
+  readonly record_count: string;
+  readonly version: string;
+}
+
+const SLOT_SELECT = STORED_COLUMNS.map((c) => `toString(${c.stored}) AS ${c.stored}`).join(', ');
+
+const datasetKey = (account: string, dataset: string): string => `${account}/${dataset}`;
+
+function checkSafeInteger(what: string, v: number, min = 0): void {
+  if (!Number.isSafeInteger(v) || v < min) throw new Error(`${what} must be an integer from ${min} to 2^53-1, got ${v}`);
+}
+
+function checkIncarnation(incarnation: string): void {
+  // '' is the head rows' marker; incarnations are ids the schema service made (UUIDs), here only bounded.
+  if (incarnation === '' || incarnation.length > 200) throw new Error(`An incarnation must be 1 to 200 characters, got ${JSON.stringify(incarnation.slice(0, 40))}`);
+}
+
+export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaStore {
+  readonly tables: ProjectionTables;
+
+  constructor(
+    private readonly conn: ClickHouseConnection,
+    database: string,
+  ) {
+    this.tables = tablesIn(database);
+  }
+
+  // ── ProjectionStore ──
+
+  async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
+    if (rows.length === 0 && heads.length === 0) return;
+    if (rows.length + heads.length > MAX_INSERT_ROWS) {
+      throw new Error(`A write holds ${rows.length + heads.length} rows; at most ${MAX_INSERT_ROWS} fit one atomic insert: flush smaller batches`);
+    }
+    // Which head covers which rows: the newest head of a dataset must be at least as new as its rows, and
+    // a live row needs the definition of its own incarnation (a batch may delete and re-create a dataset).
+    const newest = new Map<string, number>();
+    const definitions = new Map<string, DatasetDefinition>();
+    const lines: string[] = [];
+    for (const h of heads) {
+      checkAccount(h.account);
+      parseDatasetId(h.dataset);
+      checkIncarnation(h.incarnation);
+      checkSafeInteger('A head version', h.version);
+      checkSafeInteger('A stream partition', h.position.partition);
+      checkSafeInteger('A stream offset', h.position.offset);
+      const key = datasetKey(h.account, h.dataset);
+      newest.set(key, Math.max(newest.get(key) ?? 0, h.version));
+      definitions.set(`${key}/${h.incarnation}`, h.definition);
+      const head: HeadJson = {
+        incarnation: h.incarnation,
+        definition: h.definition,
+        created_at: h.created_at,
+        updated_at: h.updated_at,
+        record_count: h.record_count,
+        next_row: h.next_row,
+        position: { partition: h.position.partition, offset: h.position.offset },
+      };
+      lines.push(
+        JSON.stringify({ account: h.account, dataset: h.dataset, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted ? 1 : 0, head: JSON.stringify(head) }),
+      );
+    }
+    const checked = new Set<string>();
+    for (const r of rows) {
+      const key = datasetKey(r.account, r.dataset);
+      if (!checked.has(key)) {
+        checkAccount(r.account);
+        parseDatasetId(r.dataset);
+        checked.add(key);
+      }
+      checkIncarnation(r.incarnation);
+      checkSafeInteger('A row version', r.version);
+      checkSafeInteger('A row seq', r.seq);
+      const covered = newest.get(key);
+      if (covered === undefined || covered < r.version) {
+        throw new Error(`Rows of ${key} up to version ${r.version} need a head of at least that version in the same write (its position is where a reload resumes)`);
+      }
+      const row: Record<string, unknown> = {
+        account: r.account,
+        dataset: r.dataset,
+        incarnation: r.incarnation,
+        row_key: wellFormed(r.row_key),
+        version: r.version,
+        seq: r.seq,
+        deleted: r.deleted ? 1 : 0,
+      };
+      if (!r.deleted) {
+        const definition = definitions.get(`${key}/${r.incarnation}`);
+        if (r.record === null) throw new Error(`A live row of ${key} has no record`);
+        if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
+        encodeRecord(slotsOf(definition), r.record, row);
+      }
+      lines.push(JSON.stringify(row));
+    }
+    const body = Buffer.from(`${lines.join('\n')}\n`);
+    if (body.length > MAX_INSERT_BYTES) {
+      throw new Error(`A write of ${body.length} bytes exceeds ${MAX_INSERT_BYTES}, the size of one atomic insert: flush smaller batches`);
+    }
+    await insertBody(this.conn, this.tables.records, body, `a write of ${rows.length} rows and ${heads.length} heads`);
+    await this.writeHeads(heads);
+  }
+
+  private async writeHeads(heads: readonly ProjectedHead[]): Promise<void> {
+    const body = heads
+      .map((h) =>
+        JSON.stringify({
+          account: h.account,
+          dataset: h.dataset,
+          incarnation: h.incarnation,
+          definition: JSON.stringify(h.definition),
+          columns: JSON.stringify(columnsOf(h.definition)),
+          created_at: h.created_at,
+          updated_at: h.updated_at,
+          record_count: h.record_count,
+          next_row: h.next_row,
+          position_partition: h.position.partition,
+          position_offset: h.position.offset,
+          version: h.version,
+          deleted: h.deleted ? 1 : 0,
+        }),
+      )
+      .join('\n');
+    if (body !== '') await insertBody(this.conn, this.tables.heads, Buffer.from(`${body}\n`), `${heads.length} dataset heads`);
+  }
+
+  async load(account: string, dataset: string): Promise<LoadedDataset | undefined> {
+    const stored = await this.readDataset(account, dataset);
+    if (stored === undefined) return undefined;
+    await this.repairHeadsTable(account, dataset, stored.head, stored.headVersion, stored.deleted);
+    return { state: stored.deleted ? undefined : stored.state, position: stored.head.position };
+  }
+
+  /** The head row and the live rows of one dataset, read in one SELECT so they are of one moment. */
+  private async readDataset(
+    account: string,
+    dataset: string,
+    headOnly = false,
+  ): Promise<{ head: HeadJson; headVersion: number; deleted: boolean; state: DatasetState } | undefined> {
+    const rows = await selectRows<StoredRow>(
+      this.conn,
+      `SELECT incarnation, row_key, head, deleted, toString(version) AS version${headOnly ? '' : `, ${SLOT_SELECT}`}
+FROM ${this.tables.records} FINAL
+WHERE account = ${accountLiteral(account)} AND dataset = ${datasetLiteral(dataset)} AND ${headOnly ? "incarnation = '' AND row_key = ''" : "(incarnation = '' OR deleted = 0)"}
+ORDER BY seq`,
+      `loading ${account}/${dataset}`,
+    );
+    const headRow = rows.find((r) => r.incarnation === '');
+    if (headRow === undefined) return undefined;
+    const head = JSON.parse(headRow.head) as HeadJson;
+    const deleted = Number(headRow.deleted) === 1;
+    const slots = slotsOf(head.definition);
+    const numbered = head.definition.unique_by.length === 0;
+    const records = new Map<RowKey, DatasetRecord>();
+    if (!deleted && !headOnly) {
+      for (const r of rows) {
+        // Rows of an earlier incarnation that were never tombstoned are not this dataset's.
+        if (r.incarnation !== head.incarnation) continue;
+        records.set(numbered ? Number(r.row_key) : r.row_key, decodeRecord(slots, r));
+      }
+    }
+    const state: DatasetState = {
+      account,
+      id: dataset,
+      incarnation: head.incarnation,
+      definition: head.definition,
+      created_at: head.created_at,
+      updated_at: head.updated_at,
+      rows: records,
+      nextRow: head.next_row,
+    };
+    return { head, headVersion: Number(headRow.version), deleted, state };
+  }
+
+  /** After a crash between the two inserts of a write, the heads table lags its head row by that write. */
+  private async repairHeadsTable(account: string, dataset: string, head: HeadJson, version: number, deleted: boolean): Promise<void> {
+    const listed = await selectRows<{ version: string }>(
+      this.conn,
+      `SELECT toString(version) AS version FROM ${this.tables.heads} FINAL WHERE account = ${accountLiteral(account)} AND dataset = ${datasetLiteral(dataset)}`,
+      `reading the head of ${account}/${dataset}`,
+    );
+    const at = listed[0] === undefined ? -1 : Number(listed[0].version);
+    if (at >= version) return;
+    await this.writeHeads([{ account, dataset, ...head, version, deleted }]);
+  }
+
+  // ── ReadModel ──
+
+  async listDatasets(account: string): Promise<DatasetListing[]> {
+    const heads = await this.liveHeads(account);
+    return heads.map((h) => {
+      const definition = JSON.parse(h.definition) as DatasetDefinition;
+      return { id: h.dataset, fields: definition.fields, unique_by: definition.unique_by, record_count: Number(h.record_count) };
+    });
+  }
+
+  async listRecords(account: string, id: string): Promise<DatasetRecord[] | undefined> {
+    const stored = await this.readDataset(account, id);
+    if (stored === undefined || stored.deleted) return undefined;
+    return [...stored.state.rows.values()];
+  }
+
+  // ── SchemaStore (a view of the heads; the schema service's own store is Redis) ──
+
+  async get(account: string, id: string): Promise<DatasetSummary | undefined> {
+    const stored = await this.readDataset(account, id, true);
+    if (stored === undefined || stored.deleted) return undefined;
+    const { rows: _rows, nextRow: _nextRow, ...summary } = stored.state;
+    return summary;
+  }
+
+  async count(account: string): Promise<number> {
+    const rows = await selectRows<{ n: string }>(
+      this.conn,
+      `SELECT toString(count()) AS n FROM ${this.tables.heads} FINAL WHERE account = ${accountLiteral(account)} AND deleted = 0`,
+      `counting the datasets of ${account}`,
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  private liveHeads(account: string): Promise<HeadsRow[]> {
+    return selectRows<HeadsRow>(
+      this.conn,
+      `SELECT dataset, incarnation, definition, toString(created_at) AS created_at, toString(updated_at) AS updated_at,
+  toString(record_count) AS record_count, toString(version) AS version
+FROM ${this.tables.heads} FINAL
+WHERE account = ${accountLiteral(account)} AND deleted = 0
+ORDER BY dataset`,
+      `listing the datasets of ${account}`,
+    );
+  }
+}

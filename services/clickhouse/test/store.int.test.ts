@@ -1,0 +1,372 @@
+import fc from 'fast-check';
+import type { LoadedDataset, StreamPosition } from '@pushbase/contracts';
+import {
+  daysFromCivil,
+  DomainError,
+  EVENT_SCHEMA_VERSION,
+  formatUtcMillis,
+  initialState,
+  parseDefinition,
+  recordsOf,
+  type DatasetDefinition,
+  type DatasetEvent,
+  type DatasetRecord,
+  type FieldType,
+  type FieldValue,
+  type State,
+} from '@pushbase/domain';
+import { connectClickHouse, selectRows, type ClickHouseConnection } from '../src/client';
+import { ClickHouseProjection } from '../src/store';
+import { emptyBatch, plain, projectEvent, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
+
+/*
+ * The ClickHouse projection store against a real ClickHouse (18.16 here): exact round trips of every field
+ * kind, the crash argument of store.ts (a write interrupted before or between its two inserts, then a
+ * restart that redelivers a suffix of the stream), FINAL without PREWHERE, and the errors a projector acts on.
+ */
+
+const DAY = 86_400_000;
+const FIRST_DAY = daysFromCivil(0, 1, 1);
+const LAST_DAY = daysFromCivil(9999, 12, 31);
+const base = (account: string, dataset: string, incarnation: string) => ({
+  schema_version: EVENT_SCHEMA_VERSION as typeof EVENT_SCHEMA_VERSION,
+  account,
+  dataset,
+  incarnation,
+  at: 1_700_000_000_000,
+});
+
+const valueArb = (type: FieldType): fc.Arbitrary<FieldValue> => {
+  switch (type) {
+    case 'number':
+    case 'percentage':
+    case 'duration':
+      // Every finite double: -0, subnormals (5e-324), the largest, and ordinary ones.
+      return fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constantFrom(-0, 5e-324, Number.MAX_VALUE, 0.1, 1 / 3));
+    case 'money':
+      return fc.oneof(fc.maxSafeInteger(), fc.constantFrom(2 ** 53, -(2 ** 53), -0));
+    case 'string':
+      // Any code point: NUL, quotes, backslashes, newlines, astral characters; up to 100 of them.
+      return fc.oneof(fc.string({ unit: 'binary', maxLength: 100 }), fc.constantFrom('', '\u0000', "'\\\n", '😀'.repeat(100)));
+    case 'date':
+      return fc.integer({ min: FIRST_DAY, max: LAST_DAY }).map((d) => formatUtcMillis(d * DAY).slice(0, 10));
+    case 'datetime':
+      return fc
+        .oneof(fc.integer({ min: FIRST_DAY * DAY, max: (LAST_DAY + 1) * DAY - 1 }), fc.constantFrom(-1, 0, FIRST_DAY * DAY, (LAST_DAY + 1) * DAY - 1))
+        .map(formatUtcMillis);
+  }
+};
+
+const TYPES: readonly FieldType[] = ['number', 'percentage', 'money', 'duration', 'string', 'date', 'datetime'];
+
+/** A valid definition of 1–10 fields of mixed kinds, with or without unique_by. */
+const definitionArb: fc.Arbitrary<DatasetDefinition> = fc
+  .record({
+    types: fc.array(fc.record({ type: fc.constantFrom(...TYPES), optional: fc.boolean() }), { minLength: 1, maxLength: 10 }),
+    unique: fc.nat(),
+  })
+  .map(({ types, unique }) => {
+    const fields = Object.fromEntries(
+      types.map((t, i) => [
+        `f${i}_${t.type}`,
+        { type: t.type, name: `Field ${i}`, optional: t.optional, ...(t.type === 'money' ? { currency_code: 'EUR' } : {}), ...(t.type === 'duration' ? { time_unit: 'seconds' } : {}) },
+      ]),
+    );
+    const keys = Object.keys(fields);
+    // unique % 3: none, one field, or every string/date/datetime field.
+    const multi = keys.filter((k) => /_(string|date|datetime)$/.test(k));
+    const unique_by = unique % 3 === 0 ? [] : unique % 3 === 1 ? [keys[unique % keys.length] as string] : multi;
+    return parseDefinition({ fields, unique_by });
+  });
+
+const recordsArb = (def: DatasetDefinition): fc.Arbitrary<DatasetRecord[]> =>
+  fc.array(
+    fc.record(Object.fromEntries(Object.entries(def.fields).map(([k, f]) => [k, f.optional ? fc.option(valueArb(f.type), { freq: 4 }) : valueArb(f.type)]))),
+    { minLength: 0, maxLength: 40 },
+  );
+
+/** A connection on which the INSERT after the first `survivors` ones fails, as if the projector died there. */
+function crashingAfter(conn: ClickHouseConnection, survivors: number): ClickHouseConnection {
+  let inserts = 0;
+  const client = new Proxy(conn.client, {
+    get(target, prop, receiver) {
+      const v: unknown = Reflect.get(target, prop, receiver);
+      if (prop === 'exec') {
+        return (params: { query: string }) =>
+          params.query.startsWith('INSERT') && inserts++ >= survivors ? Promise.reject(new Error('simulated crash')) : target.exec(params);
+      }
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return { ...conn, client };
+}
+
+describe('ClickHouseProjection store', () => {
+  let db: TestDatabase;
+  let run = 0;
+  const freshAccount = (): string => `acc_${process.pid}_${run++}`;
+  beforeAll(async () => {
+    db = await testDatabase();
+  });
+  afterAll(async () => {
+    await db.drop();
+  });
+
+  it('gives back exactly the records the fold holds, for every field kind (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        definitionArb.chain((def) => fc.record({ def: fc.constant(def), appends: fc.array(recordsArb(def), { minLength: 1, maxLength: 3 }) })),
+        async ({ def, appends }) => {
+          const account = freshAccount();
+          const events: DatasetEvent[] = [
+            { ...base(account, 'ds', 'i1'), type: 'DatasetDefined', definition: def },
+            ...appends.map((records): DatasetEvent => ({ ...base(account, 'ds', 'i1'), type: 'RecordsAppended', records, delete_by: null })),
+          ];
+          const batch = emptyBatch();
+          let s: State = initialState();
+          events.forEach((e, offset) => (s = projectEvent(s, e, { partition: 3, offset }, batch)));
+          await writeBatch(db.store, batch);
+
+          const expected = pureFold(events).get(account)?.get('ds');
+          const loaded = await db.store.load(account, 'ds');
+          expect(loaded?.position).toEqual({ partition: 3, offset: events.length - 1 });
+          expect(plain(loaded?.state)).toEqual(plain(expected));
+          await expect(db.store.listRecords(account, 'ds')).resolves.toEqual(expected === undefined ? undefined : recordsOf(expected));
+        },
+      ),
+      { numRuns: 25 },
+    );
+  });
+
+  it('keeps numbers that 18.16 parses wrongly as text, -0 and the extremes of every kind', async () => {
+    const account = freshAccount();
+    const def = parseDefinition({
+      fields: {
+        n: { type: 'number', name: 'N' },
+        m: { type: 'money', name: 'M', currency_code: 'USD' },
+        d: { type: 'date', name: 'D' },
+        t: { type: 'datetime', name: 'T' },
+        s: { type: 'string', name: 'S' },
+      },
+    });
+    const records: DatasetRecord[] = [
+      { n: 2.6207770942560195e-11, m: 2 ** 53, d: '0000-01-01', t: '0000-01-01T00:00:00.000Z', s: '\u0000' },
+      { n: 5e-324, m: -(2 ** 53), d: '9999-12-31', t: '9999-12-31T23:59:59.999Z', s: '😀𝄞' },
+      { n: -0, m: -0, d: '1970-01-01', t: '1969-12-31T23:59:59.999Z', s: "'\\\n\r\t" },
+    ];
+    const batch = emptyBatch();
+    let s: State = initialState();
+    s = projectEvent(s, { ...base(account, 'x', 'i1'), type: 'DatasetDefined', definition: def }, { partition: 0, offset: 1 }, batch);
+    projectEvent(s, { ...base(account, 'x', 'i1'), type: 'RecordsAppended', records, delete_by: null }, { partition: 0, offset: 2 }, batch);
+    await writeBatch(db.store, batch);
+    const got = await db.store.listRecords(account, 'x');
+    expect(got).toEqual(records);
+    expect(Object.is(got?.[2]?.n, -0)).toBe(true);
+    // And SQL readers see the same numbers and instants in the typed columns.
+    const sql = await selectRows<{ num_0: number; time_0: string }>(
+      db.conn,
+      `SELECT num_0, toString(time_0) AS time_0 FROM ${db.store.tables.records} FINAL WHERE account = '${account}' AND incarnation = 'i1' AND deleted = 0 ORDER BY seq`,
+      'typed columns',
+    );
+    expect(sql.map((r) => r.num_0)).toEqual([2.6207770942560195e-11, 5e-324, -0]);
+  });
+
+  it('never returns a removed row: FINAL … WHERE deleted = 0 (PREWHERE would bring it back on 18.16)', async () => {
+    const account = freshAccount();
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    let s: State = initialState();
+    const first = emptyBatch();
+    s = projectEvent(s, { ...base(account, 'x', 'i1'), type: 'DatasetDefined', definition: def }, { partition: 0, offset: 1 }, first);
+    s = projectEvent(s, { ...base(account, 'x', 'i1'), type: 'RecordsAppended', records: [{ n: 1 }], delete_by: null }, { partition: 0, offset: 2 }, first);
+    await writeBatch(db.store, first);
+    const second = emptyBatch();
+    projectEvent(s, { ...base(account, 'x', 'i1'), type: 'RecordsReplaced', records: [] }, { partition: 0, offset: 3 }, second);
+    expect(second.rows.map((r) => r.deleted)).toEqual([true]);
+    await writeBatch(db.store, second);
+
+    await expect(db.store.listRecords(account, 'x')).resolves.toEqual([]);
+    const where = (clause: string) =>
+      selectRows(db.conn, `SELECT row_key FROM ${db.store.tables.records} FINAL ${clause}`, 'a trap').then((rows) => rows.length);
+    expect(await where(`WHERE account = '${account}' AND incarnation = 'i1' AND deleted = 0`)).toBe(0);
+    // The trap the reads avoid: PREWHERE filters the tombstone out before FINAL collapses the versions.
+    expect(await where(`PREWHERE deleted = 0 WHERE account = '${account}' AND incarnation = 'i1'`)).toBe(1);
+  });
+
+  it('after a crash before or between its two inserts, load gives a state and position of one moment, and re-applying the rest ends as applying once (property)', async () => {
+    type Op =
+      | { kind: 'define' | 'delete' | 'stale'; ds: 'u' | 'p' }
+      | { kind: 'append' | 'replace'; ds: 'u' | 'p'; keys: number[] };
+    const opArb: fc.Arbitrary<Op> = fc.oneof(
+      { weight: 2, arbitrary: fc.record({ kind: fc.constantFrom('define' as const, 'delete' as const, 'stale' as const), ds: fc.constantFrom('u' as const, 'p' as const) }) },
+      {
+        weight: 5,
+        arbitrary: fc.record({
+          kind: fc.constantFrom('append' as const, 'append' as const, 'replace' as const),
+          ds: fc.constantFrom('u' as const, 'p' as const),
+          keys: fc.array(fc.integer({ min: 0, max: 6 }), { minLength: 1, maxLength: 6 }),
+        }),
+      },
+    );
+    const uniqueDef = parseDefinition({ fields: { k: { type: 'string', name: 'K' }, n: { type: 'number', name: 'N' } }, unique_by: ['k'] });
+    const plainDef = parseDefinition({ fields: { n: { type: 'number', name: 'N' }, at: { type: 'datetime', name: 'At', optional: true } } });
+
+    const compile = (account: string, ops: readonly Op[]): DatasetEvent[] => {
+      const live = new Map<string, string>();
+      let incarnations = 0;
+      let at = 0;
+      const events: DatasetEvent[] = [];
+      for (const op of ops) {
+        const inc = live.get(op.ds);
+        const head = (incarnation: string) => ({ ...base(account, op.ds, incarnation), at: ++at });
+        switch (op.kind) {
+          case 'define': {
+            const incarnation = inc ?? `inc-${++incarnations}`;
+            live.set(op.ds, incarnation);
+            // A define of the live incarnation is a redelivery: the fold ignores it.
+            events.push({ ...head(incarnation), type: 'DatasetDefined', definition: op.ds === 'u' ? uniqueDef : plainDef });
+            break;
+          }
+          case 'delete':
+            if (inc !== undefined) events.push({ ...head(inc), type: 'DatasetDeleted' });
+            live.delete(op.ds);
+            break;
+          case 'stale':
+            events.push({ ...head('inc-0'), type: 'RecordsAppended', records: [{ k: 'x', n: 0 }], delete_by: null });
+            break;
+          case 'append':
+          case 'replace': {
+            if (inc === undefined) break;
+            const records = op.keys.map((k, i) => (op.ds === 'u' ? { k: `k${k}`, n: at * 10 + i } : { n: k + i / 8, at: k % 2 === 0 ? null : formatUtcMillis(at * 1000 + i) }));
+            events.push(
+              op.kind === 'append'
+                ? { ...head(inc), type: 'RecordsAppended', records, delete_by: null }
+                : { ...head(inc), type: 'RecordsReplaced', records },
+            );
+          }
+        }
+      }
+      return events;
+    };
+
+    /** Feeds events from `from` on, in batches cut at `cuts`, as a restarted projector would. */
+    const project = async (
+      store: ClickHouseProjection,
+      events: readonly DatasetEvent[],
+      from: number,
+      to: number,
+      cuts: readonly number[],
+      onLoad?: (dataset: string, loaded: LoadedDataset | undefined) => void,
+    ): Promise<State> => {
+      let state: State = initialState();
+      const positions = new Map<string, number>();
+      let batch: Batch = emptyBatch();
+      for (let offset = from; offset < to; offset++) {
+        const e = events[offset] as DatasetEvent;
+        if (!positions.has(e.dataset)) {
+          const loaded = await store.load(e.account, e.dataset);
+          onLoad?.(e.dataset, loaded);
+          positions.set(e.dataset, loaded?.position.offset ?? -1);
+          if (loaded?.state !== undefined) {
+            const datasets = state.get(e.account) ?? new Map();
+            datasets.set(e.dataset, loaded.state);
+            state.set(e.account, datasets);
+          }
+        }
+        if (offset > (positions.get(e.dataset) ?? -1)) state = projectEvent(state, e, { partition: 0, offset }, batch);
+        if (cuts.includes(offset) || offset === to - 1) {
+          await writeBatch(store, batch);
+          batch = emptyBatch();
+        }
+      }
+      return state;
+    };
+
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(opArb, { minLength: 3, maxLength: 24 }),
+        fc.array(fc.nat(30), { maxLength: 5 }),
+        fc.nat(),
+        // A write is two inserts (rows with their head rows, then the heads table): die before either.
+        fc.constantFrom(0, 1),
+        fc.nat(),
+        async (ops, cuts, crashPick, survivors, redeliverPick) => {
+          const account = freshAccount();
+          const events = compile(account, [{ kind: 'define', ds: 'u' }, { kind: 'define', ds: 'p' }, ...ops]);
+          const boundaries = [...new Set(cuts.filter((c) => c < events.length - 1))].sort((a, b) => a - b);
+          // The batches are [start, end) ranges; the crash hits one of them.
+          const starts = [0, ...boundaries.map((b) => b + 1)];
+          const k = crashPick % starts.length;
+          const crashStart = starts[k] as number;
+          const crashEnd = (starts[k + 1]) ?? events.length;
+
+          // Before the crash: every batch before k is written and its offsets committed.
+          await project(db.store, events, 0, crashStart, boundaries);
+          // Batch k dies before its rows insert, or between the rows and the heads inserts.
+          const dying = new ClickHouseProjection(crashingAfter(db.conn, survivors), db.database);
+          // (A batch of events the fold ignores writes nothing, and so cannot die.)
+          await project(dying, events, 0, crashEnd, boundaries.filter((b) => b >= crashStart)).catch((e: unknown) => {
+            expect(e).toMatchObject({ code: 'unavailable', message: expect.stringContaining('simulated crash') });
+          });
+
+          // The restart redelivers any suffix that starts at or before the committed offset.
+          const from = crashStart === 0 ? 0 : redeliverPick % (crashStart + 1);
+          // (Taken as plain data at once: evolve goes on to consume the loaded state.)
+          const whatLoaded = new Map<string, { position: StreamPosition; state: unknown } | undefined>();
+          const restarted = await project(db.store, events, from, events.length, boundaries, (ds, loaded) =>
+            whatLoaded.set(ds, loaded === undefined ? undefined : { position: loaded.position, state: plain(loaded.state) }),
+          );
+
+          // Each load was of one moment: the state the fold had at the position it came with.
+          for (const [ds, loaded] of whatLoaded) {
+            if (loaded === undefined) continue;
+            const upTo = events.slice(0, loaded.position.offset + 1);
+            expect(loaded.state).toEqual(plain(pureFold(upTo).get(account)?.get(ds)));
+          }
+          // And the end equals the pure fold, in memory and in ClickHouse (heads table included).
+          const expected = pureFold(events).get(account);
+          for (const ds of ['u', 'p']) {
+            const want = expected?.get(ds);
+            const inMemory = restarted.get(account)?.get(ds);
+            if (whatLoaded.has(ds)) expect(plain(inMemory)).toEqual(plain(want));
+            expect(plain((await db.store.load(account, ds))?.state)).toEqual(plain(want));
+          }
+          await expect(db.store.listDatasets(account)).resolves.toEqual(
+            [...(expected?.values() ?? [])]
+              .sort((a, b) => (a.id < b.id ? -1 : 1))
+              .map((d) => ({ id: d.id, fields: d.definition.fields, unique_by: d.definition.unique_by, record_count: d.rows.size })),
+          );
+          await expect(db.store.count(account)).resolves.toBe(expected?.size ?? 0);
+        },
+      ),
+      { numRuns: 20 },
+    );
+  });
+
+  it('refuses a write whose rows no head covers, and ids that are not ids, before any SQL', async () => {
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    const head = { account: 'acc', dataset: 'x', incarnation: 'i1', definition: def, created_at: 0, updated_at: 0, record_count: 1, next_row: 1, position: { partition: 0, offset: 1 }, version: 10, deleted: false };
+    const row = { account: 'acc', dataset: 'x', incarnation: 'i1', row_key: '0', version: 11, seq: 11, deleted: false, record: { n: 1 } };
+    // Unreachable: an error other than `unavailable` proves nothing was sent.
+    const nowhere = new ClickHouseProjection(connectClickHouse('http://127.0.0.1:1'), 'pushbase');
+    await expect(nowhere.write([row], [head])).rejects.toThrow(/need a head of at least that version/);
+    await expect(nowhere.write([row], [])).rejects.toThrow(/need a head/);
+    await expect(nowhere.write([{ ...row, version: 5, incarnation: 'i2' }], [head])).rejects.toThrow(/needs that incarnation's head/);
+    await expect(nowhere.write([], [{ ...head, account: "acc' OR 1=1" }])).rejects.toMatchObject({ code: 'invalid' });
+    await expect(nowhere.write([{ ...row, version: 5, dataset: 'X;DROP' }], [head])).rejects.toMatchObject({ code: 'invalid' });
+    await expect(nowhere.load('acc', "x' OR '1'='1")).rejects.toMatchObject({ code: 'invalid' });
+    await expect(nowhere.listRecords('a\u0000', 'x')).rejects.toMatchObject({ code: 'invalid' });
+    expect(() => new ClickHouseProjection(db.conn, 'pushbase`; DROP')).toThrow(DomainError);
+  });
+
+  it('rejects with `unavailable` when ClickHouse cannot be reached, so the projector retries', async () => {
+    const nowhere = connectClickHouse('http://127.0.0.1:1');
+    const store = new ClickHouseProjection(nowhere, 'pushbase');
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    const head = { account: 'acc', dataset: 'x', incarnation: 'i1', definition: def, created_at: 0, updated_at: 0, record_count: 0, next_row: 0, position: { partition: 0, offset: 1 }, version: 10, deleted: false };
+    const failure = store.write([], [head]);
+    await expect(failure).rejects.toBeInstanceOf(DomainError);
+    await expect(failure).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('cannot be reached') });
+    await expect(store.load('acc', 'x')).rejects.toMatchObject({ code: 'unavailable' });
+    await nowhere.close();
+  });
+});

@@ -1,0 +1,260 @@
+import type { EventCodecOptions, StreamPosition } from '@pushbase/contracts';
+import type { Consumer, EachBatchPayload } from 'kafkajs';
+import { createKafka, type KafkaConnection } from './connection';
+import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } from './messages';
+
+/*
+ * The read half of the Kafka event log, for the projector and the replay tool: a consumer group member that
+ * hands over decoded events in batches per partition and commits an offset only when told to — after the
+ * handler's sink write succeeded. Never autocommit: an offset committed before the rows are durable would
+ * skip events after a crash.
+ *
+ * Delivery, per partition, in offset order:
+ *   onBatch(batch) resolves  → the batch is accepted: the next fetch continues after it (in memory; nothing
+ *                              is committed). Call commit() once the events' effects are durable.
+ *   onBatch(batch) throws    → not accepted: the same events come again after kafkajs's retry backoff; after
+ *                              the retries the consumer restarts from the last committed offset (revoking
+ *                              and re-assigning its partitions on the way).
+ *   an undecodable message   → the events before it are delivered, then the consumer STOPS and onCrash gets a
+ *                              PoisonEventError naming topic/partition/offset and why. See below.
+ *
+ * Poison messages stop the consumer loudly instead of going to a dead-letter topic. A message here was
+ * written by a pushbase appender after the domain decided it, so one that does not decode is either a
+ * newer writer's schema_version (an upgrade in the wrong order: this reader must be upgraded, and then it
+ * reads the event correctly) or a bug or a stray producer. In both cases skipping it would make the
+ * projection diverge for good from the log — the fold is order-dependent, so every later event of the
+ * dataset would be applied to the wrong state — and a dead-letter topic would only hide that. Stopping keeps
+ * the committed offset before the message, so once fixed nothing is lost and nothing is applied twice.
+ *
+ * Partition assignment (kafkajs uses the eager protocol: every rebalance takes all partitions away and
+ * hands out a new set): onRevoked gets every partition this member held, when a rebalance starts, when the
+ * member rejoins after being dropped from the group, when it stops or crashes; onAssigned gets the new set
+ * after each join. Batches of the new assignment wait until both callbacks have finished. A partition that
+ * comes back after a revocation may have been processed by another member in between, so a handler must
+ * treat everything it cached for a revoked partition as stale.
+ *
+ * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
+ */
+
+export interface ConsumedBatch {
+  readonly topic: string;
+  readonly partition: number;
+  /** In offset order; never empty. */
+  readonly events: readonly ConsumedEvent[];
+  /** The partition's end (offset after its last stored event) when this batch was fetched: for progress. */
+  readonly highWatermark: number;
+}
+
+export interface BatchControl {
+  /**
+   * Tells the group this member is alive. Sent automatically every heartbeat interval while onBatch runs,
+   * so a long sink write does not get the member dropped; call it yourself only inside a long CPU loop.
+   */
+  heartbeat(): Promise<void>;
+  /** false once stop() was called or the consumer is going down: finish the batch quickly. */
+  isRunning(): boolean;
+}
+
+export interface EventConsumerHandlers {
+  /** One partition's batch. Batches of one partition never overlap; see `partitionsConsumedConcurrently`. */
+  onBatch(batch: ConsumedBatch, control: BatchControl): Promise<void>;
+  /** This member now reads these partitions (after every join). */
+  onAssigned?(partitions: readonly number[]): void | Promise<void>;
+  /** This member no longer reads these partitions: drop whatever was cached for them. */
+  onRevoked?(partitions: readonly number[]): void | Promise<void>;
+  /**
+   * The consumer stopped on its own and will not restart: a PoisonEventError, or an error kafkajs does not
+   * retry. The process should flush what it safely can, commit, and exit non-zero.
+   */
+  onCrash?(error: Error): void;
+  /** A handler callback (onAssigned/onRevoked) threw; it is reported here and otherwise ignored. Default: stderr. */
+  onCallbackError?(error: unknown): void;
+}
+
+export interface KafkaEventConsumerOptions {
+  readonly connection: KafkaConnection;
+  readonly topic: string;
+  readonly groupId: string;
+  /**
+   * Where a group without committed offsets starts. Default true (the topic's beginning): the log is the
+   * source of truth, so a new reader reads all of it.
+   */
+  readonly fromBeginning?: boolean;
+  /** The group drops a member silent for this long. Default 30000 ms. */
+  readonly sessionTimeoutMs?: number;
+  /** How often heartbeats go out (between batches and while onBatch runs). Default 3000 ms. */
+  readonly heartbeatIntervalMs?: number;
+  /** How long a rebalance waits for members to rejoin. Default 60000 ms. */
+  readonly rebalanceTimeoutMs?: number;
+  /** Fetch size per partition (a single larger event is still fetched whole). Default 4 MiB. */
+  readonly maxBytesPerPartition?: number;
+  /** How long one fetch waits for new events. Default 500 ms: short, so stop() and pause() act promptly. */
+  readonly maxWaitTimeMs?: number;
+  /** How many partitions' batches are handled at once. Default 1. */
+  readonly partitionsConsumedConcurrently?: number;
+  /** Upcasters for events of older schema versions. */
+  readonly codec?: EventCodecOptions;
+}
+
+export interface CommitResult {
+  /** Partitions whose positions were not committed because this member no longer holds them. */
+  readonly notOwned: readonly number[];
+}
+
+/** The first cause in a chain of wrapped errors that is a PoisonEventError, else the outermost error. */
+function rootCause(error: Error): Error {
+  for (let e: unknown = error; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    if (e instanceof PoisonEventError) return e;
+  }
+  return error;
+}
+
+export class KafkaEventConsumer {
+  private readonly consumer: Consumer;
+  private readonly topic: string;
+  private readonly heartbeatIntervalMs: number;
+  /** Partitions this member holds, as of the last join; emptied when they are revoked. */
+  private owned = new Set<number>();
+  /** Assignment callbacks run one after another; batches wait for the ones before them. */
+  private callbacks: Promise<void> = Promise.resolve();
+  private running = false;
+  private stopped: Promise<void> | undefined;
+
+  constructor(
+    private readonly options: KafkaEventConsumerOptions,
+    private readonly handlers: EventConsumerHandlers,
+  ) {
+    this.topic = options.topic;
+    this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 3000;
+    const kafka = createKafka(options.connection);
+    this.consumer = kafka.consumer({
+      groupId: options.groupId,
+      sessionTimeout: options.sessionTimeoutMs ?? 30_000,
+      rebalanceTimeout: options.rebalanceTimeoutMs ?? 60_000,
+      heartbeatInterval: this.heartbeatIntervalMs,
+      maxBytesPerPartition: options.maxBytesPerPartition ?? 4 * 1024 * 1024,
+      maxWaitTimeInMs: options.maxWaitTimeMs ?? 500,
+      allowAutoTopicCreation: false,
+      retry: {
+        // A poison event is not retriable (PoisonEventError.retriable = false), so it never gets here. Other
+        // crashes restart the member: it rejoins and reads on from the last committed offset.
+        restartOnFailure: (error) => Promise.resolve(!(rootCause(error) instanceof PoisonEventError)),
+      },
+    });
+    const { GROUP_JOIN, REBALANCING, CRASH } = this.consumer.events;
+    this.consumer.on(REBALANCING, () => this.revokeAll());
+    this.consumer.on(GROUP_JOIN, (event) => {
+      // A member dropped from the group (no REBALANCING event) still holds its old set here.
+      this.revokeAll();
+      const partitions = [...(event.payload.memberAssignment[this.topic] ?? [])].sort((a, b) => a - b);
+      this.owned = new Set(partitions);
+      this.callback(() => this.handlers.onAssigned?.(partitions));
+    });
+    this.consumer.on(CRASH, (event) => {
+      this.revokeAll();
+      if (!event.payload.restart) {
+        this.running = false;
+        this.handlers.onCrash?.(rootCause(event.payload.error));
+      }
+    });
+  }
+
+  /** Joins the group and starts delivering. Resolves once this member has joined. */
+  async start(): Promise<void> {
+    if (this.running || this.stopped) throw new Error('KafkaEventConsumer.start: call once');
+    this.running = true;
+    await this.consumer.connect();
+    await this.consumer.subscribe({ topics: [this.topic], fromBeginning: this.options.fromBeginning ?? true });
+    await this.consumer.run({
+      autoCommit: false,
+      // Resolved by us after onBatch accepted the batch; a throwing handler must not move the position.
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: this.options.partitionsConsumedConcurrently ?? 1,
+      eachBatch: (payload) => this.handle(payload),
+    });
+  }
+
+  /**
+   * Records that the effects of the events up to and including these positions are durable: for each
+   * partition the highest offset + 1 is committed, where the group resumes after a restart or a rebalance.
+   * Positions of partitions this member no longer holds are left out (their new owner commits them) and
+   * reported. Rejects when the group does not accept the commit (it is rebalancing): the events are then
+   * delivered again to whoever holds the partition next, which an idempotent sink absorbs.
+   */
+  async commit(positions: readonly StreamPosition[]): Promise<CommitResult> {
+    const highest = new Map<number, number>();
+    for (const { partition, offset } of positions) highest.set(partition, Math.max(offset, highest.get(partition) ?? -1));
+    const notOwned = [...highest.keys()].filter((p) => !this.owned.has(p)).sort((a, b) => a - b);
+    const offsets = [...highest].filter(([p]) => this.owned.has(p)).map(([partition, offset]) => ({ topic: this.topic, partition, offset: String(offset + 1) }));
+    if (offsets.length > 0) await this.consumer.commitOffsets(offsets);
+    return { notOwned };
+  }
+
+  /** Stops fetching these partitions (e.g. while the sink is down); a batch already in onBatch finishes. */
+  pause(partitions: readonly number[]): void {
+    this.consumer.pause([{ topic: this.topic, partitions: [...partitions] }]);
+  }
+
+  resume(partitions: readonly number[]): void {
+    this.consumer.resume([{ topic: this.topic, partitions: [...partitions] }]);
+  }
+
+  /** The partitions this member holds now. */
+  assigned(): readonly number[] {
+    return [...this.owned].sort((a, b) => a - b);
+  }
+
+  /** Lets the running batch finish, leaves the group (its partitions move to other members), disconnects. */
+  stop(): Promise<void> {
+    this.stopped ??= (async () => {
+      this.running = false;
+      await this.consumer.disconnect();
+      this.revokeAll();
+      await this.callbacks;
+    })();
+    return this.stopped;
+  }
+
+  private revokeAll(): void {
+    if (this.owned.size === 0) return;
+    const partitions = [...this.owned].sort((a, b) => a - b);
+    this.owned = new Set();
+    this.callback(() => this.handlers.onRevoked?.(partitions));
+  }
+
+  private callback(run: () => void | Promise<void>): void {
+    this.callbacks = this.callbacks
+      .then(run)
+      .catch((err: unknown) => (this.handlers.onCallbackError ?? ((e) => process.stderr.write(`pushbase: kafka consumer: assignment callback failed: ${String(e)}\n`)))(err));
+  }
+
+  private async handle(payload: EachBatchPayload): Promise<void> {
+    await this.callbacks;
+    const { batch } = payload;
+    const { topic, partition } = batch;
+    const heartbeat = (): Promise<void> => payload.heartbeat();
+    const events: ConsumedEvent[] = [];
+    let poison: PoisonEventError | undefined;
+    for (const message of batch.messages) {
+      try {
+        events.push(decodeMessage(topic, partition, message, this.options.codec));
+      } catch (err) {
+        poison = err instanceof PoisonEventError ? err : new PoisonEventError(topic, partition, message.offset, String(err));
+        break;
+      }
+    }
+    if (events.length > 0) {
+      const beat = setInterval(() => void heartbeat().catch(() => undefined), this.heartbeatIntervalMs);
+      try {
+        await this.handlers.onBatch(
+          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark) },
+          { heartbeat, isRunning: () => this.running && payload.isRunning() },
+        );
+      } finally {
+        clearInterval(beat);
+      }
+      payload.resolveOffset(String(events[events.length - 1]!.position.offset));
+    }
+    if (poison !== undefined) throw poison;
+  }
+}

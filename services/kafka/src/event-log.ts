@@ -1,0 +1,222 @@
+import { randomUUID } from 'node:crypto';
+import type { EventCodecOptions, EventListener, EventLog, StreamPosition } from '@pushbase/contracts';
+import type { DatasetEvent } from '@pushbase/domain';
+import { KafkaEventAppender, type KafkaEventAppenderOptions } from './appender';
+import { createKafka } from './connection';
+import { KafkaEventConsumer, type ConsumedBatch } from './consumer';
+import { unavailable, type ConsumedEvent } from './messages';
+import { ensureTopic, type EnsuredTopic } from './topic';
+
+/*
+ * The EventLog port over Kafka: one process that both writes and reads the whole log, as the embedded
+ * runtime does with the file log (start(listener) replays everything, then follows; append() resolves once
+ * the event is acknowledged AND the listener has seen it). It is the appender plus a reader of the whole
+ * topic, glued by positions: an append learns its events' offsets from the broker's acknowledgment and
+ * waits until the reader has delivered up to them.
+ *
+ * Why the distributed services do not use this port: a record service that writes never needs to read
+ * the log back, yet this shape forces every writer to consume the whole topic (all datasets, all accounts)
+ * just to learn that its own write was applied — N writers, N full reads. So the port is split in
+ * ports.ts: EventAppender for writers, the consumer (consumer.ts) for readers (projector, replay). This
+ * adapter exists so the single-process runtime can run on Kafka and so one contract suite checks Kafka
+ * and the file log alike.
+ *
+ * Order: one dataset's events are in one partition, so the listener sees them in append order; events of
+ * different datasets in different partitions may interleave differently from the call order (the port
+ * promises order per dataset, which is what the fold needs). The events of one append (one dataset) reach
+ * the listener in one call, put back together from the append header (messages.ts).
+ *
+ * The reader is a consumer group of its own (a random id, never committed: it always reads from the
+ * beginning, as a restarted file log replays its file) and deletes the group on close.
+ */
+
+export interface KafkaEventLogOptions extends Omit<KafkaEventAppenderOptions, 'session'> {
+  /** Partitions to create the topic with when it is missing. Default 1. */
+  readonly partitions?: number;
+  readonly replicationFactor?: number;
+  /** Prefix of the reader's throwaway consumer group. Default 'pushbase-event-log'. */
+  readonly groupPrefix?: string;
+  readonly codec?: EventCodecOptions;
+  /** Told what ensureTopic found wrong with an existing topic. Default: stderr. */
+  readonly warn?: (message: string) => void;
+}
+
+interface Waiter {
+  readonly offset: number;
+  readonly resolve: () => void;
+  readonly reject: (err: unknown) => void;
+}
+
+export class KafkaEventLog implements EventLog {
+  private readonly appender: KafkaEventAppender;
+  private readonly groupId: string;
+  private reader: KafkaEventConsumer | undefined;
+  private listener: EventListener | undefined;
+  private state: 'new' | 'starting' | 'open' | 'closed' = 'new';
+  private closing: Promise<void> | undefined;
+  /** Per partition: the offset after the last event delivered to the listener. */
+  private readonly delivered = new Map<number, number>();
+  /** Per partition: appends waiting for the reader, by offset. */
+  private readonly waiters = new Map<number, Waiter[]>();
+  /** Per partition: the events of an append seen so far, when its last event has not come yet. */
+  private readonly partial = new Map<number, ConsumedEvent[]>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private failed: Error | undefined;
+  private topicReport: EnsuredTopic | undefined;
+
+  constructor(private readonly options: KafkaEventLogOptions) {
+    this.appender = new KafkaEventAppender(options);
+    this.groupId = `${options.groupPrefix ?? 'pushbase-event-log'}-${randomUUID()}`;
+  }
+
+  /** What start() found about the topic (created, partition count, notes). */
+  topic(): EnsuredTopic | undefined {
+    return this.topicReport;
+  }
+
+  async start(listener: EventListener): Promise<void> {
+    if (this.state !== 'new') throw new Error(`KafkaEventLog.start: the log is ${this.state}`);
+    this.state = 'starting';
+    this.listener = listener;
+    try {
+      const kafka = createKafka(this.options.connection);
+      const admin = kafka.admin();
+      await admin.connect();
+      let ends: Map<number, number>;
+      try {
+        this.topicReport = await ensureTopic(admin, {
+          topic: this.options.topic,
+          partitions: this.options.partitions ?? 1,
+          ...(this.options.replicationFactor === undefined ? {} : { replicationFactor: this.options.replicationFactor }),
+          ...(this.options.maxMessageBytes === undefined ? {} : { maxMessageBytes: this.options.maxMessageBytes }),
+        });
+        for (const note of this.topicReport.notes) (this.options.warn ?? ((m) => process.stderr.write(`pushbase: ${m}\n`)))(note);
+        // What "everything stored" means at start: each partition's end now.
+        ends = new Map((await admin.fetchTopicOffsets(this.options.topic)).map((p) => [p.partition, Number(p.high)]));
+      } finally {
+        await admin.disconnect();
+      }
+      const reader = new KafkaEventConsumer(
+        { connection: this.options.connection, topic: this.options.topic, groupId: this.groupId, fromBeginning: true, maxWaitTimeMs: 100, ...(this.options.codec ? { codec: this.options.codec } : {}) },
+        { onBatch: (batch) => Promise.resolve(this.deliver(batch)), onCrash: (err) => this.fail(err) },
+      );
+      this.reader = reader;
+      await reader.start();
+      await Promise.all([...ends].filter(([, end]) => end > 0).map(([partition, end]) => this.deliveredThrough(partition, end - 1)));
+      this.state = 'open';
+    } catch (err) {
+      this.state = 'closed';
+      await this.stopReader();
+      throw err;
+    }
+  }
+
+  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void> {
+    if (this.closing) return Promise.reject(unavailable('The event log is closed'));
+    if (this.state !== 'open' && this.state !== 'starting') return Promise.reject(unavailable(`The event log is ${this.state === 'new' ? 'not started' : 'closed'}`));
+    if (this.failed) return Promise.reject(unavailable(`The event log's reader stopped: ${this.failed.message}`));
+    const done = this.appender.appendAt(events, encoded).then((positions) => this.seen(positions));
+    const tracked = done.catch(() => undefined);
+    this.inFlight.add(tracked);
+    void tracked.then(() => this.inFlight.delete(tracked));
+    return done;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.appender.close();
+      // Appends acknowledged before close still wait for the reader to deliver them.
+      await Promise.all(this.inFlight);
+      this.state = 'closed';
+      await this.stopReader();
+    })();
+    return this.closing;
+  }
+
+  /** Resolves once the listener has seen every one of these positions (the events of one append). */
+  private seen(positions: readonly StreamPosition[]): Promise<void> {
+    const last = new Map<number, number>();
+    for (const p of positions) last.set(p.partition, Math.max(p.offset, last.get(p.partition) ?? -1));
+    return Promise.all([...last].map(([partition, offset]) => this.deliveredThrough(partition, offset))).then(() => undefined);
+  }
+
+  private deliveredThrough(partition: number, offset: number): Promise<void> {
+    if ((this.delivered.get(partition) ?? 0) > offset) return Promise.resolve();
+    if (this.failed) return Promise.reject(this.readerStopped());
+    return new Promise((resolve, reject) => {
+      const list = this.waiters.get(partition) ?? [];
+      list.push({ offset, resolve, reject });
+      this.waiters.set(partition, list);
+    });
+  }
+
+  private deliver(batch: ConsumedBatch): void {
+    const { partition } = batch;
+    let group = this.partial.get(partition) ?? [];
+    for (const e of batch.events) {
+      if (e.append.index !== group.length) {
+        this.fail(new Error(`Event ${partition}@${e.position.offset} is event ${e.append.index} of an append, after ${group.length} of its events`));
+        return;
+      }
+      group.push(e);
+      if (group.length < e.append.count) continue;
+      let error: unknown;
+      try {
+        this.listener?.(group.map((g) => g.event));
+      } catch (err) {
+        // The events are stored (and replayed at the next start); the append still learns that applying them
+        // failed. Not `unavailable`: a retry would append them twice. As the file log does.
+        error = err ?? new Error('listener failed');
+      }
+      this.advance(partition, e.position.offset + 1, group[0]!.position.offset, error);
+      group = [];
+    }
+    if (group.length > 0) this.partial.set(partition, group);
+    else this.partial.delete(partition);
+  }
+
+  /** The listener has seen everything of `partition` before `end`; settles the appends that waited for it. */
+  private advance(partition: number, end: number, groupStart: number, error: unknown): void {
+    this.delivered.set(partition, end);
+    const list = this.waiters.get(partition);
+    if (!list) return;
+    const ready = list.filter((w) => w.offset < end);
+    this.waiters.set(
+      partition,
+      list.filter((w) => w.offset >= end),
+    );
+    for (const w of ready) {
+      if (error !== undefined && w.offset >= groupStart) w.reject(error);
+      else w.resolve();
+    }
+  }
+
+  private readerStopped(): Error {
+    // Stored and acknowledged, but no longer delivered here: not `unavailable` (a retry would duplicate it).
+    return new Error(`The event log's reader stopped: ${this.failed?.message ?? 'unknown'}; the event is stored, restart to see it`);
+  }
+
+  private fail(err: Error): void {
+    this.failed ??= err;
+    const error = this.readerStopped();
+    for (const list of this.waiters.values()) for (const w of list) w.reject(error);
+    this.waiters.clear();
+  }
+
+  private async stopReader(): Promise<void> {
+    const reader = this.reader;
+    this.reader = undefined;
+    if (!reader) return;
+    await reader.stop();
+    // The group never committed anything; delete it rather than leave one per process start behind.
+    const admin = createKafka(this.options.connection).admin();
+    try {
+      await admin.connect();
+      await admin.deleteGroups([this.groupId]);
+    } catch {
+      // Best effort: an empty group without offsets expires on its own.
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+}

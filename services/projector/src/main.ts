@@ -1,0 +1,79 @@
+import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
+import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
+import type { ProjectorConfig } from './config';
+import { Projector, type Logger, type ProjectorOptions } from './projector';
+
+/** One JSON object per line on stdout: what log shippers read. */
+export const jsonLog: Logger = (level, msg, fields = {}) => {
+  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level, service: 'projector', msg, ...fields })}\n`);
+};
+
+export interface RunningProjector {
+  readonly projector: Projector;
+  /** Finishes the running batch, writes, commits, leaves the group, closes the connections. */
+  stop(): Promise<void>;
+}
+
+export interface ProjectorHooks {
+  readonly log?: Logger;
+  readonly afterWrite?: ProjectorOptions['afterWrite'];
+  readonly onFatal?: ProjectorOptions['onFatal'];
+}
+
+/**
+ * The composition root of `pushbase projector`: ClickHouse store, projector, Kafka consumer group member.
+ * Expects the tables migrated (`pushbase migrate`) and the topic created by the writers.
+ */
+export async function runProjector(config: ProjectorConfig, hooks: ProjectorHooks = {}): Promise<RunningProjector> {
+  const log = hooks.log ?? jsonLog;
+  const conn = connectClickHouse(config.clickhouse.url);
+  const store = new ClickHouseProjection(conn, config.clickhouse.database);
+  const projector = new Projector(store, {
+    maxRows: config.maxRows,
+    flushRows: config.flushRows,
+    flushIntervalMs: config.flushIntervalMs,
+    log,
+    ...(hooks.afterWrite === undefined ? {} : { afterWrite: hooks.afterWrite }),
+    ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
+  });
+  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+  const consumer = new KafkaEventConsumer(
+    {
+      connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog },
+      topic: config.kafka.topic,
+      groupId: config.kafka.groupId,
+      // Batches of one partition are folded one after another; other partitions' batches interleave with
+      // them and share the pending write.
+      partitionsConsumedConcurrently: 1,
+    },
+    projector.handlers(),
+  );
+  log('info', 'projector starting', {
+    topic: config.kafka.topic,
+    group: config.kafka.groupId,
+    clickhouse: config.clickhouse.url,
+    database: config.clickhouse.database,
+    max_rows: config.maxRows,
+    flush_rows: config.flushRows,
+    flush_ms: config.flushIntervalMs,
+  });
+  try {
+    await projector.start(consumer);
+  } catch (e) {
+    await consumer.stop().catch(() => undefined);
+    await conn.close();
+    throw e;
+  }
+  let stopped: Promise<void> | undefined;
+  return {
+    projector,
+    stop: () =>
+      (stopped ??= (async () => {
+        try {
+          await projector.stop();
+        } finally {
+          await conn.close();
+        }
+      })()),
+  };
+}

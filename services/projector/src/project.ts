@@ -1,0 +1,140 @@
+import { LIMITS, evolve, type DatasetEvent, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
+import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
+
+/*
+ * The pure heart of the projector: one event, one dataset, no I/O. The fold is the domain's own `evolve`;
+ * this module only looks at what evolve changed and names it as rows for a ReplacingMergeTree.
+ */
+
+/**
+ * Versions are `offset × VERSION_STRIDE + index`, the index counting the rows one event writes. An event
+ * writes at most LIMITS.recordsPerRequest live rows (decide caps a request at 500 records) and at most
+ * LIMITS.recordsPerDataset tombstones (it can remove no more rows than the dataset held), 5500 in all, so
+ * 8192 leaves room and versions never collide across events. 2^53 / 8192 ≈ 1.1 × 10^12 offsets fit in a
+ * JavaScript number (and in ClickHouse's UInt64).
+ */
+export const VERSION_STRIDE = 8192;
+export const MAX_ROWS_PER_EVENT = LIMITS.recordsPerRequest + LIMITS.recordsPerDataset;
+
+/** A dataset as the projector holds it between events: the fold's state and the last position applied. */
+export interface ProjectedDataset {
+  /** undefined once the dataset is deleted (or before it was ever defined). */
+  readonly state: DatasetState | undefined;
+  readonly position: StreamPosition;
+}
+
+export interface ProjectionStep {
+  /** What to hold for the dataset afterwards. */
+  readonly dataset: ProjectedDataset;
+  /** false when the event was at or before the dataset's last applied position (a redelivery). */
+  readonly applied: boolean;
+  /** New or changed live rows in insertion order, then a tombstone for every removed row. */
+  readonly rows: readonly ProjectedRow[];
+  /** The dataset's head after the event; undefined when the event changed nothing. */
+  readonly head: ProjectedHead | undefined;
+}
+
+/** Thrown for an event the version scheme cannot hold, or a dataset that left its partition. */
+export class ProjectionError extends Error {
+  override readonly name = 'ProjectionError';
+}
+
+export const versionOf = (position: StreamPosition, index: number): number => position.offset * VERSION_STRIDE + index;
+
+/**
+ * Whether `position` is at or before `last`. One dataset's events live in one partition (the topic is
+ * keyed by account/dataset), so only offsets within that partition compare. A dataset met in another
+ * partition means the topic's partition count changed, which remaps keys: its versions would no longer
+ * grow, so the projection must be rebuilt by replay rather than silently corrupted.
+ */
+export function isRedelivery(position: StreamPosition, last: StreamPosition): boolean {
+  if (position.partition !== last.partition) {
+    throw new ProjectionError(
+      `dataset events moved from partition ${last.partition} to ${position.partition}: the topic's partition count changed; rebuild the projection with replay`,
+    );
+  }
+  return position.offset <= last.offset;
+}
+
+/** The fold of one event on one dataset, through the domain's whole-state evolve. Consumes `before`. */
+function evolveDataset(before: DatasetState | undefined, event: DatasetEvent): DatasetState | undefined {
+  const state: State = new Map();
+  if (before !== undefined) state.set(event.account, new Map([[event.dataset, before]]));
+  return evolve(state, event).get(event.account)?.get(event.dataset);
+}
+
+const rowKeyText = (key: RowKey): string => (typeof key === 'number' ? String(key) : key);
+
+const recordsOfEvent = (event: DatasetEvent): readonly DatasetRecord[] =>
+  event.type === 'RecordsAppended' || event.type === 'RecordsReplaced' ? event.records : [];
+
+/**
+ * Folds `event` (at `position`) into the dataset held in `before` and derives the rows and head that make
+ * the durable projection equal to the fold. `before` is consumed (evolve reuses its maps): use the
+ * returned dataset afterwards. `before` must be the dataset the event names.
+ *
+ * Live rows are recognised by identity: a row the event inserted holds one of the event's record
+ * objects. That holds for events decoded from the log (every record a fresh object); an event must not
+ * share record objects with an earlier one.
+ */
+export function project(before: ProjectedDataset | undefined, event: DatasetEvent, position: StreamPosition): ProjectionStep {
+  if (before !== undefined && isRedelivery(position, before.position)) return { dataset: before, applied: false, rows: [], head: undefined };
+
+  const old = before?.state;
+  // evolve consumes the old state (an append inserts into and evicts from its row map in place), so the
+  // keys that may be removed are read first.
+  const oldKeys: readonly RowKey[] = old === undefined ? [] : Array.from(old.rows.keys());
+  const oldIncarnation = old?.incarnation;
+  const oldNextRow = old?.nextRow;
+  const next = evolveDataset(old, event);
+  const dataset: ProjectedDataset = { state: next, position };
+  if (next === old) return { dataset, applied: true, rows: [], head: undefined };
+
+  const rows: ProjectedRow[] = [];
+  const version = (): number => {
+    const index = rows.length;
+    if (index >= VERSION_STRIDE) {
+      throw new ProjectionError(`event at ${position.partition}/${position.offset} writes more than ${VERSION_STRIDE} rows (the bound is ${MAX_ROWS_PER_EVENT})`);
+    }
+    return versionOf(position, index);
+  };
+
+  if (next !== undefined) {
+    const inserted = new Set(recordsOfEvent(event));
+    if (inserted.size > 0) {
+      // The fold's map order is the insertion order; a version taken in that order is also the row's seq,
+      // so listing live rows by seq gives recordsOf().
+      for (const [key, record] of next.rows) {
+        if (!inserted.has(record)) continue;
+        const v = version();
+        rows.push({ account: event.account, dataset: event.dataset, incarnation: next.incarnation, row_key: rowKeyText(key), version: v, seq: v, deleted: false, record });
+      }
+    }
+  }
+  if (oldIncarnation !== undefined) {
+    const kept = next !== undefined && next.incarnation === oldIncarnation ? next.rows : undefined;
+    for (const key of oldKeys) {
+      if (kept?.has(key) === true) continue;
+      const v = version();
+      rows.push({ account: event.account, dataset: event.dataset, incarnation: oldIncarnation, row_key: rowKeyText(key), version: v, seq: v, deleted: true, record: null });
+    }
+  }
+
+  const shown = next ?? old;
+  if (shown === undefined) return { dataset, applied: true, rows, head: undefined };
+  const head: ProjectedHead = {
+    account: event.account,
+    dataset: event.dataset,
+    incarnation: shown.incarnation,
+    definition: shown.definition,
+    created_at: shown.created_at,
+    updated_at: next === undefined ? event.at : next.updated_at,
+    record_count: next === undefined ? 0 : next.rows.size,
+    next_row: next === undefined ? (oldNextRow ?? 0) : next.nextRow,
+    position,
+    // Above every row of the event: the store needs a dataset's head at least as new as the rows it covers.
+    version: versionOf(position, VERSION_STRIDE - 1),
+    deleted: next === undefined,
+  };
+  return { dataset, applied: true, rows, head };
+}

@@ -1,0 +1,340 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DomainError, streamKey } from '@pushbase/domain';
+import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore } from '@pushbase/contracts';
+import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
+import { project, type ProjectedDataset } from './project';
+
+/*
+ * The projector's loop around the pure `project`: events of many requests are folded in memory, their rows
+ * pile up in one pending write, and that write goes to the store when it is large (flushRows) or old
+ * (flushIntervalMs). Offsets are committed only after the write resolved, so a crash anywhere redelivers
+ * events whose rows may or may not have landed; `project` skips those at or before a dataset's stored
+ * position, and versions from stream positions make any row written twice identical.
+ *
+ * Memory: dataset states live in an LRU weighed by row count. States are dropped only right after a write
+ * succeeded (when none holds an unwritten change), so a dropped state loads back from the store exactly as
+ * it was. On revocation the states and unwritten rows of the revoked partitions are dropped: another member
+ * may advance those datasets, and the events come again from the committed offset to whoever reads next.
+ *
+ * Everything that touches the caches runs one at a time (`exclusive`): batches, timed flushes, revocations.
+ */
+
+/** The part of the Kafka consumer the projector drives. */
+export interface ProjectorSource {
+  start(): Promise<void>;
+  commit(positions: readonly { partition: number; offset: number }[]): Promise<CommitResult>;
+  pause(partitions: readonly number[]): void;
+  resume(partitions: readonly number[]): void;
+  assigned(): readonly number[];
+  stop(): Promise<void>;
+}
+
+export type Logger = (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+
+export interface ProjectorOptions {
+  /** The memory bound: rows of dataset states kept between writes (each state counts one more). */
+  readonly maxRows: number;
+  /** A write goes out once this many rows are pending… */
+  readonly flushRows: number;
+  /** …or once the oldest pending event is this old. */
+  readonly flushIntervalMs: number;
+  /** Datasets loaded from the store at once when a batch needs them. Default 8. */
+  readonly loadConcurrency?: number;
+  /** Backoff while the store is unavailable. Default 100 ms doubling to 5000 ms. */
+  readonly retryInitialMs?: number;
+  readonly retryMaxMs?: number;
+  /** How long stop() waits for the running batch and the last write before giving up. Default 30000 ms. */
+  readonly stopTimeoutMs?: number;
+  readonly log: Logger;
+  /** Test hook: runs after a write landed and before its offsets are committed. */
+  readonly afterWrite?: (write: number) => void;
+  /** Called when the projector stops on an error it must not retry (a bug, a poison event). */
+  readonly onFatal?: (error: Error) => void;
+}
+
+export interface ProjectorStats {
+  events: number;
+  skipped: number;
+  rows: number;
+  writes: number;
+  commits: number;
+  /** Datasets read back from the store (first sight, after being dropped, or after a revocation). */
+  loads: number;
+  /** Dataset states dropped by the memory bound. */
+  evictions: number;
+  /** Store calls that failed as unavailable and were tried again. */
+  retries: number;
+  cachedRows: number;
+  cachedDatasets: number;
+}
+
+interface Cached {
+  dataset: ProjectedDataset | undefined;
+  readonly partition: number;
+  weight: number;
+}
+
+interface PendingPartition {
+  readonly rows: ProjectedRow[];
+  /** The newest head per dataset and incarnation (the store needs each live row's own incarnation). */
+  readonly heads: Map<string, ProjectedHead>;
+  last: number;
+}
+
+const weightOf = (d: ProjectedDataset | undefined): number => 1 + (d?.state?.rows.size ?? 0);
+const isUnavailable = (e: unknown): boolean => e instanceof DomainError && e.code === 'unavailable';
+const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export class Projector {
+  private source: ProjectorSource | undefined;
+  /** Map order is recency: the first entry is the least recently touched. */
+  private readonly cache = new Map<string, Cached>();
+  private cachedRows = 0;
+  private readonly pending = new Map<number, PendingPartition>();
+  private pendingRows = 0;
+  private oldestPendingAt: number | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+  private stopping: Promise<void> | undefined;
+  private paused: readonly number[] = [];
+  /** Set when stop() gave up waiting: a store call still retrying gives up too. */
+  private abandoned = false;
+  private readonly counters = { events: 0, skipped: 0, rows: 0, writes: 0, commits: 0, loads: 0, evictions: 0, retries: 0 };
+
+  constructor(
+    private readonly store: ProjectionStore,
+    private readonly options: ProjectorOptions,
+  ) {}
+
+  /** The consumer callbacks; hand them to the KafkaEventConsumer, then `start` with it. */
+  handlers(): EventConsumerHandlers {
+    return {
+      onBatch: (batch, control) =>
+        this.exclusive(() => this.handleBatch(batch, control)).catch((e: unknown) => {
+          // Only a bug or an event the version scheme cannot hold gets here (unavailability is retried
+          // inside): stop rather than let the consumer deliver the batch again and again.
+          if (!this.abandoned) this.fatal(e);
+          throw e;
+        }),
+      onAssigned: (partitions) => this.options.log('info', 'partitions assigned', { partitions }),
+      onRevoked: (partitions) => this.exclusive(() => this.revoke(partitions)),
+      onCrash: (error) => this.fatal(error),
+      onCallbackError: (error) => this.options.log('error', 'consumer callback failed', { error: describe(error) }),
+    };
+  }
+
+  async start(source: ProjectorSource): Promise<void> {
+    this.source = source;
+    const tick = Math.max(10, Math.floor(this.options.flushIntervalMs / 4));
+    this.timer = setInterval(() => {
+      if (this.flushDue()) void this.exclusive(() => this.flush()).catch((e: unknown) => this.fatal(e));
+    }, tick);
+    await source.start();
+  }
+
+  stats(): ProjectorStats {
+    return { ...this.counters, cachedRows: this.cachedRows, cachedDatasets: this.cache.size };
+  }
+
+  /**
+   * Graceful stop: no new batches, the running one finishes, its rows are written and their offsets
+   * committed, then the consumer leaves the group. If that takes longer than stopTimeoutMs (the store is
+   * down), it leaves without committing: nothing is lost, the events come again.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      if (this.timer !== undefined) clearInterval(this.timer);
+      const source = this.source;
+      if (source === undefined) return;
+      source.pause(source.assigned());
+      const finished = this.exclusive(() => this.flush()).then(
+        () => true,
+        (e: unknown) => {
+          this.options.log('error', 'final write failed', { error: describe(e) });
+          return false;
+        },
+      );
+      const timeout = sleep(this.options.stopTimeoutMs ?? 30_000, false, { ref: false });
+      const clean = await Promise.race([finished, timeout]);
+      if (!clean) {
+        this.abandoned = true;
+        this.options.log('warn', 'stopping without the last write', { pending_rows: this.pendingRows });
+      }
+      await source.stop();
+      this.options.log('info', 'projector stopped', { ...this.stats() });
+    })();
+    return this.stopping;
+  }
+
+  private exclusive<T>(run: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(run);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private fatal(e: unknown): void {
+    const error = e instanceof Error ? e : new Error(String(e));
+    this.options.log('error', 'projector failed', { error: error.message });
+    this.options.onFatal?.(error);
+  }
+
+  private flushDue(): boolean {
+    return this.oldestPendingAt !== undefined && Date.now() - this.oldestPendingAt >= this.options.flushIntervalMs;
+  }
+
+  private async handleBatch(batch: ConsumedBatch, control: BatchControl): Promise<void> {
+    await this.loadMissing(batch.partition, batch.events);
+    for (const { event, position } of batch.events) {
+      const key = streamKey(event.account, event.dataset);
+      // A write in the middle of this batch may have dropped a state loaded for it.
+      if (!this.cache.has(key)) await this.loadMissing(batch.partition, [{ event, position }]);
+      const cached = this.cache.get(key);
+      const step = project(cached?.dataset, event, position);
+      this.counters.events++;
+      this.hold(key, batch.partition, step.dataset);
+      let pending = this.pending.get(batch.partition);
+      if (pending === undefined) {
+        pending = { rows: [], heads: new Map(), last: position.offset };
+        this.pending.set(batch.partition, pending);
+      }
+      pending.last = position.offset;
+      this.oldestPendingAt ??= Date.now();
+      if (!step.applied) {
+        this.counters.skipped++;
+        continue;
+      }
+      for (const row of step.rows) pending.rows.push(row);
+      this.pendingRows += step.rows.length;
+      if (step.head !== undefined) pending.heads.set(`${key}\n${step.head.incarnation}`, step.head);
+      if (this.pendingRows >= this.options.flushRows || this.cachedRows > this.options.maxRows || this.flushDue()) {
+        await this.flush();
+        await control.heartbeat();
+      }
+    }
+  }
+
+  /** Loads the datasets of `events` that are not in memory, a few at a time. */
+  private async loadMissing(partition: number, events: readonly PositionedEvent[]): Promise<void> {
+    const missing = new Map<string, { account: string; dataset: string }>();
+    for (const { event } of events) {
+      const key = streamKey(event.account, event.dataset);
+      if (!this.cache.has(key) && !missing.has(key)) missing.set(key, { account: event.account, dataset: event.dataset });
+    }
+    if (missing.size === 0) return;
+    const queue = [...missing];
+    const worker = async (): Promise<void> => {
+      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+        const [key, { account, dataset }] = next;
+        const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset));
+        this.counters.loads++;
+        this.hold(key, partition, loaded === undefined ? undefined : { state: loaded.state, position: loaded.position });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.options.loadConcurrency ?? 8, queue.length) }, worker));
+  }
+
+  /** Keeps a dataset's state as the most recently touched. */
+  private hold(key: string, partition: number, dataset: ProjectedDataset | undefined): void {
+    const old = this.cache.get(key);
+    if (old !== undefined) {
+      this.cache.delete(key);
+      this.cachedRows -= old.weight;
+    }
+    const weight = weightOf(dataset);
+    this.cache.set(key, { dataset, partition, weight });
+    this.cachedRows += weight;
+  }
+
+  /** Writes every pending row and head, commits the offsets they cover, then applies the memory bound. */
+  private async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const partitions = [...this.pending];
+    const rows: ProjectedRow[] = [];
+    const heads: ProjectedHead[] = [];
+    for (const [, p] of partitions) {
+      for (const r of p.rows) rows.push(r);
+      for (const h of p.heads.values()) heads.push(h);
+    }
+    const started = Date.now();
+    await this.retrying(`writing ${rows.length} rows`, () => this.store.write(rows, heads));
+    const written = ++this.counters.writes;
+    this.counters.rows += rows.length;
+    this.options.afterWrite?.(written);
+    const positions = partitions.map(([partition, p]) => ({ partition, offset: p.last }));
+    this.pending.clear();
+    this.pendingRows = 0;
+    this.oldestPendingAt = undefined;
+    this.evict();
+    const source = this.source;
+    if (source !== undefined) {
+      try {
+        const { notOwned } = await source.commit(positions);
+        this.counters.commits++;
+        if (notOwned.length > 0) this.options.log('info', 'not committing revoked partitions', { partitions: notOwned });
+      } catch (e) {
+        // The rows are durable; the events come again to whoever holds the partitions and are skipped.
+        this.options.log('warn', 'commit failed', { error: describe(e), positions });
+      }
+    }
+    this.options.log('info', 'written', { ...this.stats(), batch_rows: rows.length, batch_heads: heads.length, positions, ms: Date.now() - started });
+  }
+
+  /** The memory bound. Runs only when no state holds an unwritten change. */
+  private evict(): void {
+    for (const [key, cached] of this.cache) {
+      if (this.cachedRows <= this.options.maxRows) return;
+      this.cache.delete(key);
+      this.cachedRows -= cached.weight;
+      this.counters.evictions++;
+    }
+  }
+
+  private revoke(partitions: readonly number[]): Promise<void> {
+    const revoked = new Set(partitions);
+    let dropped = 0;
+    for (const p of revoked) {
+      const pending = this.pending.get(p);
+      if (pending === undefined) continue;
+      this.pendingRows -= pending.rows.length;
+      this.pending.delete(p);
+    }
+    if (this.pending.size === 0) this.oldestPendingAt = undefined;
+    for (const [key, cached] of this.cache) {
+      if (!revoked.has(cached.partition)) continue;
+      this.cache.delete(key);
+      this.cachedRows -= cached.weight;
+      dropped++;
+    }
+    this.options.log('info', 'partitions revoked', { partitions, dropped_datasets: dropped });
+    return Promise.resolve();
+  }
+
+  /**
+   * Runs a store call until it succeeds. While the store is unavailable the partitions are paused (no new
+   * fetches), the call is retried with backoff, and nothing is skipped; any other error is a bug and stops.
+   */
+  private async retrying<T>(what: string, call: () => Promise<T>): Promise<T> {
+    let delay = this.options.retryInitialMs ?? 100;
+    for (;;) {
+      try {
+        const result = await call();
+        if (this.paused.length > 0) {
+          this.source?.resume(this.paused);
+          this.options.log('info', 'store available again, resuming', { partitions: this.paused });
+          this.paused = [];
+        }
+        return result;
+      } catch (e) {
+        if (!isUnavailable(e) || this.abandoned) throw e;
+        this.counters.retries++;
+        if (this.paused.length === 0 && this.source !== undefined) {
+          this.paused = this.source.assigned();
+          this.source.pause(this.paused);
+          this.options.log('warn', 'store unavailable, pausing', { while: what, error: describe(e), partitions: this.paused });
+        }
+        await sleep(delay);
+        delay = Math.min(delay * 2, this.options.retryMaxMs ?? 5000);
+      }
+    }
+  }
+}

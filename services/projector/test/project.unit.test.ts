@@ -1,0 +1,105 @@
+import { EVENT_SCHEMA_VERSION, LIMITS, type DatasetDefinition, type DatasetEvent, type DatasetRecord } from '@pushbase/domain';
+import type { StreamPosition } from '@pushbase/contracts';
+import { MAX_ROWS_PER_EVENT, ProjectionError, VERSION_STRIDE, project, type ProjectedDataset } from '../src/project';
+import { KEYED, PLAIN } from './event-sequences';
+
+const base = { schema_version: EVENT_SCHEMA_VERSION, account: 'acme', dataset: 'sales', at: 1_700_000_000_000 } as const;
+const defined = (incarnation: string, definition: DatasetDefinition = PLAIN): DatasetEvent => ({ ...base, type: 'DatasetDefined', incarnation, definition });
+const appended = (incarnation: string, records: DatasetRecord[], delete_by: string | null = null): DatasetEvent => ({ ...base, type: 'RecordsAppended', incarnation, records, delete_by });
+const replaced = (incarnation: string, records: DatasetRecord[]): DatasetEvent => ({ ...base, type: 'RecordsReplaced', incarnation, records });
+const deleted = (incarnation: string): DatasetEvent => ({ ...base, type: 'DatasetDeleted', incarnation });
+const at = (offset: number, partition = 0): StreamPosition => ({ partition, offset });
+const plain = (n: number): DatasetRecord => ({ day: null, at: null, n });
+const team = (t: string, n: number): DatasetRecord => ({ team: t, day: null, at: null, n });
+
+/** Folds events at offsets 1, 2, … and returns every step. */
+function run(events: readonly DatasetEvent[], from?: ProjectedDataset) {
+  let held = from;
+  return events.map((e, i) => {
+    const step = project(held, e, at((from?.position.offset ?? 0) + i + 1));
+    held = step.dataset;
+    return step;
+  });
+}
+
+/** A plain dataset holding exactly the window's 5000 records, rows 0…4999. */
+const fullDataset = (): ProjectedDataset | undefined =>
+  run([defined('i1'), ...Array.from({ length: 10 }, (_, i) => appended('i1', Array.from({ length: 500 }, (_, j) => plain(i * 500 + j))))]).at(-1)?.dataset;
+
+describe('project', () => {
+  it('states the version bound: one event writes at most 500 live rows and 5000 tombstones, below the stride', () => {
+    expect(MAX_ROWS_PER_EVENT).toBe(LIMITS.recordsPerRequest + LIMITS.recordsPerDataset);
+    expect(MAX_ROWS_PER_EVENT).toBeLessThan(VERSION_STRIDE);
+  });
+
+  it('writes appended records as live rows whose version and seq come from the position, in insertion order', () => {
+    const [, step] = run([defined('i1'), appended('i1', [plain(1), plain(2)])]);
+    expect(step?.rows).toStrictEqual([
+      { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '0', version: 2 * VERSION_STRIDE, seq: 2 * VERSION_STRIDE, deleted: false, record: plain(1) },
+      { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '1', version: 2 * VERSION_STRIDE + 1, seq: 2 * VERSION_STRIDE + 1, deleted: false, record: plain(2) },
+    ]);
+    expect(step?.head).toMatchObject({ incarnation: 'i1', record_count: 2, next_row: 2, position: at(2), version: 3 * VERSION_STRIDE - 1, deleted: false });
+  });
+
+  it('gives a merged unique key a newer seq and no tombstone; an in-request duplicate keeps the first place', () => {
+    const steps = run([defined('i1', KEYED), appended('i1', [team('a', 1), team('b', 1)]), appended('i1', [team('b', 2), team('c', 1), team('b', 3)])]);
+    const rows = steps[2]?.rows ?? [];
+    expect(rows.map((r) => [r.row_key, r.record?.n, r.deleted])).toStrictEqual([
+      ['sb', 3, false],
+      ['sc', 1, false],
+    ]);
+    expect(rows[0]?.seq).toBeGreaterThan(steps[1]?.rows[1]?.seq ?? Infinity);
+  });
+
+  it('tombstones the oldest row the window evicts, with a version above every live row of the event', () => {
+    const [step] = run([appended('i1', [plain(-1)])], fullDataset());
+    expect(step?.rows.map((r) => [r.row_key, r.deleted])).toStrictEqual([
+      ['5000', false],
+      ['0', true],
+    ]);
+    expect(step?.rows[1]?.version).toBeGreaterThan(step?.rows[0]?.version ?? Infinity);
+    expect(step?.head?.record_count).toBe(LIMITS.recordsPerDataset);
+  });
+
+  it('tombstones every old row on replace and on clear', () => {
+    const steps = run([defined('i1'), appended('i1', [plain(1), plain(2)]), replaced('i1', [plain(3)]), replaced('i1', [])]);
+    expect(steps[2]?.rows.map((r) => [r.row_key, r.deleted])).toStrictEqual([
+      ['2', false],
+      ['0', true],
+      ['1', true],
+    ]);
+    expect(steps[3]?.rows.map((r) => [r.row_key, r.deleted])).toStrictEqual([['2', true]]);
+    expect(steps[3]?.head).toMatchObject({ record_count: 0, next_row: 3, deleted: false });
+  });
+
+  it('tombstones every row on delete, keeps the head as deleted, and a re-created dataset starts a new incarnation', () => {
+    const steps = run([defined('i1'), appended('i1', [plain(1)]), deleted('i1'), appended('i1', [plain(9)]), defined('i2'), appended('i2', [plain(2)])]);
+    expect(steps[2]?.rows).toStrictEqual([expect.objectContaining({ incarnation: 'i1', row_key: '0', deleted: true, record: null })]);
+    expect(steps[2]?.head).toMatchObject({ incarnation: 'i1', deleted: true, record_count: 0, position: at(3) });
+    expect(steps[2]?.dataset.state).toBeUndefined();
+    // A late append of the deleted incarnation changes nothing but is remembered as applied.
+    expect(steps[3]).toMatchObject({ applied: true, rows: [], head: undefined });
+    expect(steps[4]?.head).toMatchObject({ incarnation: 'i2', deleted: false, record_count: 0 });
+    expect(steps[5]?.rows).toStrictEqual([expect.objectContaining({ incarnation: 'i2', row_key: '0', deleted: false })]);
+  });
+
+  it('skips an event at or before the last applied position without touching the state', () => {
+    const [, step] = run([defined('i1'), appended('i1', [plain(1)])]);
+    const held = step?.dataset as ProjectedDataset;
+    const again = project(held, appended('i1', [plain(1)]), at(2));
+    expect(again).toStrictEqual({ dataset: held, applied: false, rows: [], head: undefined });
+    expect(project(held, appended('i1', [plain(1)]), at(1)).applied).toBe(false);
+    expect(held.state?.rows.size).toBe(1);
+  });
+
+  it('refuses a dataset whose events moved to another partition instead of writing versions that shrink', () => {
+    const [step] = run([defined('i1')]);
+    expect(() => project(step?.dataset, appended('i1', [plain(1)]), at(1, 3))).toThrow(ProjectionError);
+  });
+
+  it('refuses an event that would write more rows than a version stride holds (beyond what decide allows)', () => {
+    // 5000 tombstones plus 5000 new rows: a replace ten times larger than a request may be.
+    const tooMany = Array.from({ length: LIMITS.recordsPerDataset }, (_, i) => plain(i));
+    expect(() => project(fullDataset(), replaced('i1', tooMany), at(100))).toThrow(ProjectionError);
+  });
+});

@@ -1,0 +1,74 @@
+import { randomBytes } from 'node:crypto';
+import { createConnection } from 'node:net';
+import { createKafka, parseBrokers, type KafkaConnection, type KafkaLogLevel } from '@pushbase/kafka';
+import type { Admin } from 'kafkajs';
+
+/*
+ * Suites against the shared Kafka (PUSHBASE_KAFKA_BROKERS, default 127.0.0.1:9092). They never skip: a
+ * broker that does not answer fails them. Every suite uses topics and groups of its own random names and
+ * deletes its topics afterwards.
+ */
+
+export const KAFKA_BROKERS = parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092');
+
+/** kafkajs's log lines, kept for a test to look at instead of cluttering the output. */
+export const kafkaLog: { level: KafkaLogLevel; message: string }[] = [];
+
+export function testConnection(overrides: Partial<KafkaConnection> = {}): KafkaConnection {
+  return {
+    brokers: KAFKA_BROKERS,
+    clientId: 'pushbase-test',
+    connectionTimeoutMs: 3000,
+    retry: { retries: 3, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
+    log: (level, message) => {
+      if (kafkaLog.length < 1000) kafkaLog.push({ level, message });
+    },
+    ...overrides,
+  };
+}
+
+export const randomName = (prefix: string): string => `${prefix}-${randomBytes(6).toString('hex')}`;
+
+/** Fails (never skips) when the broker's port does not accept a connection within a few seconds. */
+export async function requireKafka(): Promise<void> {
+  const [host, port] = splitHostPort(KAFKA_BROKERS[0]!);
+  await new Promise<void>((resolve, reject) => {
+    const socket = createConnection({ host, port, timeout: 5000 });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve();
+    });
+    const fail = (why: string) => {
+      socket.destroy();
+      reject(new Error(`Kafka at ${KAFKA_BROKERS[0]} does not answer (${why}); start it with npm run services:up`));
+    };
+    socket.once('timeout', () => fail('timeout'));
+    socket.once('error', (err) => fail(err.message));
+  });
+}
+
+function splitHostPort(broker: string): [string, number] {
+  const at = broker.lastIndexOf(':');
+  return [broker.slice(0, at).replace(/^\[|\]$/g, ''), Number(broker.slice(at + 1))];
+}
+
+/** A connected admin client; disconnect it in afterAll. */
+export async function testAdmin(): Promise<Admin> {
+  const admin = createKafka(testConnection()).admin();
+  await admin.connect();
+  return admin;
+}
+
+export async function deleteTopics(admin: Admin, topics: readonly string[]): Promise<void> {
+  if (topics.length > 0) await admin.deleteTopics({ topics: [...topics] });
+}
+
+/** Polls `check` until it returns true, failing with `what` after `timeoutMs`. */
+export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
