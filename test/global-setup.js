@@ -7,7 +7,25 @@ const path = require('node:path');
 // It also builds dist/pushbase.js, so end-to-end tests always run the code as it is now, as shipped.
 const { execFileSync } = require('node:child_process');
 
-module.exports = async () => {
+// Kafka, ClickHouse and Redis answer before any suite runs (deploy/local/test-services.ts): local
+// processes, installed on first use, or containers where a Docker engine is reachable. Their URLs go into
+// the environment the test workers inherit; the teardown stops only what this run started.
+const tsx = require('tsx/cjs/api');
+
+module.exports = async (globalConfig) => {
   execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build.js')], { stdio: 'inherit' });
   process.env.PUSHBASE_TEST_TMP = mkdtempSync(path.join(os.tmpdir(), 'pushbase-tests-'));
+
+  // Only the unit project needs no server.
+  const selected = globalConfig.selectProjects ?? [];
+  if (selected.length > 0 && selected.every((p) => p === 'unit')) return;
+
+  const { startTestServices } = tsx.require('../deploy/local/test-services.ts', __filename);
+  // Quiet unless slow: only the once-per-machine steps (apt-get, Maven, formatting) are announced.
+  const say = (line, kind) => {
+    if (kind === 'provision') process.stderr.write(`\npushbase test services: ${line}…\n`);
+  };
+  const services = await startTestServices(process.env, path.join(__dirname, '..'), say);
+  Object.assign(process.env, services.urls);
+  globalThis.__pushbaseTestServices = services;
 };

@@ -3,10 +3,23 @@ import { hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter
 import { describeKeyStoreContract } from './key-store.contract';
 import { describeProjectionContract } from './read-model.contract';
 import { describeRateLimiterContract } from './rate-limiter.contract';
+import { describeSchemaStoreContract } from './schema-store.contract';
 
 describeProjectionContract('MemoryProjection', () => {
   const store = new MemoryProjection();
   return Promise.resolve({ store, apply: store.apply, settle: () => Promise.resolve(), cleanup: () => Promise.resolve() });
+});
+
+describeSchemaStoreContract('MemoryProjection', { redeliverySafe: false }, () => {
+  const store = new MemoryProjection();
+  return Promise.resolve({
+    store,
+    apply: (events) => {
+      store.apply(events);
+      return Promise.resolve();
+    },
+    cleanup: () => Promise.resolve(),
+  });
 });
 
 describeRateLimiterContract('rate-limiter-flexible memory backend', 60, () =>

@@ -64,6 +64,16 @@ export interface SchemaStore {
   count(account: string): Promise<number>;
 }
 
+/**
+ * The writer side of a SchemaStore kept outside the process (Redis): the projector and the replay tool
+ * feed it the log's events. Idempotent per incarnation: applying an event again, or an event of an
+ * incarnation that was since deleted or superseded, changes nothing, so redelivering any suffix of the
+ * log leaves the store as delivering it once. Each event is applied atomically; resolves once all are.
+ */
+export interface SchemaStoreWriter {
+  apply(events: readonly DatasetEvent[]): Promise<void>;
+}
+
 export interface DatasetListing {
   readonly id: string;
   readonly fields: DatasetDefinition['fields'];

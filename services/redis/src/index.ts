@@ -1,2 +1,5 @@
-// The Redis adapters: RateLimiter, SchemaStore, KeyStore.
-export {};
+// The Redis adapters: RateLimiter, SchemaStore (with its writer side), KeyStore.
+export * from './keys';
+export * from './rate-limiter';
+export * from './schema-store';
+export * from './key-store';

@@ -1,0 +1,57 @@
+import * as path from 'node:path';
+import { readServicesConfig } from './config';
+import { down, status, up } from './local-servers';
+
+/*
+ * `npm run services:up|down|status`: Kafka, ClickHouse and Redis as local processes on loopback.
+ * Always the local path: containers started by testcontainers live only as long as the process that
+ * started them (its reaper removes them), so they belong to a test run, not to a command that exits.
+ * TypeScript rather than bash: jest's global setup runs the same code in its own process (where containers
+ * must live), the probes use the project's own clients (kafkajs, ioredis), and it is typechecked and linted.
+ */
+
+async function main(argv: readonly string[]): Promise<number> {
+  const verb = argv[0];
+  const config = readServicesConfig(process.env, path.resolve(__dirname, '..', '..'));
+  const say = (line: string): void => {
+    process.stdout.write(`services: ${line}\n`);
+  };
+  switch (verb) {
+    case 'up': {
+      const t0 = Date.now();
+      const started = await up(config, say);
+      say(`up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${started.length === 0 ? 'nothing to start' : `started ${started.join(', ')}`}); folder ${config.dir}`);
+      return 0;
+    }
+    case 'down': {
+      const stopped = await down(config, say);
+      say(stopped.length === 0 ? 'nothing of ours was running' : `stopped ${stopped.join(', ')}`);
+      return 0;
+    }
+    case 'status': {
+      const all = await status(config);
+      for (const s of all) {
+        const where = `${s.endpoint.host}:${s.endpoint.port}`;
+        const who = s.pid !== undefined ? `pid ${s.pid}` : s.answering ? 'not started by this folder' : '-';
+        process.stdout.write(`${s.name.padEnd(11)}${where.padEnd(22)}${who.padEnd(28)}${s.answering ? 'answering' : 'not answering'}\n`);
+      }
+      process.stdout.write(`folder: ${config.dir}\n`);
+      // Non-zero when something does not answer, so scripts can wait on it.
+      return all.every((s) => s.answering) ? 0 : 3;
+    }
+    case undefined:
+    default:
+      process.stderr.write('usage: services up|down|status\n');
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`services: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

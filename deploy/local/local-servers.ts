@@ -1,0 +1,501 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, existsSync, openSync, readFileSync, readlinkSync } from 'node:fs';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import * as path from 'node:path';
+import type { Endpoint, ServicesConfig } from './config';
+import { clickhouseAnswers, kafkaAnswers, redisAnswers, waitUntilAnswering } from './probes';
+
+/*
+ * Kafka, ClickHouse and Redis as plain local processes on loopback, for machines without a Docker engine.
+ * Everything lives under one folder (config.dir):
+ *
+ *   kafka-<version>/        the broker's jars, collected once by Maven (pom.xml, libs/)
+ *   kafka/                  server.properties, log4j.properties, data/ (formatted once), logs/, pid
+ *   clickhouse/             data/, tmp/, ch.log, ch.err.log, pid
+ *   redis/                  the append-only file, redis.log, pid
+ *   provision.log           what apt-get, Maven and the storage tool printed
+ *
+ * `up` leaves alone a server that already answers on its port: it may be someone else's, so it records no
+ * pid for it and `down` never touches it. `down` stops only processes whose pid this script recorded, and
+ * only after checking the pid still belongs to that server (its working directory is the server's folder),
+ * so a reused pid is never killed.
+ */
+
+export const KAFKA_VERSION = '3.9.2';
+/** The SLF4J binding Kafka 3.9's own distribution ships (reload4j, a maintained log4j 1.2). */
+const SLF4J_VERSION = '1.7.36';
+const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
+
+export type ServerName = 'kafka' | 'clickhouse' | 'redis';
+export const SERVER_NAMES: readonly ServerName[] = ['kafka', 'clickhouse', 'redis'];
+
+export interface ServerStatus {
+  readonly name: ServerName;
+  readonly endpoint: Endpoint;
+  /** The pid this script recorded, when that process is still the server it started. */
+  readonly pid: number | undefined;
+  readonly answering: boolean;
+}
+
+/**
+ * Lines for a person at a terminal. `provision` marks the slow, once-per-machine steps (apt-get, Maven,
+ * formatting), which jest's global setup shows so a first run does not look hung; it hides the rest.
+ */
+export type Say = (line: string, kind: 'progress' | 'provision') => void;
+
+interface Command {
+  readonly file: string;
+  readonly args: readonly string[];
+}
+
+interface ServerSpec {
+  readonly name: ServerName;
+  readonly endpoint: Endpoint;
+  readonly home: string;
+  /** Kafka's JVM needs the longest on a busy 2-core machine. */
+  readonly startDeadlineMs: number;
+  readonly answers: () => Promise<boolean>;
+  /** Debian packages this server needs, by the executable that tells whether each is there. */
+  readonly packages: readonly { readonly executable: string; readonly pkg: string }[];
+  /** Installs what apt cannot (Kafka's jars), writes the config, formats storage; returns how to run it. */
+  readonly prepare: (provision: Provisioner) => Promise<Command>;
+}
+
+function specs(c: ServicesConfig): Record<ServerName, ServerSpec> {
+  return {
+    kafka: {
+      name: 'kafka',
+      endpoint: c.kafka,
+      home: path.join(c.dir, 'kafka'),
+      startDeadlineMs: 180_000,
+      answers: () => kafkaAnswers(c.kafka),
+      packages: [
+        { executable: 'java', pkg: 'default-jre-headless' },
+        { executable: 'mvn', pkg: 'maven' },
+      ],
+      prepare: (p) => prepareKafka(c, p),
+    },
+    clickhouse: {
+      name: 'clickhouse',
+      endpoint: c.clickhouse,
+      home: path.join(c.dir, 'clickhouse'),
+      startDeadlineMs: 90_000,
+      answers: () => clickhouseAnswers(c.clickhouse),
+      packages: [{ executable: 'clickhouse-server', pkg: 'clickhouse-server' }],
+      prepare: () => prepareClickHouse(c),
+    },
+    redis: {
+      name: 'redis',
+      endpoint: c.redis,
+      home: path.join(c.dir, 'redis'),
+      startDeadlineMs: 30_000,
+      answers: () => redisAnswers(c.redis),
+      packages: [{ executable: 'redis-server', pkg: 'redis-server' }],
+      prepare: () => prepareRedis(c),
+    },
+  };
+}
+
+// ── Processes ──
+
+function findExecutable(name: string): string | undefined {
+  // Root's PATH usually has the sbin folders, a CI runner's may not; clickhouse-server lives in /usr/sbin.
+  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/local/sbin', '/usr/sbin', '/sbin'];
+  for (const dir of dirs) {
+    if (dir === '') continue;
+    const candidate = path.join(dir, name);
+    if (existsSync(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * The pid recorded for `spec`, if that process is alive and still the server started from its folder.
+ * Every server runs with its folder as working directory (Redis chdirs to its --dir, which is the same),
+ * and Redis rewrites its command line, so the working directory is what identifies it.
+ */
+function recordedPid(spec: ServerSpec): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(path.join(spec.home, 'pid'), 'utf8').trim());
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return undefined;
+  if (existsSync('/proc/self/cwd')) {
+    try {
+      if (path.resolve(readlinkSync(`/proc/${pid}/cwd`)) !== path.resolve(spec.home)) return undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return pid;
+}
+
+function tail(file: string, lines = 30): string {
+  try {
+    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+/** Runs one provisioning step to completion, its output appended to provision.log; fails with its tail. */
+class Provisioner {
+  constructor(
+    readonly dir: string,
+    readonly say: Say,
+  ) {}
+
+  get logFile(): string {
+    return path.join(this.dir, 'provision.log');
+  }
+
+  async run(file: string, args: readonly string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<void> {
+    const log = openSync(this.logFile, 'a');
+    try {
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn(file, args, { cwd: opts.cwd ?? this.dir, env: opts.env ?? process.env, stdio: ['ignore', log, log] });
+        child.on('error', reject);
+        child.on('exit', (c) => resolve(c));
+      });
+      if (code !== 0) throw new Error(`${path.basename(file)} ${args.join(' ')} exited with ${code}; ${this.logFile} ends:\n${tail(this.logFile)}`);
+    } finally {
+      closeSync(log);
+    }
+  }
+}
+
+async function aptInstall(p: Provisioner, pkgs: readonly string[]): Promise<void> {
+  if (pkgs.length === 0) return;
+  const apt = findExecutable('apt-get');
+  if (apt === undefined) throw new Error(`missing ${pkgs.join(', ')}, and there is no apt-get to install them with: install them yourself`);
+  p.say(`installing Debian packages: ${pkgs.join(' ')}`, 'provision');
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  // A fresh machine has no package lists yet.
+  await p.run(apt, ['update'], { env });
+  await p.run(apt, ['install', '-y', '--no-install-recommends', ...pkgs], { env });
+}
+
+// ── Kafka ──
+
+async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
+  const home = path.join(c.dir, `kafka-${KAFKA_VERSION}`);
+  const libs = path.join(home, 'libs');
+  const done = path.join(home, '.complete');
+  if (existsSync(done)) return libs;
+  p.say(`collecting Apache Kafka ${KAFKA_VERSION} jars with Maven`, 'provision');
+  await rm(libs, { recursive: true, force: true });
+  await mkdir(home, { recursive: true });
+  // The broker is the kafka_2.13 artifact and its runtime dependencies, plus the logging binding that
+  // Kafka's own distribution ships; Maven resolves the rest, so there is no jar list to keep by hand.
+  const pom = `<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>pushbase.local</groupId>
+  <artifactId>kafka-server</artifactId>
+  <version>${KAFKA_VERSION}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>${KAFKA_VERSION}</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>${SLF4J_VERSION}</version></dependency>
+  </dependencies>
+</project>
+`;
+  await writeFile(path.join(home, 'pom.xml'), pom);
+  const mvn = findExecutable('mvn');
+  if (mvn === undefined) throw new Error('mvn not found');
+  await p.run(mvn, ['-B', '-q', '-f', path.join(home, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${libs}`, '-DincludeScope=runtime'], { cwd: home });
+  await writeFile(done, `${new Date().toISOString()}\n`);
+  return libs;
+}
+
+function kafkaJava(c: ServicesConfig, libs: string, mainClass: string, args: readonly string[]): Command {
+  const home = path.join(c.dir, 'kafka');
+  const java = findExecutable('java');
+  if (java === undefined) throw new Error('java not found');
+  return {
+    file: java,
+    args: [
+      // A test broker: a modest heap keeps room for the rest of the suite on a 2-core machine.
+      '-Xms128m',
+      '-Xmx512m',
+      '-XX:+UseG1GC',
+      '-XX:MaxGCPauseMillis=20',
+      '-XX:+ExitOnOutOfMemoryError',
+      '-Djava.awt.headless=true',
+      `-Dkafka.logs.dir=${path.join(home, 'logs')}`,
+      `-Dlog4j.configuration=file:${path.join(home, 'log4j.properties')}`,
+      '-cp',
+      path.join(libs, '*'),
+      mainClass,
+      ...args,
+    ],
+  };
+}
+
+async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command> {
+  const libs = await kafkaLibs(c, p);
+  const home = path.join(c.dir, 'kafka');
+  const data = path.join(home, 'data');
+  await mkdir(path.join(home, 'logs'), { recursive: true });
+  const { host, port, controllerPort } = c.kafka;
+  const properties = [
+    '# Written by deploy/local at every start; the ports follow PUSHBASE_KAFKA_BROKERS.',
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.voters=1@${host}:${controllerPort}`,
+    `listeners=PLAINTEXT://${host}:${port},CONTROLLER://${host}:${controllerPort}`,
+    `advertised.listeners=PLAINTEXT://${host}:${port}`,
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=PLAINTEXT',
+    'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+    `log.dirs=${data}`,
+    // One node: every replication factor is 1.
+    'default.replication.factor=1',
+    'min.insync.replicas=1',
+    'offsets.topic.replication.factor=1',
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    // Fewer internal partitions than the 50 of a production cluster: the first consumer group and the
+    // first idempotent producer create these topics, and 50 partitions take seconds on two cores.
+    'offsets.topic.num.partitions=10',
+    'transaction.state.log.num.partitions=10',
+    // pushbase creates its own topic with its own partition count; a typo must not create another.
+    'auto.create.topics.enable=false',
+    // Tests start consumer groups all the time; a single-node group needs no wait for more members.
+    'group.initial.rebalance.delay.ms=0',
+    'num.partitions=1',
+    '',
+  ].join('\n');
+  await writeFile(path.join(home, 'server.properties'), properties);
+  const log4j = [
+    'log4j.rootLogger=INFO, file',
+    'log4j.appender.file=org.apache.log4j.RollingFileAppender',
+    'log4j.appender.file.File=${kafka.logs.dir}/server.log',
+    'log4j.appender.file.MaxFileSize=20MB',
+    'log4j.appender.file.MaxBackupIndex=2',
+    'log4j.appender.file.layout=org.apache.log4j.PatternLayout',
+    'log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n',
+    'log4j.logger.kafka.request.logger=WARN',
+    'log4j.logger.state.change.logger=WARN',
+    '',
+  ].join('\n');
+  await writeFile(path.join(home, 'log4j.properties'), log4j);
+  if (!existsSync(path.join(data, 'meta.properties'))) {
+    p.say('formatting Kafka storage (KRaft)', 'provision');
+    // A cluster id is a random UUID in Kafka's text form: 16 bytes, URL-safe base64 without padding, and,
+    // as Kafka's own Uuid.randomUuid makes them, never starting with "-" (it would read as an option).
+    let clusterId = randomBytes(16).toString('base64url');
+    while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
+    const format = kafkaJava(c, libs, 'kafka.tools.StorageTool', ['format', '-t', clusterId, '-c', path.join(home, 'server.properties'), '--ignore-formatted']);
+    await p.run(format.file, format.args, { cwd: home });
+  }
+  return kafkaJava(c, libs, 'kafka.Kafka', [path.join(home, 'server.properties')]);
+}
+
+// ── ClickHouse ──
+
+async function prepareClickHouse(c: ServicesConfig): Promise<Command> {
+  const home = path.join(c.dir, 'clickhouse');
+  await mkdir(path.join(home, 'data'), { recursive: true });
+  await mkdir(path.join(home, 'tmp'), { recursive: true });
+  const server = findExecutable('clickhouse-server');
+  if (server === undefined) throw new Error('clickhouse-server not found');
+  const { host, port, tcpPort, interserverPort } = c.clickhouse;
+  return {
+    file: server,
+    // Debian's config with everything that is per-server overridden on the command line, without systemd.
+    args: [
+      '--config-file=/etc/clickhouse-server/config.xml',
+      '--',
+      `--path=${path.join(home, 'data')}/`,
+      `--tmp_path=${path.join(home, 'tmp')}/`,
+      `--logger.log=${path.join(home, 'ch.log')}`,
+      `--logger.errorlog=${path.join(home, 'ch.err.log')}`,
+      `--listen_host=${host}`,
+      `--http_port=${port}`,
+      `--tcp_port=${tcpPort}`,
+      `--interserver_http_port=${interserverPort}`,
+    ],
+  };
+}
+
+// ── Redis ──
+
+async function prepareRedis(c: ServicesConfig): Promise<Command> {
+  const home = path.join(c.dir, 'redis');
+  await mkdir(home, { recursive: true });
+  const server = findExecutable('redis-server');
+  if (server === undefined) throw new Error('redis-server not found');
+  return {
+    file: server,
+    args: [
+      '--bind',
+      c.redis.host,
+      '--port',
+      String(c.redis.port),
+      '--dir',
+      home,
+      '--logfile',
+      path.join(home, 'redis.log'),
+      '--daemonize',
+      'no',
+      // Append-only, fsync'd every second, no RDB snapshots: Kafka and ClickHouse in this folder survive
+      // `down` and `up`, so Redis does too (key hashes and the schema store stay consistent with them).
+      '--appendonly',
+      'yes',
+      '--appendfsync',
+      'everysec',
+      '--save',
+      '',
+    ],
+  };
+}
+
+// ── One command at a time per folder ──
+
+async function withLock<T>(dir: string, say: Say, fn: () => Promise<T>): Promise<T> {
+  const lock = path.join(dir, 'lock');
+  const deadline = Date.now() + 15 * 60_000;
+  let told = false;
+  for (;;) {
+    try {
+      await mkdir(lock);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const holder = Number((await readFile(path.join(lock, 'pid'), 'utf8').catch(() => '')).trim());
+      // A holder that died (or has not written its pid yet and never will) leaves a stale lock behind.
+      if (Number.isInteger(holder) && holder > 0 && !alive(holder)) {
+        await rm(lock, { recursive: true, force: true });
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`${lock} is held by pid ${holder}`);
+      if (!told) say(`waiting for another services command (pid ${holder}) in ${dir}`, 'progress');
+      told = true;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+  await writeFile(path.join(lock, 'pid'), String(process.pid));
+  try {
+    return await fn();
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
+}
+
+// ── The commands ──
+
+async function statusOf(spec: ServerSpec): Promise<ServerStatus> {
+  return { name: spec.name, endpoint: spec.endpoint, pid: recordedPid(spec), answering: await spec.answers() };
+}
+
+export async function status(c: ServicesConfig): Promise<ServerStatus[]> {
+  return Promise.all(Object.values(specs(c)).map(statusOf));
+}
+
+async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
+  const command = await spec.prepare(p);
+  const out = path.join(spec.home, 'out.log');
+  const fd = openSync(out, 'a');
+  let exited: string | undefined;
+  try {
+    // Detached, in its own process group: it outlives this command (and jest's setup) until `down`.
+    const child = spawn(command.file, command.args, { cwd: spec.home, detached: true, stdio: ['ignore', fd, fd] });
+    child.on('exit', (code, signal) => {
+      exited = `exited (${signal ?? code}) before answering`;
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', reject);
+    });
+    child.unref();
+    await writeFile(path.join(spec.home, 'pid'), `${child.pid}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    await waitUntilAnswering(spec.answers, spec.startDeadlineMs, () => exited);
+  } catch (err) {
+    throw new Error(`${spec.name} on ${spec.endpoint.host}:${spec.endpoint.port} ${(err as Error).message}; ${out} ends:\n${tail(out)}`);
+  }
+}
+
+/**
+ * Starts every server that does not answer yet, installing what is missing, and waits until each answers.
+ * Returns the names of the servers it started (the ones the caller may stop again).
+ */
+export async function up(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<ServerName[]> {
+  await mkdir(c.dir, { recursive: true });
+  return withLock(c.dir, say, async () => {
+    const all = specs(c);
+    const before = await Promise.all(names.map((n) => statusOf(all[n])));
+    // A recorded process that does not answer yet is still starting (or hung): wait for it, never start a twin.
+    const starting = before.filter((s) => !s.answering && s.pid !== undefined);
+    const missing = before.filter((s) => !s.answering && s.pid === undefined).map((s) => all[s.name]);
+    for (const s of before.filter((x) => x.answering)) say(`${s.name}: already answering on ${s.endpoint.host}:${s.endpoint.port}`, 'progress');
+    if (starting.length + missing.length === 0) return [];
+
+    const p = new Provisioner(c.dir, say);
+    const pkgs = [...new Set(missing.flatMap((s) => s.packages.filter((x) => findExecutable(x.executable) === undefined).map((x) => x.pkg)))];
+    await aptInstall(p, pkgs);
+
+    const started: ServerName[] = [];
+    const results = await Promise.allSettled([
+      ...starting.map((s) => waitUntilAnswering(all[s.name].answers, all[s.name].startDeadlineMs, () => (recordedPid(all[s.name]) === undefined ? 'exited before answering' : undefined))),
+      ...missing.map(async (spec) => {
+        await mkdir(spec.home, { recursive: true });
+        say(`${spec.name}: starting on ${spec.endpoint.host}:${spec.endpoint.port}`, 'progress');
+        const t0 = Date.now();
+        started.push(spec.name);
+        await launch(spec, p);
+        say(`${spec.name}: answering after ${((Date.now() - t0) / 1000).toFixed(1)} s`, 'progress');
+      }),
+    ]);
+    const failures = results.flatMap((r) => (r.status === 'rejected' ? [(r.reason as Error).message] : []));
+    if (failures.length > 0) {
+      // Leave nothing half-started behind a failed `up`: stop what this call started.
+      await Promise.all(started.map((name) => stopOne(all[name], () => undefined)));
+      throw new Error(failures.join('\n\n'));
+    }
+    return started;
+  });
+}
+
+async function stopOne(spec: ServerSpec, say: Say): Promise<boolean> {
+  const pid = recordedPid(spec);
+  await rm(path.join(spec.home, 'pid'), { force: true });
+  if (pid === undefined) return false;
+  say(`${spec.name}: stopping pid ${pid}`, 'progress');
+  process.kill(pid, 'SIGTERM');
+  // Kafka's controlled shutdown takes a few seconds; past 60 s the process is hung.
+  const deadline = Date.now() + 60_000;
+  while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (alive(pid)) {
+    say(`${spec.name}: pid ${pid} ignored SIGTERM for 60 s; SIGKILL`, 'progress');
+    process.kill(pid, 'SIGKILL');
+    while (alive(pid)) await new Promise((r) => setTimeout(r, 50));
+  }
+  return true;
+}
+
+/** Stops the named servers (all by default), but only the processes this script recorded. */
+export async function down(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<ServerName[]> {
+  if (!existsSync(c.dir)) return [];
+  return withLock(c.dir, say, async () => {
+    const all = specs(c);
+    const stopped = await Promise.all(names.map(async (n) => ((await stopOne(all[n], say)) ? [n] : [])));
+    return stopped.flat();
+  });
+}

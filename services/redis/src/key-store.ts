@@ -1,0 +1,42 @@
+import { createHash } from 'node:crypto';
+import type { KeyStore } from '@pushbase/contracts';
+import type { Redis } from 'ioredis';
+import { checkPrefix, DEFAULT_PREFIX } from './keys';
+
+/** SHA-256 in hex, the gateway's `hashApiKey`: keys are high-entropy, so no slow hash is needed. */
+const hashOf = (apiKey: string): string => createHash('sha256').update(apiKey, 'utf8').digest('hex');
+
+/**
+ * API keys in Redis, as hashes only: one Redis hash maps each key's SHA-256 to its account. The only
+ * thing Redis holds that the event log cannot rebuild (until accounts and keys go into the log too).
+ */
+export class RedisKeyStore implements KeyStore {
+  private readonly key: string;
+
+  constructor(
+    private readonly redis: Redis,
+    options: { readonly prefix?: string } = {},
+  ) {
+    this.key = `${checkPrefix(options.prefix ?? DEFAULT_PREFIX)}api-keys`;
+  }
+
+  async resolve(apiKey: string): Promise<string | undefined> {
+    return (await this.redis.hget(this.key, hashOf(apiKey))) ?? undefined;
+  }
+
+  /** Registers a key by its hash (the key itself never reaches this store). */
+  async add(hash: string, account: string): Promise<void> {
+    await this.redis.hset(this.key, hash, account);
+  }
+
+  /** True when the hash was registered. */
+  async revoke(hash: string): Promise<boolean> {
+    return (await this.redis.hdel(this.key, hash)) === 1;
+  }
+
+  /** Hashes and accounts, never a key. */
+  async export(): Promise<{ hash: string; account: string }[]> {
+    const all = await this.redis.hgetall(this.key);
+    return Object.entries(all).map(([hash, account]) => ({ hash, account }));
+  }
+}

@@ -1,0 +1,73 @@
+import { randomUUID } from 'node:crypto';
+import type { RateDecision, RateLimiter } from '@pushbase/contracts';
+import type { Redis, Result } from 'ioredis';
+import { checkPrefix, DEFAULT_PREFIX } from './keys';
+
+/*
+ * The rolling-window limit shared by every gateway: a sorted set per key holds the times of the requests
+ * it allowed within the window. One Lua script trims, counts, decides and records, so concurrent requests
+ * from any number of gateways are decided one at a time, exactly. Time is Redis's own (`TIME`, read inside
+ * the script), never a gateway's clock, so gateways whose clocks disagree still share one window.
+ * Hand-written rather than a library: rate-limiter-flexible's Redis limiters count refused requests too,
+ * and the limit here must not (as the embedded SlidingWindowRateLimiter does not).
+ */
+
+// KEYS[1] the key's sorted set. ARGV[1] limit, ARGV[2] window in ms, ARGV[3] a member unique to this request.
+// Returns {allowed (1|0), remaining, ms until the oldest counted request leaves the window}.
+const CONSUME = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2]) * 1000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if count >= limit then
+  return {0, 0, math.ceil((tonumber(oldest[2]) + window - now) / 1000)}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local first = now
+if count > 0 then first = tonumber(oldest[2]) end
+return {1, limit - count - 1, math.ceil((first + window - now) / 1000)}
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    pushbaseRateConsume(key: string, limit: number, windowMs: number, member: string): Result<[number, number, number], Context>;
+  }
+}
+
+export interface RedisRateLimiterOptions {
+  /** Requests allowed per key within any rolling window. */
+  readonly limit?: number;
+  readonly windowMs?: number;
+  readonly prefix?: string;
+}
+
+export class RedisRateLimiter implements RateLimiter {
+  private readonly limit: number;
+  private readonly windowMs: number;
+  private readonly prefix: string;
+  /** Sorted-set members must be unique: this limiter's id and a counter make them so across gateways. */
+  private readonly instance = randomUUID();
+  private sequence = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    options: RedisRateLimiterOptions = {},
+  ) {
+    this.limit = options.limit ?? 60;
+    this.windowMs = options.windowMs ?? 60_000;
+    if (!Number.isInteger(this.limit) || this.limit < 1) throw new Error(`rate limit must be a positive integer, got ${this.limit}`);
+    if (!Number.isInteger(this.windowMs) || this.windowMs < 1) throw new Error(`rate window must be a positive integer of ms, got ${this.windowMs}`);
+    this.prefix = `${checkPrefix(options.prefix ?? DEFAULT_PREFIX)}rate:`;
+    redis.defineCommand('pushbaseRateConsume', { numberOfKeys: 1, lua: CONSUME });
+  }
+
+  async consume(key: string): Promise<RateDecision> {
+    const member = `${this.instance}-${this.sequence++}`;
+    const [allowed, remaining, resetMs] = await this.redis.pushbaseRateConsume(this.prefix + key, this.limit, this.windowMs, member);
+    return { allowed: allowed === 1, limit: this.limit, remaining, resetMs };
+  }
+}

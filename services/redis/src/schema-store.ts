@@ -1,0 +1,110 @@
+import type { SchemaStore, SchemaStoreWriter } from '@pushbase/contracts';
+import type { DatasetEvent, DatasetSummary } from '@pushbase/domain';
+import type { ChainableCommander, Redis, Result } from 'ioredis';
+import { checkPrefix, DEFAULT_PREFIX } from './keys';
+
+/*
+ * The live datasets' definitions and the per-account count, for the schema and record services to decide
+ * from, kept in Redis by the projector (and rebuilt by replay) from the event log.
+ *
+ *   <prefix>schema:dataset:<id>:<account>   hash: incarnation, definition (JSON), created_at, updated_at
+ *   <prefix>schema:live:<account>           set of the account's live dataset ids (its count)
+ *   <prefix>schema:dead:<id>:<account>      set of the dataset's deleted or superseded incarnations
+ *
+ * A dataset id never contains ":", so the account, which may, comes last and keys cannot collide.
+ * Applying is idempotent per incarnation, so redelivering any suffix of the log changes nothing: a
+ * definition of the live or of a dead incarnation is ignored, a deletion only ever deletes its own
+ * incarnation, and a write only moves updated_at forward. Each event is one Lua script: atomic.
+ */
+
+// KEYS[1] the dataset hash, KEYS[2] the account's live set, KEYS[3] the dataset's dead incarnations.
+// ARGV[1] event type, ARGV[2] dataset id, ARGV[3] incarnation, ARGV[4] at, ARGV[5] definition JSON.
+const APPLY = `
+local kind, id, inc, at = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local live = redis.call('HGET', KEYS[1], 'incarnation')
+if kind == 'DatasetDefined' then
+  if live == inc or redis.call('SISMEMBER', KEYS[3], inc) == 1 then return 0 end
+  if live then redis.call('SADD', KEYS[3], live) end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'incarnation', inc, 'definition', ARGV[5], 'created_at', at, 'updated_at', at)
+  redis.call('SADD', KEYS[2], id)
+  return 1
+end
+if kind == 'DatasetDeleted' then
+  redis.call('SADD', KEYS[3], inc)
+  if live ~= inc then return 0 end
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], id)
+  return 1
+end
+if live ~= inc then return 0 end
+if tonumber(at) > tonumber(redis.call('HGET', KEYS[1], 'updated_at')) then
+  redis.call('HSET', KEYS[1], 'updated_at', at)
+  return 1
+end
+return 0
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    pushbaseSchemaApply(dataset: string, live: string, dead: string, type: string, id: string, incarnation: string, at: number, definition: string): Result<number, Context>;
+  }
+}
+
+export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
+  private readonly prefix: string;
+
+  constructor(
+    private readonly redis: Redis,
+    options: { readonly prefix?: string } = {},
+  ) {
+    this.prefix = `${checkPrefix(options.prefix ?? DEFAULT_PREFIX)}schema:`;
+    redis.defineCommand('pushbaseSchemaApply', { numberOfKeys: 3, lua: APPLY });
+  }
+
+  private datasetKey(account: string, id: string): string {
+    return `${this.prefix}dataset:${id}:${account}`;
+  }
+
+  async get(account: string, id: string): Promise<DatasetSummary | undefined> {
+    const h = await this.redis.hgetall(this.datasetKey(account, id));
+    if (h.incarnation === undefined || h.definition === undefined) return undefined;
+    return {
+      account,
+      id,
+      incarnation: h.incarnation,
+      definition: JSON.parse(h.definition) as DatasetSummary['definition'],
+      created_at: Number(h.created_at),
+      updated_at: Number(h.updated_at),
+    };
+  }
+
+  count(account: string): Promise<number> {
+    return this.redis.scard(`${this.prefix}live:${account}`);
+  }
+
+  /**
+   * Applies the events in order, each atomically, in one round trip. Only the schema side is kept: a
+   * write's records are not, only its time (updated_at).
+   */
+  async apply(events: readonly DatasetEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    const pipeline: ChainableCommander = this.redis.pipeline();
+    for (const e of events) {
+      pipeline.pushbaseSchemaApply(
+        this.datasetKey(e.account, e.dataset),
+        `${this.prefix}live:${e.account}`,
+        `${this.prefix}dead:${e.dataset}:${e.account}`,
+        e.type,
+        e.dataset,
+        e.incarnation,
+        e.at,
+        e.type === 'DatasetDefined' ? JSON.stringify(e.definition) : '',
+      );
+    }
+    const results = await pipeline.exec();
+    // exec reports each command's error beside its result instead of rejecting.
+    const failed = results?.find(([err]) => err !== null);
+    if (failed) throw failed[0] as Error;
+  }
+}

@@ -1,0 +1,113 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import os from 'node:os';
+import * as path from 'node:path';
+import { readServicesConfig, type ServicesConfig } from '../../deploy/local/config';
+import { down, status, up } from '../../deploy/local/local-servers';
+import { clickhouseAnswers, kafkaAnswers, redisAnswers } from '../../deploy/local/probes';
+
+/*
+ * The services script on this machine: a fresh folder on free ports gets its own Kafka, ClickHouse and
+ * Redis, `up` is idempotent, `down` stops exactly what `up` started, and a server it did not start, or a
+ * recorded pid that is no longer its server, is never touched.
+ */
+
+const ROOT = path.resolve(__dirname, '../..');
+const quiet = (): void => undefined;
+
+/** A port nothing listens on right now (and, for Kafka and ClickHouse, the ports right above it). */
+async function freePort(span = 1): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const s = createServer();
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    if (port + span > 65535) continue;
+    const others = await Promise.all(
+      Array.from({ length: span - 1 }, (_, i) =>
+        new Promise<boolean>((resolve) => {
+          const s = createServer();
+          s.once('error', () => resolve(false));
+          s.listen(port + i + 1, '127.0.0.1', () => s.close(() => resolve(true)));
+        }),
+      ),
+    );
+    if (others.every(Boolean)) return port;
+  }
+}
+
+describe('local servers (deploy/local)', () => {
+  let dir: string;
+  let config: ServicesConfig | undefined;
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'services-'));
+    config = undefined;
+  });
+  afterEach(async () => {
+    // Whatever a failed test left running in its own folder, by recorded pid.
+    if (config) await down(config, quiet);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts all three in a fresh folder, does nothing the second time, and stops exactly them', async () => {
+    const [kafka, clickhouse, redis] = [await freePort(2), await freePort(3), await freePort()];
+    const c = readServicesConfig(
+      {
+        PUSHBASE_SERVICES_DIR: dir,
+        PUSHBASE_KAFKA_BROKERS: `127.0.0.1:${kafka}`,
+        PUSHBASE_CLICKHOUSE_URL: `http://127.0.0.1:${clickhouse}`,
+        PUSHBASE_REDIS_URL: `redis://127.0.0.1:${redis}`,
+      },
+      ROOT,
+    );
+    config = c;
+    expect((await up(c, quiet)).sort()).toEqual(['clickhouse', 'kafka', 'redis']);
+    const running = await status(c);
+    expect(running.map((s) => [s.name, s.answering, typeof s.pid])).toEqual([
+      ['kafka', true, 'number'],
+      ['clickhouse', true, 'number'],
+      ['redis', true, 'number'],
+    ]);
+
+    await expect(up(c, quiet)).resolves.toEqual([]);
+    expect((await status(c)).map((s) => s.pid)).toEqual(running.map((s) => s.pid));
+
+    expect((await down(c, quiet)).sort()).toEqual(['clickhouse', 'kafka', 'redis']);
+    await expect(kafkaAnswers(c.kafka)).resolves.toBe(false);
+    await expect(clickhouseAnswers(c.clickhouse)).resolves.toBe(false);
+    await expect(redisAnswers(c.redis)).resolves.toBe(false);
+    for (const pid of running.map((s) => s.pid!)) expect(() => process.kill(pid, 0)).toThrow();
+    await expect(down(c, quiet)).resolves.toEqual([]);
+  }, 240_000);
+
+  it('leaves alone a server that already answers: no pid recorded, and down does not stop it', async () => {
+    // The Redis this test run uses answers already (jest's global setup saw to it).
+    const c = readServicesConfig({ PUSHBASE_SERVICES_DIR: dir, PUSHBASE_REDIS_URL: process.env.PUSHBASE_REDIS_URL }, ROOT);
+    config = c;
+    await expect(up(c, quiet, ['redis'])).resolves.toEqual([]);
+    expect((await status(c)).find((s) => s.name === 'redis')).toMatchObject({ answering: true, pid: undefined });
+    await expect(down(c, quiet, ['redis'])).resolves.toEqual([]);
+    await expect(redisAnswers(c.redis)).resolves.toBe(true);
+  });
+
+  it('never signals a recorded pid that is no longer its server', async () => {
+    const c = readServicesConfig({ PUSHBASE_SERVICES_DIR: dir, PUSHBASE_REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, ROOT);
+    config = c;
+    // A process of ours that is not Redis, under the pid Redis would have recorded (a reused pid).
+    const stranger = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      mkdirSync(path.join(dir, 'redis'), { recursive: true });
+      writeFileSync(path.join(dir, 'redis', 'pid'), `${stranger.pid}\n`);
+      await expect(down(c, quiet, ['redis'])).resolves.toEqual([]);
+      expect(stranger.exitCode).toBeNull();
+      expect(() => process.kill(stranger.pid!, 0)).not.toThrow();
+    } finally {
+      stranger.kill('SIGKILL');
+    }
+  });
+});
