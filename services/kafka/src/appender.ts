@@ -1,6 +1,6 @@
 import type { EventAppender, StreamPosition } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
-import type { Producer } from 'kafkajs';
+import { Partitioners, type Producer } from 'kafkajs';
 import { createKafka, type KafkaConnection } from './connection';
 import { appendMessages, offsetNumber, partitionerFor, unavailable, type OutgoingMessage } from './messages';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './topic';
@@ -189,14 +189,25 @@ export class KafkaEventAppender implements EventAppender {
   }
 
   private startSending(): void {
-    this.sending ??= this.sendQueued().finally(() => {
-      this.sending = undefined;
-    });
+    this.sending ??= this.sendQueued();
   }
 
   /** One request at a time, until the queue is empty (appends that arrive meanwhile go in the next one). */
   private async sendQueued(): Promise<void> {
-    while (this.queue.length > 0) await this.sendBatch(this.takeBatch());
+    await Promise.resolve(); // so that `sending` is set before the loop can clear it
+    while (this.queue.length > 0) {
+      const batch = this.takeBatch();
+      try {
+        await this.sendBatch(batch);
+      } catch (err) {
+        // A bug rather than an outage, but the appends must hear of it now, not at their deadline.
+        for (const p of batch) this.settle(p, err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+    // Cleared synchronously after seeing the queue empty: an append queued from here on finds `sending`
+    // unset and starts the next round. (Cleared a microtask later, an append made as the last one resolved
+    // would find it still set, rely on this loop, and wait for its deadline.)
+    this.sending = undefined;
   }
 
   private takeBatch(): Pending[] {
@@ -286,6 +297,8 @@ const errorText = (err: unknown): string => (err instanceof Error ? err.message 
 function kafkaSession(options: KafkaEventAppenderOptions): ProduceSession {
   const kafka = createKafka(options.connection);
   const producer = kafka.producer({
+    // Named, so kafkajs does not warn about its v2 default; the same murmur2 choice as partitionerFor.
+    createPartitioner: Partitioners.DefaultPartitioner,
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,

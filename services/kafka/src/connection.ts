@@ -50,11 +50,15 @@ const toStderr = (level: KafkaLogLevel, message: string): void => {
 
 function logCreatorFor(connection: KafkaConnection): logCreator {
   const log = connection.log ?? toStderr;
+  const threshold = LEVELS[connection.logLevel ?? 'warn'];
   return () =>
     ({ namespace, level, log: entry }: LogEntry) => {
       const { message, timestamp: _t, logger: _l, ...extra } = entry;
       const details = Object.keys(extra).length > 0 ? ` ${JSON.stringify(extra)}` : '';
-      log(NAMES[level] ?? 'info', `${namespace}: ${message}${details}`);
+      // Said once per producer, about a choice made on purpose and made safe (see appender.ts).
+      const known = message.startsWith('Limiting retries for the idempotent producer');
+      const effective = known ? logLevel.INFO : level;
+      if (effective <= threshold) log(NAMES[effective] ?? 'info', `${namespace}: ${message}${details}`);
     };
 }
 

@@ -92,6 +92,15 @@ describe('KafkaEventAppender', () => {
     await appender.close();
   });
 
+  it('sends an append made the moment the one before it resolves (no lost wake-up between requests)', async () => {
+    const broker = new FakeBroker(1);
+    const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 1, appendTimeoutMs: 2000, session: broker.session });
+    for (let i = 0; i < 20; i++) await appender.append([event(i)]);
+    for (let i = 20; i < 40; i++) await appender.appendAt([event(i)]);
+    expect(broker.logs[0]).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    await appender.close();
+  });
+
   it('gives each event its offset within its partition, across datasets in one request', async () => {
     const broker = new FakeBroker(4);
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 10, session: broker.session });

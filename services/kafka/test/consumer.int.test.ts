@@ -1,0 +1,204 @@
+import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
+import type { Admin } from 'kafkajs';
+import {
+  createKafka,
+  ensureTopic,
+  KafkaEventAppender,
+  KafkaEventConsumer,
+  partitionerFor,
+  PoisonEventError,
+  type ConsumedEvent,
+  type EventConsumerHandlers,
+  type KafkaEventConsumerOptions,
+} from '../src';
+import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+
+/*
+ * The readers' consumer against the shared Kafka: offsets move only by commit(), a poison message stops it
+ * loudly after the events before it, assignment callbacks follow the group, pause holds a partition back,
+ * and heartbeats keep a member with a long handler in its group.
+ */
+
+let admin: Admin;
+const topics: string[] = [];
+const groups: string[] = [];
+
+beforeAll(async () => {
+  await requireKafka();
+  admin = await testAdmin();
+});
+afterAll(async () => {
+  await admin.deleteGroups(groups).catch(() => undefined);
+  await deleteTopics(admin, topics);
+  await admin.disconnect();
+});
+
+async function newTopic(partitions: number): Promise<string> {
+  const topic = randomName('pushbase-consumer');
+  topics.push(topic);
+  await ensureTopic(admin, { topic, partitions });
+  return topic;
+}
+
+function newGroup(): string {
+  const group = randomName('pushbase-consumer-group');
+  groups.push(group);
+  return group;
+}
+
+const event = (dataset: string, seq: number, schema_version: number = EVENT_SCHEMA_VERSION): DatasetEvent =>
+  ({ type: 'RecordsAppended', schema_version, account: 'acct', dataset, incarnation: 'inc', at: seq, records: [{ seq }], delete_by: null }) as DatasetEvent;
+
+async function appendAll(topic: string, events: readonly DatasetEvent[]): Promise<void> {
+  const appender = new KafkaEventAppender({ connection: testConnection(), topic, lingerMs: 1 });
+  try {
+    for (const e of events) await appender.append([e]);
+  } finally {
+    await appender.close();
+  }
+}
+
+/** A consumer that records what it is given; stopped by the test. */
+function recording(options: Omit<KafkaEventConsumerOptions, 'connection'>, handlers: Partial<EventConsumerHandlers> = {}) {
+  const delivered: ConsumedEvent[] = [];
+  const calls: string[] = [];
+  const consumer = new KafkaEventConsumer(
+    { connection: testConnection(), ...options },
+    {
+      onBatch: async (batch, control) => {
+        await handlers.onBatch?.(batch, control);
+        delivered.push(...batch.events);
+      },
+      onAssigned: (p) => void calls.push(`assigned ${p.join(',')}`),
+      onRevoked: (p) => void calls.push(`revoked ${p.join(',')}`),
+      ...(handlers.onCrash ? { onCrash: handlers.onCrash } : {}),
+    },
+  );
+  return { consumer, delivered, calls };
+}
+
+describe('KafkaEventConsumer against Kafka', () => {
+  it('moves the group on only by commit: a new member resumes after the last commit, never after what was merely delivered', async () => {
+    const topic = await newTopic(1);
+    const group = newGroup();
+    await appendAll(topic, Array.from({ length: 30 }, (_, i) => event('ds', i)));
+
+    const first = recording({ topic, groupId: group });
+    await first.consumer.start();
+    await eventually('30 events delivered', () => first.delivered.length === 30);
+    expect(first.delivered.map((e) => e.event.at)).toEqual(Array.from({ length: 30 }, (_, i) => i));
+    expect(first.delivered.map((e) => e.position)).toEqual(Array.from({ length: 30 }, (_, offset) => ({ partition: 0, offset })));
+    // The sink "wrote" the first ten: their last position is committed.
+    expect(await first.consumer.commit(first.delivered.slice(0, 10).map((e) => e.position))).toEqual({ notOwned: [] });
+    await first.consumer.stop();
+    const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    expect(committed!.partitions).toEqual([{ partition: 0, offset: '10', metadata: null }]);
+
+    const second = recording({ topic, groupId: group });
+    await second.consumer.start();
+    await eventually('the 20 uncommitted events delivered again', () => second.delivered.length === 20);
+    expect(second.delivered[0]!.position.offset).toBe(10);
+    await second.consumer.stop();
+  });
+
+  it('delivers the events before a message it cannot read, then stops for good and says where and why', async () => {
+    const topic = await newTopic(1);
+    // A writer of a later version put a schema_version 2 event between good ones.
+    await appendAll(topic, [event('ds', 0), event('ds', 1), event('ds', 2)]);
+    const producer = createKafka(testConnection()).producer({ allowAutoTopicCreation: false });
+    await producer.connect();
+    await producer.send({ topic, acks: -1, messages: [{ key: 'acct/ds', value: JSON.stringify(event('ds', 3, EVENT_SCHEMA_VERSION + 1)) }] });
+    await producer.disconnect();
+    await appendAll(topic, [event('ds', 4), event('ds', 5)]);
+
+    let crash: Error | undefined;
+    const reader = recording({ topic, groupId: newGroup() }, { onCrash: (err) => (crash = err) });
+    await reader.consumer.start();
+    try {
+      await eventually('the consumer to stop on the poison event', () => crash !== undefined);
+      expect(crash).toBeInstanceOf(PoisonEventError);
+      expect(crash).toMatchObject({ topic, partition: 0, offset: '3' });
+      expect(crash!.message).toContain(`schema_version ${EVENT_SCHEMA_VERSION + 1}`);
+      expect(reader.delivered.map((e) => e.event.at)).toEqual([0, 1, 2]);
+      await eventually('its partitions revoked', () => reader.calls.includes('revoked 0'));
+      expect(reader.consumer.assigned()).toEqual([]);
+    } finally {
+      await reader.consumer.stop();
+    }
+    expect(reader.delivered.map((e) => e.event.at)).toEqual([0, 1, 2]); // nothing after it, ever
+  });
+
+  it('tells each member what it was assigned and what was revoked as the group changes', async () => {
+    const topic = await newTopic(4);
+    const group = newGroup();
+    const a = recording({ topic, groupId: group, heartbeatIntervalMs: 500 });
+    const b = recording({ topic, groupId: group, heartbeatIntervalMs: 500 });
+    await a.consumer.start();
+    await eventually('a holds every partition', () => a.calls.includes('assigned 0,1,2,3'));
+    try {
+      await b.consumer.start();
+      await eventually('the partitions shared between a and b', () => a.consumer.assigned().length + b.consumer.assigned().length === 4 && a.consumer.assigned().length > 0 && b.consumer.assigned().length > 0);
+      expect([...a.consumer.assigned(), ...b.consumer.assigned()].sort()).toEqual([0, 1, 2, 3]);
+      // a gave everything back before taking its share (eager rebalancing), in that order.
+      const revoked = a.calls.indexOf('revoked 0,1,2,3');
+      expect(revoked).toBeGreaterThan(a.calls.indexOf('assigned 0,1,2,3'));
+      expect(a.calls.slice(revoked + 1)).toContain(`assigned ${a.consumer.assigned().join(',')}`);
+      expect(b.calls).toEqual([`assigned ${b.consumer.assigned().join(',')}`]);
+    } finally {
+      await b.consumer.stop();
+    }
+    expect(b.calls[b.calls.length - 1]).toMatch(/^revoked /);
+    await eventually('a holds every partition again', () => a.consumer.assigned().length === 4);
+    await a.consumer.stop();
+    expect(a.calls[a.calls.length - 1]).toBe('revoked 0,1,2,3');
+  });
+
+  it('holds a paused partition back while others flow, and delivers it after resume', async () => {
+    const topic = await newTopic(2);
+    const partitionOf = partitionerFor(2);
+    const datasets = Array.from({ length: 20 }, (_, i) => `ds-${i}`);
+    const on0 = datasets.find((d) => partitionOf(`acct/${d}`) === 0)!;
+    const on1 = datasets.find((d) => partitionOf(`acct/${d}`) === 1)!;
+    const reader = recording({ topic, groupId: newGroup(), maxWaitTimeMs: 100 });
+    await reader.consumer.start();
+    try {
+      await eventually('both partitions assigned', () => reader.consumer.assigned().length === 2);
+      reader.consumer.pause([0]);
+      await appendAll(topic, [event(on0, 1), event(on1, 2)]);
+      await eventually('the event of the running partition', () => reader.delivered.some((e) => e.event.at === 2));
+      // Fetch rounds after the paused partition's event was stored; it would have come in either of them.
+      await appendAll(topic, [event(on1, 3)]);
+      await eventually('a later event of the running partition', () => reader.delivered.some((e) => e.event.at === 3));
+      expect(reader.delivered.map((e) => e.event.at)).toEqual([2, 3]);
+      reader.consumer.resume([0]);
+      await eventually('the paused partition after resume', () => reader.delivered.some((e) => e.event.at === 1));
+    } finally {
+      await reader.consumer.stop();
+    }
+  });
+
+  it('keeps a member with a long handler in the group by heartbeating while it runs', async () => {
+    const topic = await newTopic(1);
+    await appendAll(topic, [event('ds', 0)]);
+    let handled = 0;
+    // A handler three times the session timeout: without heartbeats meanwhile the group would drop the
+    // member, its commit would be refused and its partition revoked.
+    const reader = recording(
+      { topic, groupId: newGroup(), sessionTimeoutMs: 6000, heartbeatIntervalMs: 500 },
+      {
+        onBatch: async () => {
+          await new Promise((resolve) => setTimeout(resolve, 3 * 6000));
+          handled += 1;
+        },
+      },
+    );
+    await reader.consumer.start();
+    try {
+      await eventually('the long handler to finish', () => handled === 1, 40_000);
+      expect(await reader.consumer.commit(reader.delivered.map((e) => e.position))).toEqual({ notOwned: [] });
+      expect(reader.calls).toEqual(['assigned 0']);
+    } finally {
+      await reader.consumer.stop();
+    }
+  }, 60_000);
+});
