@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import { connectClickHouse, loadClickHouseConfig, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
-import { jsonLog, loadProjectorConfig, runProjector, type RunningProjector } from '@pushbase/projector';
+import { formatResult, jsonLog, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
 async function serve(): Promise<void> {
@@ -106,6 +106,42 @@ async function projector(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
 
+/**
+ * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the topic and
+ * swaps them in (services/projector/src/replay.ts). Exit 0 done, 1 the rebuild differs from the live state
+ * (--verify, --verify-only), 2 could not replay.
+ */
+async function replay(flags: ReplayFlags): Promise<void> {
+  let code = 0;
+  try {
+    const result = await runReplay(loadReplayConfig(flags));
+    for (const line of formatResult(result)) process.stdout.write(`${line}\n`);
+    if (result.verify !== undefined && !result.verify.equal) code = 1;
+  } catch (e) {
+    process.stderr.write(`pushbase replay: ${e instanceof ReplayRefused ? 'refused: ' : ''}${e instanceof Error ? e.message : String(e)}\n`);
+    code = 2;
+  }
+  process.exit(code);
+}
+
+const REPLAY_HELP = `
+Reads the topic (PUSHBASE_KAFKA_TOPIC) from its beginning up to the end offsets taken at the start, folds it
+with the projector's own code into a fresh ClickHouse database (<database>_replay_<id>) and a fresh Redis
+prefix (<prefix>replay-<id>:), then swaps them in: RENAME TABLE moves the live tables to
+<database>_retired_<id> and the fresh ones into their place; one Redis MULTI/EXEC renames the fresh schema
+keys onto the live names. The live tables and keys serve reads until the swap.
+
+Stop every \`pushbase projector\` of PUSHBASE_PROJECTOR_GROUP first: replay refuses to run while the group has
+members. At the swap it sets the group's offsets to where the rebuild ended, so restarted projectors apply
+exactly the events written meanwhile. Start them once replay has finished.
+
+--verify compares the rebuilt state with the live one before swapping: every dataset's head (definition,
+incarnation, record count, last position), the listing, every live dataset's records in order, and every
+key of the Redis schema store. If anything differs it prints a summary, swaps nothing and exits 1.
+--verify-only does the same and never swaps (the rebuild is dropped afterwards).
+
+Exit status: 0 done (and equal, when verified), 1 the rebuilt state differs, 2 replay could not run.`;
+
 const program = new Command('pushbase').description('Self-hostable dataset-push service speaking the Geckoboard datasets API');
 program
   .command('serve', { isDefault: true })
@@ -124,6 +160,18 @@ program
   .command('projector')
   .description('fold dataset events from Kafka into ClickHouse as a consumer group member (PUSHBASE_KAFKA_*, PUSHBASE_CLICKHOUSE_*, PUSHBASE_PROJECTOR_*)')
   .action(projector);
+
+program
+  .command('replay')
+  .description('rebuild the ClickHouse projection and the Redis schema store from the Kafka topic into fresh tables and keys, then swap them in')
+  .option('--verify', 'compare the rebuilt state with the live one first; swap only if equal, else print the differences and exit 1')
+  .option('--verify-only', 'rebuild into scratch tables and keys, compare with the live state, drop the scratch; never swap')
+  .option('--keep-retired', 'keep the replaced tables and schema keys (names printed) instead of dropping them')
+  .option('--no-progress', 'do not draw the progress bar')
+  .addHelpText('after', REPLAY_HELP)
+  .action((options: { verify?: boolean; verifyOnly?: boolean; keepRetired?: boolean; progress: boolean }) =>
+    replay({ verify: options.verify === true, verifyOnly: options.verifyOnly === true, keepRetired: options.keepRetired === true, progress: options.progress }),
+  );
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);

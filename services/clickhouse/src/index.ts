@@ -5,3 +5,4 @@ export { columnsOf, slotsOf, type Slot, type SlotKind } from './layout';
 export { migrate, MIGRATIONS, promoteStatement, tablesIn, TABLE_NAMES, type Migration, type MigrateResult, type ProjectionTables } from './migrations';
 export { accountLiteral, checkAccount, datasetLiteral, quoteIdentifier, quoteString } from './sql';
 export { ClickHouseProjection, MAX_INSERT_BYTES, MAX_INSERT_ROWS } from './store';
+export { databaseExists, dropDatabase, listListedHeads, listStoredHeads, promoteProjection, type ListedHead, type StoredHead } from './inventory';

@@ -22,47 +22,107 @@ const name = (fallback: string, what: string) =>
 /** A pending write holds at most flushRows plus the rows of the event that crossed it; it must fit one atomic insert. */
 const MAX_FLUSH_ROWS = MAX_INSERT_ROWS - MAX_ROWS_PER_EVENT;
 
-const schema = z
-  .object({
-    PUSHBASE_KAFKA_BROKERS: z.preprocess(
-      blankToUndefined,
-      z
-        .string()
-        .default('127.0.0.1:9092')
-        .transform((list, ctx) => {
-          try {
-            return parseBrokers(list);
-          } catch (e) {
-            ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
-            return z.NEVER;
-          }
-        }),
-    ),
-    PUSHBASE_KAFKA_TOPIC: name('pushbase.dataset-events', 'PUSHBASE_KAFKA_TOPIC'),
-    PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
-    ...clickhouseEnv,
-    PUSHBASE_PROJECTOR_MAX_ROWS: integer(1_000_000, 1, Number.MAX_SAFE_INTEGER),
-    PUSHBASE_PROJECTOR_FLUSH_ROWS: integer(50_000, 1, MAX_FLUSH_ROWS),
-    PUSHBASE_PROJECTOR_FLUSH_MS: integer(1000, 10, 60_000),
-  })
-  .transform((env) =>
-    Object.freeze({
-      kafka: Object.freeze({ brokers: env.PUSHBASE_KAFKA_BROKERS, topic: env.PUSHBASE_KAFKA_TOPIC, groupId: env.PUSHBASE_PROJECTOR_GROUP }),
-      clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE }),
-      maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
-      flushRows: env.PUSHBASE_PROJECTOR_FLUSH_ROWS,
-      flushIntervalMs: env.PUSHBASE_PROJECTOR_FLUSH_MS,
-    }),
-  );
+/** The variables the projector and replay share (replay reads the same topic into the same kinds of store). */
+const projectorEnv = {
+  PUSHBASE_KAFKA_BROKERS: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default('127.0.0.1:9092')
+      .transform((list, ctx) => {
+        try {
+          return parseBrokers(list);
+        } catch (e) {
+          ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
+          return z.NEVER;
+        }
+      }),
+  ),
+  PUSHBASE_KAFKA_TOPIC: name('pushbase.dataset-events', 'PUSHBASE_KAFKA_TOPIC'),
+  PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
+  ...clickhouseEnv,
+  PUSHBASE_REDIS_URL: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default('redis://127.0.0.1:6379')
+      .refine((u) => URL.canParse(u) && /^rediss?:$/.test(new URL(u).protocol), 'PUSHBASE_REDIS_URL must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379'),
+  ),
+  PUSHBASE_REDIS_PREFIX: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default('pushbase:')
+      // Letters, digits and . _ - : only, so the prefix is never a glob pattern when keys are scanned.
+      .refine((v) => /^[A-Za-z0-9._:-]{1,100}:$/.test(v) && !v.includes('*'), 'PUSHBASE_REDIS_PREFIX must be 1 to 100 of A-Z a-z 0-9 . _ - : ending in ":"'),
+  ),
+  PUSHBASE_PROJECTOR_MAX_ROWS: integer(1_000_000, 1, Number.MAX_SAFE_INTEGER),
+  PUSHBASE_PROJECTOR_FLUSH_ROWS: integer(50_000, 1, MAX_FLUSH_ROWS),
+  PUSHBASE_PROJECTOR_FLUSH_MS: integer(1000, 10, 60_000),
+};
+
+type ProjectorEnv = z.output<z.ZodObject<typeof projectorEnv>>;
+
+const projectorConfigOf = (env: ProjectorEnv) =>
+  Object.freeze({
+    kafka: Object.freeze({ brokers: env.PUSHBASE_KAFKA_BROKERS, topic: env.PUSHBASE_KAFKA_TOPIC, groupId: env.PUSHBASE_PROJECTOR_GROUP }),
+    clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE }),
+    redis: Object.freeze({ url: env.PUSHBASE_REDIS_URL, prefix: env.PUSHBASE_REDIS_PREFIX }),
+    maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
+    flushRows: env.PUSHBASE_PROJECTOR_FLUSH_ROWS,
+    flushIntervalMs: env.PUSHBASE_PROJECTOR_FLUSH_MS,
+  });
+
+const schema = z.object(projectorEnv).transform(projectorConfigOf);
 
 export type ProjectorConfig = z.output<typeof schema>;
 
-/** Parses the environment; a bad value throws with every problem listed. */
-export function loadProjectorConfig(env: NodeJS.ProcessEnv = process.env): ProjectorConfig {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+function parseOrThrow<T>(result: { success: true; data: T } | { success: false; error: z.ZodError }): T {
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
     throw new Error(`Invalid configuration:\n  ${problems}`);
   }
-  return parsed.data;
+  return result.data;
+}
+
+/** Parses the environment; a bad value throws with every problem listed. */
+export function loadProjectorConfig(env: NodeJS.ProcessEnv = process.env): ProjectorConfig {
+  return parseOrThrow(schema.safeParse(env));
+}
+
+/*
+ * `pushbase replay`: the projector's variables (it rebuilds what the projector builds, from the same
+ * topic, and checks that the projector group named there is stopped) and the command's flags, in one schema.
+ */
+const replaySchema = z
+  .object({
+    ...projectorEnv,
+    verify: z.boolean().default(false),
+    verifyOnly: z.boolean().default(false),
+    keepRetired: z.boolean().default(false),
+    progress: z.boolean().default(true),
+  })
+  .refine((c) => !(c.verifyOnly && c.keepRetired), { message: '--keep-retired has nothing to keep with --verify-only (nothing is swapped)' })
+  .transform((c) =>
+    Object.freeze({
+      ...projectorConfigOf(c),
+      verify: c.verify || c.verifyOnly,
+      verifyOnly: c.verifyOnly,
+      keepRetired: c.keepRetired,
+      progress: c.progress,
+    }),
+  );
+
+export type ReplayConfig = z.output<typeof replaySchema>;
+
+export interface ReplayFlags {
+  readonly verify?: boolean;
+  readonly verifyOnly?: boolean;
+  readonly keepRetired?: boolean;
+  readonly progress?: boolean;
+}
+
+/** Parses the environment and the command's flags together; a bad value throws with every problem listed. */
+export function loadReplayConfig(flags: ReplayFlags = {}, env: NodeJS.ProcessEnv = process.env): ReplayConfig {
+  return parseOrThrow(replaySchema.safeParse({ ...env, ...flags }));
 }

@@ -3,3 +3,5 @@ export * from './project';
 export * from './projector';
 export * from './config';
 export * from './main';
+export * from './replay';
+export * from './verify';

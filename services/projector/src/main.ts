@@ -1,5 +1,6 @@
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
+import { openRedis, RedisSchemaStore } from '@pushbase/redis';
 import type { ProjectorConfig } from './config';
 import { Projector, type Logger, type ProjectorOptions } from './projector';
 
@@ -21,14 +22,17 @@ export interface ProjectorHooks {
 }
 
 /**
- * The composition root of `pushbase projector`: ClickHouse store, projector, Kafka consumer group member.
- * Expects the tables migrated (`pushbase migrate`) and the topic created by the writers.
+ * The composition root of `pushbase projector`: ClickHouse store, Redis schema store, projector, Kafka
+ * consumer group member. Expects the tables migrated (`pushbase migrate`) and the topic created by the
+ * writers.
  */
 export async function runProjector(config: ProjectorConfig, hooks: ProjectorHooks = {}): Promise<RunningProjector> {
   const log = hooks.log ?? jsonLog;
+  const redis = await openRedis(config.redis.url);
   const conn = connectClickHouse(config.clickhouse.url);
   const store = new ClickHouseProjection(conn, config.clickhouse.database);
   const projector = new Projector(store, {
+    schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
     maxRows: config.maxRows,
     flushRows: config.flushRows,
     flushIntervalMs: config.flushIntervalMs,
@@ -53,6 +57,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     group: config.kafka.groupId,
     clickhouse: config.clickhouse.url,
     database: config.clickhouse.database,
+    redis_prefix: config.redis.prefix,
     max_rows: config.maxRows,
     flush_rows: config.flushRows,
     flush_ms: config.flushIntervalMs,
@@ -62,6 +67,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   } catch (e) {
     await consumer.stop().catch(() => undefined);
     await conn.close();
+    redis.disconnect();
     throw e;
   }
   let stopped: Promise<void> | undefined;
@@ -73,6 +79,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
           await projector.stop();
         } finally {
           await conn.close();
+          redis.disconnect();
         }
       })()),
   };

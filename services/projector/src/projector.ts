@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DomainError, streamKey } from '@pushbase/domain';
-import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore } from '@pushbase/contracts';
+import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore, SchemaStoreWriter } from '@pushbase/contracts';
+import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
 import { project, type ProjectedDataset } from './project';
 
@@ -20,6 +21,12 @@ import { project, type ProjectedDataset } from './project';
  * advance those datasets, and the events come again from the committed offset to whoever reads next.
  *
  * Batches, timed flushes and revocations run one at a time (`exclusive`).
+ *
+ * The schema store (Redis: live definitions and counts) is fed from the same write: after the rows landed
+ * and before the offsets are committed, every event of the write is applied to it, the redelivered ones
+ * too. Its writer is idempotent per incarnation, so an event applied twice (a crash between apply and
+ * commit) changes nothing; applying only the events ClickHouse did not skip would lose the schema side of
+ * a write whose rows landed but whose apply did not.
  */
 
 /** The part of the Kafka consumer the projector drives. */
@@ -49,6 +56,8 @@ export interface ProjectorOptions {
   /** How long stop() waits for the running batch and the last write before giving up. Default 30000 ms. */
   readonly stopTimeoutMs?: number;
   readonly log: Logger;
+  /** The schema store's writer side, fed every event of a write before its offsets are committed. */
+  readonly schemaStore?: SchemaStoreWriter;
   /** Test hook: runs after a write landed and before its offsets are committed. */
   readonly afterWrite?: (write: number) => void;
   /** Called when the projector stops on an error it must not retry (a bug, a poison event). */
@@ -83,6 +92,8 @@ interface PendingPartition {
   readonly rows: ProjectedRow[];
   /** The newest head per dataset and incarnation (the store needs each live row's own incarnation). */
   readonly heads: Map<string, ProjectedHead>;
+  /** Every event of the partition since the last write, skipped ones included, for the schema store. */
+  readonly events: DatasetEvent[];
   last: number;
 }
 
@@ -217,10 +228,11 @@ export class Projector {
       this.hold(key, batch.partition, step.dataset, step.applied ? this.batch : (cached?.batch ?? 0));
       let pending = this.pending.get(batch.partition);
       if (pending === undefined) {
-        pending = { rows: [], heads: new Map(), last: position.offset };
+        pending = { rows: [], heads: new Map(), events: [], last: position.offset };
         this.pending.set(batch.partition, pending);
       }
       pending.last = position.offset;
+      if (this.options.schemaStore !== undefined) pending.events.push(event);
       this.oldestPendingAt ??= Date.now();
       if (!step.applied) {
         this.counters.skipped++;
@@ -309,6 +321,12 @@ export class Projector {
     }
     const started = Date.now();
     await this.retrying(`writing ${rows.length} rows`, () => this.store.write(rows, heads));
+    const schemaStore = this.options.schemaStore;
+    if (schemaStore !== undefined) {
+      // Per partition in offset order: one dataset's events keep their order, which is all apply needs.
+      const events = partitions.flatMap(([, p]) => p.events);
+      if (events.length > 0) await this.retrying(`applying ${events.length} events to the schema store`, () => schemaStore.apply(events));
+    }
     const written = ++this.counters.writes;
     this.counters.rows += rows.length;
     this.landed = id;

@@ -7,6 +7,7 @@ describe('loadProjectorConfig', () => {
     expect(loadProjectorConfig({ PUSHBASE_PROJECTOR_MAX_ROWS: '' })).toStrictEqual({
       kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', groupId: 'pushbase-projector' },
       clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
+      redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
       maxRows: 1_000_000,
       flushRows: 50_000,
       flushIntervalMs: 1000,
@@ -23,8 +24,10 @@ describe('loadProjectorConfig', () => {
       PUSHBASE_PROJECTOR_MAX_ROWS: '50',
       PUSHBASE_PROJECTOR_FLUSH_ROWS: '1000',
       PUSHBASE_PROJECTOR_FLUSH_MS: '250',
+      PUSHBASE_REDIS_URL: 'redis://cache:6380',
+      PUSHBASE_REDIS_PREFIX: 'pb-live:',
     });
-    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250 });
+    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250 });
     expect(Object.isFrozen(c)).toBe(true);
   });
 

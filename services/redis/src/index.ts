@@ -3,3 +3,6 @@ export * from './keys';
 export * from './rate-limiter';
 export * from './schema-store';
 export * from './key-store';
+export * from './connection';
+export * from './generations';
+export type { Redis } from 'ioredis';

@@ -1,6 +1,7 @@
 import type { SchemaStore, SchemaStoreWriter } from '@pushbase/contracts';
 import type { DatasetEvent, DatasetSummary } from '@pushbase/domain';
 import type { ChainableCommander, Redis, Result } from 'ioredis';
+import { redisError } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
 
 /*
@@ -47,6 +48,9 @@ end
 return 0
 `;
 
+/** Where the schema store's keys live under a prefix: replay builds a fresh one and promotes it. */
+export const schemaNamespace = (prefix: string): string => `${checkPrefix(prefix)}schema:`;
+
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     pushbaseSchemaApply(dataset: string, live: string, dead: string, type: string, id: string, incarnation: string, at: number, definition: string): Result<number, Context>;
@@ -60,8 +64,12 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
     private readonly redis: Redis,
     options: { readonly prefix?: string } = {},
   ) {
-    this.prefix = `${checkPrefix(options.prefix ?? DEFAULT_PREFIX)}schema:`;
+    this.prefix = schemaNamespace(options.prefix ?? DEFAULT_PREFIX);
     redis.defineCommand('pushbaseSchemaApply', { numberOfKeys: 3, lua: APPLY });
+  }
+
+  private where(): string {
+    return `${this.redis.options.host ?? '?'}:${this.redis.options.port ?? '?'}`;
   }
 
   private datasetKey(account: string, id: string): string {
@@ -104,9 +112,14 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
         e.type === 'DatasetDefined' ? JSON.stringify(e.definition) : '',
       );
     }
-    const results = await pipeline.exec();
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.exec();
+    } catch (e) {
+      throw redisError(this.where(), `applying ${events.length} events`, e);
+    }
     // exec reports each command's error beside its result instead of rejecting.
     const failed = results?.find(([err]) => err !== null);
-    if (failed) throw failed[0] as Error;
+    if (failed) throw redisError(this.where(), `applying ${events.length} events`, failed[0]);
   }
 }

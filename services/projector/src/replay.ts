@@ -1,0 +1,286 @@
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { SingleBar } from 'cli-progress';
+import {
+  ClickHouseProjection,
+  connectClickHouse,
+  dropDatabase,
+  listListedHeads,
+  migrate,
+  promoteProjection,
+  type ClickHouseConnection,
+} from '@pushbase/clickhouse';
+import { createKafka, KafkaEventConsumer, type EventConsumerHandlers, type KafkaLogLevel } from '@pushbase/kafka';
+import { dropSchemaGeneration, openRedis, promoteSchemaGeneration, RedisSchemaStore, type Redis } from '@pushbase/redis';
+import type { Admin } from 'kafkajs';
+import type { ReplayConfig } from './config';
+import { Projector, type Logger } from './projector';
+import { compareGenerations, formatReport, type VerifyReport } from './verify';
+
+/*
+ * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the Kafka topic,
+ * from its beginning up to the end offsets taken when it starts (so it ends), into a fresh database and a
+ * fresh key prefix, then makes them the live ones. The rebuild IS the projector — the same Projector
+ * class (batching, memory bound, the pure `project` over the domain's evolve) pointed at the fresh stores
+ * and fed by a throwaway consumer group — so there is no second copy of the rules or of the row derivation.
+ *
+ * The live projector must be stopped for the whole replay (the simplest sound choice):
+ *   - replay refuses to start while the projector group has members, and checks again before the swap;
+ *   - the live tables and keys keep serving reads until the swap (they only stop advancing; writers keep
+ *     appending to the topic, and those events wait in Kafka);
+ *   - at the swap it sets the projector group's committed offsets to the replay's end offsets, so a
+ *     restarted projector continues exactly after the rebuilt state. Without that, a group behind the end
+ *     would re-read (and skip) events, and a group ahead of it (a projector run and stopped during the
+ *     replay) would leave the events in between out of the new tables for good.
+ * A projector that joined the group between that check and the swap would write the old tables; the
+ * command tells the operator to start the projectors only once replay has finished.
+ *
+ * Exit codes of the command: 0 done (and, with --verify, equal), 1 the rebuilt state differs from the live
+ * one (nothing swapped), 2 replay could not run (refused, or failed; the live state is untouched unless
+ * the failure was in the swap itself, which the message says).
+ */
+
+export class ReplayRefused extends Error {
+  override readonly name = 'ReplayRefused';
+}
+
+export interface ReplayHooks {
+  /** Where warnings and errors go. Default: JSON lines on stderr. */
+  readonly log?: Logger;
+  /** Where the progress bar is drawn (when config.progress). Default stderr. */
+  readonly progressStream?: NodeJS.WritableStream;
+  /** Test hook: runs after the rebuild, before verify and swap, with the fresh generation's names. */
+  readonly afterRebuild?: (fresh: { readonly database: string; readonly redisPrefix: string }) => Promise<void>;
+}
+
+export interface ReplayResult {
+  /** Events read from the topic (up to the end offsets taken at the start). */
+  readonly events: number;
+  /** Records carried by those events (appends and replaces). */
+  readonly recordsReplayed: number;
+  /** Rows written to ClickHouse (live rows and tombstones). */
+  readonly rowsWritten: number;
+  /** Live datasets and their records in the rebuilt projection. */
+  readonly datasets: number;
+  readonly records: number;
+  readonly seconds: number;
+  /** Per partition, the offset replay read up to (exclusive). */
+  readonly end: ReadonlyMap<number, number>;
+  readonly verify: VerifyReport | undefined;
+  /** Whether the rebuilt state became the live one. */
+  readonly swapped: boolean;
+  /** Names of the replaced generation, when kept (--keep-retired). */
+  readonly retired: { readonly database: string; readonly redisPrefix: string } | undefined;
+}
+
+const stderrLog: Logger = (level, msg, fields = {}) => {
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, service: 'replay', msg, ...fields })}\n`);
+};
+
+/** Throws ReplayRefused unless no consumer is a member of the live projector group. */
+async function requireStoppedGroup(admin: Admin, groupId: string): Promise<void> {
+  const { groups } = await admin.describeGroups([groupId]);
+  const members = groups[0]?.members ?? [];
+  if (members.length > 0) {
+    const who = members.map((m) => `${m.clientId}@${m.clientHost}`).join(', ');
+    throw new ReplayRefused(
+      `the projector group ${groupId} has ${members.length} running member(s) (${who}): stop every \`pushbase projector\` of it first; ` +
+        'replay rebuilds from the topic and sets the group to continue where the rebuild ends',
+    );
+  }
+}
+
+interface Rebuilt {
+  readonly events: number;
+  readonly recordsReplayed: number;
+  readonly rowsWritten: number;
+}
+
+/** Folds the topic up to `end` into the fresh stores with the projector, showing progress. */
+async function rebuild(
+  config: ReplayConfig,
+  fresh: { readonly database: string; readonly redisPrefix: string; readonly group: string },
+  low: ReadonlyMap<number, number>,
+  end: ReadonlyMap<number, number>,
+  conn: ClickHouseConnection,
+  redis: Redis,
+  hooks: ReplayHooks,
+  log: Logger,
+  kafkaLog: (level: KafkaLogLevel, message: string) => void,
+): Promise<Rebuilt> {
+  const total = [...end].reduce((n, [p, e]) => n + e - (low.get(p) ?? 0), 0);
+  if (total === 0) return { events: 0, recordsReplayed: 0, rowsWritten: 0 };
+
+  let fail: (e: Error) => void = () => undefined;
+  let finish: () => void = () => undefined;
+  const finished = new Promise<void>((resolve, reject) => {
+    finish = resolve;
+    fail = reject;
+  });
+  const projector = new Projector(new ClickHouseProjection(conn, fresh.database), {
+    schemaStore: new RedisSchemaStore(redis, { prefix: fresh.redisPrefix }),
+    maxRows: config.maxRows,
+    flushRows: config.flushRows,
+    flushIntervalMs: config.flushIntervalMs,
+    // The projector's per-write info lines would bury the progress bar; its warnings still show.
+    log: (level, msg, fields) => {
+      if (level !== 'info') log(level, msg, fields);
+    },
+    onFatal: (e) => fail(e),
+  });
+
+  // Where each partition stands (the next offset to read) and which are done.
+  const next = new Map([...end.keys()].map((p) => [p, low.get(p) ?? 0]));
+  const done = (p: number): boolean => (next.get(p) ?? 0) >= (end.get(p) ?? 0);
+  let events = 0;
+  let recordsReplayed = 0;
+  const started = performance.now();
+  const bar = config.progress
+    ? new SingleBar({
+        format: 'replay {bar} {percentage}% | {value}/{total} events | {records_rate} records/s | offsets {position} of {end} | ETA {eta_formatted}',
+        stream: hooks.progressStream ?? process.stderr,
+        hideCursor: true,
+        etaBuffer: 200,
+        fps: 4,
+      })
+    : undefined;
+  const sum = (m: ReadonlyMap<number, number>): number => [...m.values()].reduce((a, b) => a + b, 0);
+  const endTotal = sum(end);
+  bar?.start(total, 0, { records_rate: 0, position: sum(next), end: endTotal });
+
+  const handlers = projector.handlers();
+  const bounded: EventConsumerHandlers = {
+    ...handlers,
+    onBatch: async (batch, control) => {
+      const stop = end.get(batch.partition) ?? 0;
+      // Events appended after replay started are left to the live projector (see the group offsets).
+      const events_ = batch.events.filter((e) => e.position.offset < stop);
+      if (events_.length > 0) {
+        await handlers.onBatch({ ...batch, events: events_ }, control);
+        events += events_.length;
+        for (const { event } of events_) if (event.type === 'RecordsAppended' || event.type === 'RecordsReplaced') recordsReplayed += event.records.length;
+        next.set(batch.partition, events_[events_.length - 1]!.position.offset + 1);
+        const seconds = (performance.now() - started) / 1000;
+        bar?.update(events, { records_rate: Math.round(recordsReplayed / Math.max(seconds, 0.001)), position: sum(next), end: endTotal });
+      }
+      if (events_.length < batch.events.length) next.set(batch.partition, stop);
+      if (done(batch.partition)) {
+        // Batches come only after start(), so the consumer below exists by then.
+        consumer.pause([batch.partition]);
+        if ([...end.keys()].every(done)) finish();
+      }
+    },
+  };
+  const consumer = new KafkaEventConsumer(
+    {
+      connection: { brokers: config.kafka.brokers, clientId: 'pushbase-replay', log: kafkaLog },
+      topic: config.kafka.topic,
+      groupId: fresh.group,
+      fromBeginning: true,
+      partitionsConsumedConcurrently: 1,
+    },
+    bounded,
+  );
+  await projector.start(consumer);
+  try {
+    await finished;
+  } finally {
+    // Writes what is pending (rows, heads, schema store), commits to the throwaway group, leaves it.
+    await projector.stop();
+    bar?.stop();
+  }
+  return { events, recordsReplayed, rowsWritten: projector.stats().rows };
+}
+
+/** Runs a replay as configured; see the module comment. Throws ReplayRefused when it must not run. */
+export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): Promise<ReplayResult> {
+  const log = hooks.log ?? stderrLog;
+  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+  const started = performance.now();
+  const run = randomBytes(4).toString('hex');
+  const live = { database: config.clickhouse.database, redisPrefix: config.redis.prefix };
+  const fresh = { database: `${live.database.slice(0, 44)}_replay_${run}`, redisPrefix: `${live.redisPrefix}replay-${run}:`, group: `${config.kafka.groupId.slice(0, 200)}-replay-${run}` };
+  const retired = { database: `${live.database.slice(0, 43)}_retired_${run}`, redisPrefix: `${live.redisPrefix}retired-${run}:` };
+
+  const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-replay', log: kafkaLog }).admin();
+  await admin.connect();
+  const conn = connectClickHouse(config.clickhouse.url);
+  let redis: Redis | undefined;
+  try {
+    redis = await openRedis(config.redis.url);
+    await requireStoppedGroup(admin, config.kafka.groupId);
+    // The live tables must exist and be current: the fresh ones are made by the same migrations, and the
+    // live database's schema_migrations stays behind when the tables are swapped. A no-op when current.
+    await migrate(conn, live.database);
+    const offsets = await admin.fetchTopicOffsets(config.kafka.topic);
+    const low = new Map(offsets.map((o) => [o.partition, Number(o.low)]));
+    const end = new Map(offsets.map((o) => [o.partition, Number(o.high)]));
+
+    await migrate(conn, fresh.database);
+    let promoted = false;
+    let tablesMoved = false;
+    try {
+      const rebuilt = await rebuild(config, fresh, low, end, conn, redis, hooks, log, kafkaLog);
+      await admin.deleteGroups([fresh.group]).catch((e: unknown) => log('warn', 'could not delete the replay consumer group', { group: fresh.group, error: String(e) }));
+      await hooks.afterRebuild?.({ database: fresh.database, redisPrefix: fresh.redisPrefix });
+      const listed = await listListedHeads(conn, fresh.database);
+      const alive = listed.filter((h) => !h.deleted);
+      const verify = config.verify ? await compareGenerations(conn, redis, live, fresh) : undefined;
+      const swap = !config.verifyOnly && (verify === undefined || verify.equal);
+      if (swap) {
+        await requireStoppedGroup(admin, config.kafka.groupId);
+        // setOffsets itself refuses a group with running members, so a projector that started just now
+        // stops the swap here, before anything live changed.
+        const partitions = [...end].map(([partition, offset]) => ({ partition, offset: String(offset) }));
+        if (partitions.length > 0) await admin.setOffsets({ groupId: config.kafka.groupId, topic: config.kafka.topic, partitions });
+        promoted = true;
+        await promoteProjection(conn, { fresh: fresh.database, live: live.database, retired: retired.database });
+        tablesMoved = true;
+        await promoteSchemaGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
+        if (!config.keepRetired) await dropDatabase(conn, retired.database);
+      }
+      return {
+        ...rebuilt,
+        datasets: alive.length,
+        records: alive.reduce((n, h) => n + h.record_count, 0),
+        seconds: (performance.now() - started) / 1000,
+        end,
+        verify,
+        swapped: swap,
+        retired: swap && config.keepRetired ? { database: retired.database, redisPrefix: retired.redisPrefix } : undefined,
+      };
+    } catch (e) {
+      if (promoted) {
+        throw new Error(
+          `replay failed while swapping the rebuilt state in (${e instanceof Error ? e.message : String(e)}); ` +
+            `the live projection may be partly swapped: tables in ${live.database}, ${retired.database} and ${fresh.database}, schema keys under ${live.redisPrefix} and ${fresh.redisPrefix}`,
+          { cause: e },
+        );
+      }
+      throw e;
+    } finally {
+      // Without a swap the fresh generation is scratch; after the tables moved the fresh database is empty.
+      // Whatever a failed swap left behind is kept: the error names it.
+      if (!promoted) await dropSchemaGeneration(redis, fresh.redisPrefix).catch(() => undefined);
+      if (!promoted || tablesMoved) await dropDatabase(conn, fresh.database).catch(() => undefined);
+    }
+  } finally {
+    redis?.disconnect();
+    await conn.close();
+    await admin.disconnect();
+  }
+}
+
+/** The final count, for the terminal. */
+export function formatResult(r: ReplayResult): string[] {
+  const rate = (n: number): string => Math.round(n / Math.max(r.seconds, 0.001)).toLocaleString('en-US');
+  const lines = [
+    `replay: ${r.events} events, ${r.datasets} datasets, ${r.records} records in ${r.seconds.toFixed(1)} s ` +
+      `(${rate(r.events)} events/s, ${rate(r.recordsReplayed)} records/s; ${r.recordsReplayed} records replayed, ${r.rowsWritten} rows written)`,
+  ];
+  if (r.verify !== undefined) lines.push(...formatReport(r.verify));
+  if (r.swapped) lines.push(`replay: the rebuilt projection and schema store are live; the projector group continues at ${JSON.stringify(Object.fromEntries(r.end))}`);
+  else lines.push('replay: nothing swapped; the live state is unchanged');
+  if (r.retired !== undefined) lines.push(`replay: the replaced state is kept in ClickHouse database ${r.retired.database} and under Redis prefix ${r.retired.redisPrefix}`);
+  return lines;
+}

@@ -1,0 +1,103 @@
+import type { Redis } from 'ioredis';
+import { schemaNamespace } from './schema-store';
+
+/*
+ * Whole generations of the schema store, for `pushbase replay`: it rebuilds the store under a fresh
+ * prefix, compares it with the live one, and promotes it.
+ *
+ * Promotion renames keys inside one MULTI/EXEC: the live generation's keys are renamed away (or
+ * deleted), the fresh one's take their names. Redis runs a transaction without interleaving any other
+ * client's command, so a reader sees the old generation or the new one, never a mix, and needs no change
+ * (it keeps reading fixed key names). Chosen over a versioned prefix behind a pointer key, which would cost
+ * every read a second lookup (or a cache that can be stale), and over SWAPDB, which swaps a whole logical
+ * database — the rate limiter's windows and the key hashes live in it too. The price: the transaction's
+ * length grows with the number of datasets (three keys at most per dataset; Redis renames about a million
+ * keys a second), and it needs one Redis, not a cluster (keys of a transaction must share a slot there).
+ */
+
+/** A pattern matching exactly the keys that start with `literal` (glob characters escaped). */
+const startsWith = (literal: string): string => `${literal.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}*`;
+
+/** Every key of the schema store under `prefix`. */
+export async function schemaKeys(redis: Redis, prefix: string): Promise<string[]> {
+  const match = startsWith(schemaNamespace(prefix));
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+    for (const k of batch) keys.push(k);
+    cursor = next;
+  } while (cursor !== '0');
+  // SCAN may return a key twice while the keyspace grows.
+  return [...new Set(keys)].sort();
+}
+
+/**
+ * The schema store under `prefix` as plain data: key (without the prefix) → its value as canonical text
+ * (a hash's fields sorted, a set's members sorted), so two generations compare as maps of strings.
+ */
+export async function readSchemaGeneration(redis: Redis, prefix: string): Promise<Map<string, string>> {
+  const namespace = schemaNamespace(prefix);
+  const keys = await schemaKeys(redis, prefix);
+  const out = new Map<string, string>();
+  for (let i = 0; i < keys.length; i += 1000) {
+    const chunk = keys.slice(i, i + 1000);
+    const pipeline = redis.pipeline();
+    // The layout of schema-store.ts: `dataset:` keys are hashes, `live:` and `dead:` keys sets.
+    for (const k of chunk) {
+      if (k.slice(namespace.length).startsWith('dataset:')) pipeline.hgetall(k);
+      else pipeline.smembers(k);
+    }
+    const results = (await pipeline.exec()) ?? [];
+    chunk.forEach((k, j) => {
+      const [err, value] = results[j] ?? [new Error('no reply'), null];
+      if (err !== null) throw err;
+      const canonical = Array.isArray(value)
+        ? JSON.stringify([...(value as string[])].sort())
+        : JSON.stringify(Object.entries(value as Record<string, string>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+      out.set(k.slice(namespace.length), canonical);
+    });
+  }
+  return out;
+}
+
+export interface SchemaPromotion {
+  /** Keys of the fresh generation that now carry the live names. */
+  readonly promoted: number;
+  /** Keys of the former live generation, renamed under `retired` or deleted. */
+  readonly retired: number;
+}
+
+/**
+ * Makes the generation under `fresh` the live one (under `live`) in one transaction. The former live keys
+ * move under `retired` when given, else they are deleted. The caller makes sure nothing writes to either
+ * generation meanwhile (the live projector is stopped during replay).
+ */
+export async function promoteSchemaGeneration(redis: Redis, prefixes: { readonly fresh: string; readonly live: string; readonly retired?: string }): Promise<SchemaPromotion> {
+  const freshNs = schemaNamespace(prefixes.fresh);
+  const liveNs = schemaNamespace(prefixes.live);
+  const retiredNs = prefixes.retired === undefined ? undefined : schemaNamespace(prefixes.retired);
+  const [freshKeys, liveKeys] = await Promise.all([schemaKeys(redis, prefixes.fresh), schemaKeys(redis, prefixes.live)]);
+  // A fresh prefix under the live one (`pushbase:replay-…:`) is not matched by the live namespace
+  // (`pushbase:schema:`), but guard against a caller choosing prefixes that overlap.
+  const overlap = freshKeys.filter((k) => k.startsWith(liveNs));
+  if (overlap.length > 0) throw new Error(`The fresh schema keys (${freshNs}) overlap the live ones (${liveNs})`);
+  const multi = redis.multi();
+  for (const k of liveKeys) {
+    if (retiredNs === undefined) multi.unlink(k);
+    else multi.rename(k, retiredNs + k.slice(liveNs.length));
+  }
+  for (const k of freshKeys) multi.rename(k, liveNs + k.slice(freshNs.length));
+  const results = await multi.exec();
+  if (results === null) throw new Error('The schema store promotion was aborted');
+  const failed = results.find(([err]) => err !== null);
+  if (failed) throw failed[0] as Error;
+  return { promoted: freshKeys.length, retired: liveKeys.length };
+}
+
+/** Removes the generation under `prefix` (a failed or verified-only rebuild, or a retired generation). */
+export async function dropSchemaGeneration(redis: Redis, prefix: string): Promise<number> {
+  const keys = await schemaKeys(redis, prefix);
+  for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
+  return keys.length;
+}
