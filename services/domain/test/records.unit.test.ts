@@ -157,6 +157,9 @@ describe('string: at most 100 characters counted as code points', () => {
     ['99 letters and one emoji', `${'x'.repeat(99)}😀`],
     ['100 CJK characters', '漢'.repeat(100)],
     ['a lone surrogate', '\ud800'],
+    ['100 characters at both ends of the astral planes', '\u{10000}\u{10ffff}'.repeat(50)],
+    ['99 emoji and a lone high surrogate at the end (100 code points)', `${'😀'.repeat(99)}\ud800`],
+    ['98 emoji and two lone high surrogates (100 code points)', `${'😀'.repeat(98)}\udbff\ud800`],
     ['control characters', '\u0000\n\t'],
   ])('accepts %s', (_label, v) => accepts(str, v));
 
@@ -165,6 +168,12 @@ describe('string: at most 100 characters counted as code points', () => {
     ['101 astral characters', '😀'.repeat(101)],
     ['99 letters and two emoji', `${'x'.repeat(99)}😀😀`],
     ['100 letters and a combining accent (101 code points)', `${'e'.repeat(99)}e\u0301`],
+    ['101 characters at both ends of the astral planes', `${'\u{10000}\u{10ffff}'.repeat(50)}\u{10000}`],
+    ['100 emoji and one letter', `${'😀'.repeat(100)}x`],
+    ['99 emoji, a lone high surrogate and a letter (101 code points)', `${'😀'.repeat(99)}\ud800x`],
+    ['99 emoji, a high surrogate before a high surrogate, and a letter', `${'😀'.repeat(98)}\ud800\udbffx`],
+    ['99 emoji, a high surrogate before a character past the low surrogates, and a letter', `${'😀'.repeat(98)}\udbff\ue000x`],
+    ['99 emoji, lone low surrogates (each one character)', `${'😀'.repeat(99)}\udc00\udfff`],
   ])('refuses %s', (_label, v) => refuses(str, v, 'at most 100 characters'));
 
   it.each([5, true, {}, ['a']])('refuses the non-string %p', (v) => refuses(str, v, 'must be a string'));
@@ -189,6 +198,8 @@ describe('date: YYYY-MM-DD, a real calendar date', () => {
     '24-01-01',
     '20240101',
     '2024/01/01',
+    '2024-01/01',
+    '2024/01-01',
     '2024-01-01T00:00:00Z',
     ' 2024-01-01',
     '2024-01-01 ',
@@ -223,6 +234,29 @@ describe('datetime: ISO 8601 with Z, ±hh:mm or no offset (UTC), stored as UTC w
     ['2024-02-29T23:59:59.999Z', '2024-02-29T23:59:59.999Z'],
     ['1970-01-01T00:00:00Z', '1970-01-01T00:00:00.000Z'],
     ['1969-12-31T23:59:59.999Z', '1969-12-31T23:59:59.999Z'],
+    // The RFC 3339 and ISO 8601 variants: lower-case t and z, a space for the T, a decimal comma.
+    ['2024-01-31t12:00:00z', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31t12:00:00.250+01:00', '2024-01-31T11:00:00.250Z'],
+    ['2024-01-31 12:00:00Z', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00,5Z', '2024-01-31T12:00:00.500Z'],
+    ['2024-01-31T12:00:00,123-01:00', '2024-01-31T13:00:00.123Z'],
+    // Seconds may be left out, with or without an offset.
+    ['2024-01-31T12:34', '2024-01-31T12:34:00.000Z'],
+    ['2024-01-31T12:34Z', '2024-01-31T12:34:00.000Z'],
+    ['2024-01-31T12:34+01:00', '2024-01-31T11:34:00.000Z'],
+    ['2024-01-31T12:34:56.7', '2024-01-31T12:34:56.700Z'],
+    // 2000 is the last year of a 400-year cycle: its 29 February exists and stays 29 February.
+    ['2000-02-29T12:00:00Z', '2000-02-29T12:00:00.000Z'],
+    ['2000-03-01T00:30:00+01:00', '2000-02-29T23:30:00.000Z'],
+    ['2000-02-29T23:30:00-01:00', '2000-03-01T00:30:00.000Z'],
+    ['2000-12-31T23:00:00-01:00', '2001-01-01T00:00:00.000Z'],
+    // An offset may carry the instant to the very ends of four-digit years, not past them.
+    ['0000-01-01T01:00:00+01:00', '0000-01-01T00:00:00.000Z'],
+    ['0000-01-01T00:00:00-00:01', '0000-01-01T00:01:00.000Z'],
+    ['9999-12-31T22:59:59.999-01:00', '9999-12-31T23:59:59.999Z'],
+    ['9999-12-31T23:59:59.999+00:01', '9999-12-31T23:58:59.999Z'],
+    ['2024-01-31T12:00:00+23:59', '2024-01-30T12:01:00.000Z'],
+    ['2024-01-31T12:00:00-23:59', '2024-02-01T11:59:00.000Z'],
   ])('accepts %p as %p', (v, normalised) => accepts(dt, v, normalised));
 
   it.each([
@@ -242,6 +276,43 @@ describe('datetime: ISO 8601 with Z, ±hh:mm or no offset (UTC), stored as UTC w
     'yesterday',
     'Wed, 31 Jan 2024 12:00:00 GMT',
     '',
+    // Not the dash-separated calendar date, or another separator where the grammar has one.
+    '2024/01/31T12:00:00Z',
+    '2024-01/31T12:00:00Z',
+    '2024-01-31_12:00:00Z',
+    '2024-01-31T12.00:00Z',
+    '2024-01-31T12:00.00Z',
+    '2024-01-31T12:00:00;5Z',
+    '2024-01-31T1:00:00Z',
+    '2024-01-31T12:0',
+    '2024-01-31T12:00:0Z',
+    // Nothing may follow the offset or the time.
+    '2024-01-31T12:00:00Zjunk',
+    '2024-01-31T12:00:00ZZ',
+    '2024-01-31T12:00:00Z ',
+    '2024-01-31T12:00:00+01:00Z',
+    '2024-01-31T12:00:00+01:00:00',
+    '2024-01-31T12:00:00.123 ',
+    '2024-01-31T12:00:00.12a',
+    '2024-01-31T12:00x',
+    // The offset is written ±hh:mm (DECISIONS.md → Records); ±hh and ±hhmm are not taken.
+    '2024-01-31T12:00:00+01',
+    '2024-01-31T12:00:00-05',
+    '2024-01-31T12:00:00+0100',
+    '2024-01-31T12:00:00-0530',
+    '2024-01-31T12:00+01',
+    '2024-01-31T12:00:00+1:00',
+    '2024-01-31T12:00:00+01:0',
+    '2024-01-31T12:00:00+01-00',
+    '2024-01-31T12:00:00+24:00',
+    '2024-01-31T12:00:00+',
+    '2024-01-31T12:00:00 +01:00',
+    '2024-01-31T12:00:00UTC',
+    // An offset that takes the instant outside four-digit years.
+    '9999-12-31T23:59:59.999-00:01',
+    '9999-12-31T23:00:00-01:00',
+    '0000-01-01T00:00:00+00:01',
+    '0000-01-01T00:59:59.999+01:00',
   ])('refuses %p', (v) => refuses(dt, v, 'must be an ISO 8601 date-time'));
 
   it.each([1706702400000, true, {}, ['2024-01-31T12:00:00Z']])('refuses the non-string %p', (v) => refuses(dt, v, 'must be an ISO 8601 date-time'));
@@ -259,6 +330,10 @@ describe('delete_by', () => {
   it.each<[Record<string, unknown>, string | null]>([
     [{}, null],
     [{ delete_by: null }, null],
+    [{ delete_by: '' }, null],
+    [{ deleteBy: null }, null],
+    [{ deleteBy: '' }, null],
+    [{ delete_by: null, deleteBy: 'day' }, 'day'],
     [{ delete_by: 'day' }, 'day'],
     [{ delete_by: 'at' }, 'at'],
     [{ deleteBy: 'day' }, 'day'],
