@@ -1,4 +1,4 @@
-import { LIMITS, decideDefine, parseDatasetId, type DatasetDefinition } from '../src';
+import { LIMITS, decideDefine, parseDatasetId, parseDefinition, type DatasetDefinition } from '../src';
 import {
   ACCOUNT,
   AT,
@@ -392,6 +392,16 @@ describe('same definition: found, or a 409-style conflict', () => {
     const err = given(existing()).when(defineDataset('sales', body)).thenThrows('conflict', conflict);
     expect(err.message.startsWith(conflict)).toBe(true);
     expect(err.message).toContain(difference);
+  });
+
+  it('refuses a unique_by of the same length that names other fields', () => {
+    const one = [datasetDefined('one', { fields: { day: field('date', 'Day'), team: field('string', 'Team') }, unique_by: ['day'] })];
+    const body = { fields: { day: { type: 'date', name: 'Day' }, team: { type: 'string', name: 'Team' } }, unique_by: ['team'] };
+    given(one).when(defineDataset('one', body)).thenThrows('conflict', 'unique_by is ["day"], not ["team"]');
+    const twoFields = { fields: { ...body.fields, at: { type: 'datetime', name: 'At' } }, unique_by: ['day', 'team'] };
+    const two = [datasetDefined('two', parseDefinition(twoFields))];
+    given(two).when(defineDataset('two', { ...twoFields, unique_by: ['day', 'at'] })).thenThrows('conflict', 'unique_by is ["day","team"], not ["day","at"]');
+    given(two).when(defineDataset('two', { ...twoFields, unique_by: ['at', 'team'] })).thenThrows('conflict', 'unique_by is ["day","team"], not ["at","team"]');
   });
 
   it('checks an invalid definition before comparing', () => {

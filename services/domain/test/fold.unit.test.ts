@@ -202,6 +202,18 @@ describe('delete and re-create', () => {
     });
   });
 
+  it("removes only the deleted dataset: the account's other datasets stay, records and all", () => {
+    const two = [...old, datasetDefined('log', log), recordsAppended('log', [{ msg: 'a', n: 1 }])];
+    given([...two, datasetDeleted('sales', { incarnation: 'old' })]).thenRecords('log', [{ msg: 'a', n: 1 }]);
+    given(two)
+      .when(deleteDataset('log'))
+      .thenState((s) => {
+        expect(datasetIn(s, 'log')).toBeUndefined();
+        expect(recordsOf(datasetIn(s, 'sales')!)).toStrictEqual([{ day: day(1), n: 1 }]);
+        expect([...(s.get(ACCOUNT)?.keys() ?? [])]).toStrictEqual(['sales']);
+      });
+  });
+
   it('decides a delete against the live incarnation and the fold applies it', () => {
     given(old)
       .when(deleteDataset('sales'))
@@ -233,6 +245,21 @@ describe('incarnations: events of another incarnation are ignored', () => {
       expect(recordsOf(datasetIn(s, 'log')!)).toStrictEqual([{ msg: 'a', n: 1 }]);
       expect(datasetIn(s, 'log')?.created_at).toBe(AT);
     });
+  });
+
+  it('takes a definition of a new incarnation over the live one as a fresh dataset: new schema, no records, new times', () => {
+    // The schema side decides creates one at a time, but a fold must still end in the newest incarnation
+    // if a log ever holds two definitions of an id without a delete between them.
+    given([...live, datasetDefined('log', daily, { incarnation: 'next', at: AT + 5 })]).thenState((s) => {
+      const ds = datasetIn(s, 'log');
+      expect(ds?.incarnation).toBe('next');
+      expect(ds?.definition).toStrictEqual(daily);
+      expect(ds?.rows.size).toBe(0);
+      expect([ds?.created_at, ds?.updated_at]).toStrictEqual([AT + 5, AT + 5]);
+    });
+    given([...live, datasetDefined('log', daily, { incarnation: 'next' }), recordsAppended('log', [{ msg: 'late', n: 2 }], null, { incarnation: 'live' })])
+      .when(appendRecords('log', { data: [{ day: day(1), n: 1 }] }))
+      .thenRecords([{ day: day(1), n: 1 }]);
   });
 
   it('keeps accounts apart', () => {
