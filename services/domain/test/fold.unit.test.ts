@@ -1,4 +1,4 @@
-import { LIMITS, evolve, fold, initialState, recordsOf, type DatasetDefinition, type DatasetEvent, type DatasetRecord } from '../src';
+import { LIMITS, enforceWindow, evolve, fold, initialState, recordsOf, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type RowKey } from '../src';
 import {
   ACCOUNT,
   AT,
@@ -35,6 +35,18 @@ describe('append without unique_by', () => {
         { msg: 'b', n: 2 },
         { msg: 'a', n: 1 },
       ]);
+  });
+
+  it("keys rows by their position in the dataset's history, counting on across appends and replaces", () => {
+    // Snapshots keep these keys and the counter, so later appends must continue the same sequence.
+    given([datasetDefined('log', log), recordsAppended('log', [{ msg: 'a', n: 1 }, { msg: 'b', n: 2 }]), recordsAppended('log', [{ msg: 'c', n: 3 }])]).thenState((s) => {
+      expect([...datasetIn(s, 'log')!.rows.keys()]).toStrictEqual([0, 1, 2]);
+      expect(datasetIn(s, 'log')?.nextRow).toBe(3);
+    });
+    given([datasetDefined('log', log), recordsAppended('log', [{ msg: 'a', n: 1 }]), recordsReplaced('log', [{ msg: 'b', n: 2 }, { msg: 'c', n: 3 }])]).thenState((s) => {
+      expect([...datasetIn(s, 'log')!.rows.keys()]).toStrictEqual([1, 2]);
+      expect(datasetIn(s, 'log')?.nextRow).toBe(3);
+    });
   });
 
   it('stamps updated_at from the event and keeps created_at', () => {
@@ -402,6 +414,16 @@ describe('the 5000-record window', () => {
         expect(rows.filter((r) => r.day === null)).toHaveLength(0);
         expect(rows[0]).toStrictEqual({ day: day(2), n: 2 });
       });
+  });
+
+  it('without delete_by drops by insertion even when the records hold a field named "null"', () => {
+    const rows = new Map<RowKey, DatasetRecord>([
+      [0, { null: '2024-01-02' }],
+      [1, { null: '2024-01-01' }],
+      [2, { null: '2024-01-03' }],
+    ]);
+    enforceWindow(rows, null, 2);
+    expect([...rows.values()]).toStrictEqual([{ null: '2024-01-01' }, { null: '2024-01-03' }]);
   });
 
   it('drops nothing when a delete_by append stays within 5000', () => {
