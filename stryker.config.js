@@ -2,6 +2,9 @@
 // pinned by a test that fails when the rule is broken. Not part of `npm test` or CI: a full run takes
 // about half an hour on two shared cores. Incremental: a rerun only tests the mutants whose code or
 // covering tests changed since the last run (the file below; delete it to start afresh).
+const os = require('node:os');
+const path = require('node:path');
+
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 module.exports = {
   testRunner: 'jest',
@@ -22,6 +25,8 @@ module.exports = {
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   incremental: true,
   incrementalFile: 'reports/mutation/stryker-incremental.json',
-  tempDirName: '.stryker-tmp',
+  // The sandbox lives outside the repository: inside it, the root jest would find a second
+  // @pushbase/domain package and every suite importing it would fail while a run is under way.
+  tempDirName: path.join(os.tmpdir(), 'pushbase-stryker'),
   cleanTempDir: 'always',
 };
