@@ -96,7 +96,7 @@ export function enforceWindow(rows: Map<RowKey, DatasetRecord>, deleteBy: string
   while (
     excess > 0 &&
     // excess never exceeds the valued rows left (the limit is not negative), so this bound is a guard only.
-    // Stryker disable next-line EqualityOperator,ConditionalExpression: equivalent, as said above
+    // Stryker disable next-line EqualityOperator: equivalent, as said above
     i < valued.length
   ) {
     const group = (valued[i] as { value: string }).value;
@@ -158,14 +158,12 @@ export function evolve(state: State, event: DatasetEvent): State {
   let datasets = state.get(event.account);
   const current = datasets?.get(event.dataset);
   const next = evolveDataset(current, event);
-  // A fast path: without it an unchanged dataset would be set again, and an ignored event change nothing.
-  // Stryker disable next-line ConditionalExpression: equivalent, as said above
   if (next === current) return state;
   if (next === undefined) {
-    // A dataset was there to delete, so its account's map exists: the `?.` is for the type checker.
-    // Stryker disable next-line OptionalChaining: equivalent, as said above
-    datasets?.delete(event.dataset);
-    if (datasets?.size === 0) state.delete(event.account);
+    // A dataset was there to delete (next !== current), so its account's map exists.
+    const remaining = datasets as Map<string, DatasetState>;
+    remaining.delete(event.dataset);
+    if (remaining.size === 0) state.delete(event.account);
     return state;
   }
   if (datasets === undefined) {

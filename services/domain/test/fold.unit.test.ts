@@ -1,4 +1,4 @@
-import { LIMITS, enforceWindow, evolve, fold, initialState, recordsOf, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type RowKey } from '../src';
+import { LIMITS, enforceWindow, evolve, fold, initialState, recordsOf, streamKey, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type RowKey } from '../src';
 import {
   ACCOUNT,
   AT,
@@ -440,6 +440,11 @@ describe('evolve and fold', () => {
     const byHand = events.reduce(evolve, initialState());
     expect(recordsOf(datasetIn(byHand, 'log')!)).toStrictEqual(recordsOf(datasetIn(fold(events), 'log')!));
     expect(fold([]).size).toBe(0);
+  });
+
+  it("puts one dataset's events in one stream, named account/dataset", () => {
+    expect(streamKey('acme', 'sales.by.day')).toBe('acme/sales.by.day');
+    expect(streamKey('acme', 'a')).not.toBe(streamKey('globex', 'a'));
   });
 
   it('folds on from a given state', () => {

@@ -208,6 +208,7 @@ describe('string: at most 100 characters counted as code points', () => {
     ['99 emoji, a high surrogate before a high surrogate, and a letter', `${'😀'.repeat(98)}\ud800\udbffx`],
     ['99 emoji, a high surrogate before a character past the low surrogates, and a letter', `${'😀'.repeat(98)}\udbff\ue000x`],
     ['99 emoji, lone low surrogates (each one character)', `${'😀'.repeat(99)}\udc00\udfff`],
+    ['100 letters and a lone low surrogate', `${'x'.repeat(100)}\udc00`],
   ])('refuses %s', (_label, v) => refuses(str, v, 'at most 100 characters'));
 
   it.each([5, true, {}, ['a']])('refuses the non-string %p', (v) => refuses(str, v, 'must be a string'));
