@@ -7,7 +7,6 @@ import {
   type DatasetDefinition,
   type FieldDefinition,
   type FieldType,
-  type TimeUnit,
 } from './types';
 
 // DECISIONS.md → Identifiers.
@@ -33,7 +32,8 @@ export function parseDatasetId(id: string): string {
 }
 
 export function isCurrencyCode(code: string): boolean {
-  return /^[A-Z]{3}$/.test(code) && currencyByCode(code) !== undefined;
+  // currency-codes looks codes up upper-cased; ISO 4217 codes are written upper-case, so "usd" is refused.
+  return code === code.toUpperCase() && currencyByCode(code) !== undefined;
 }
 
 function parseField(key: string, raw: unknown): FieldDefinition {
@@ -45,9 +45,10 @@ function parseField(key: string, raw: unknown): FieldDefinition {
     );
   }
   if (!isObject(raw)) throw invalid(`Field "${key}" must be an object with a type and a name, not ${describe(raw)}`, path);
-  const { type, name, optional } = raw;
-  if (typeof type !== 'string' || !(FIELD_TYPES as readonly string[]).includes(type)) {
-    throw invalid(`Field "${key}" has an invalid type ${quoteValue(type)}: use one of ${FIELD_TYPES.join(', ')}`, `${path}.type`);
+  const { name, optional } = raw;
+  const type = FIELD_TYPES.find((t) => t === raw.type);
+  if (type === undefined) {
+    throw invalid(`Field "${key}" has an invalid type ${quoteValue(raw.type)}: use one of ${FIELD_TYPES.join(', ')}`, `${path}.type`);
   }
   if (typeof name !== 'string' || name === '') {
     throw invalid(`Field "${key}" needs a name: a non-empty string`, `${path}.name`);
@@ -56,7 +57,7 @@ function parseField(key: string, raw: unknown): FieldDefinition {
     throw invalid(`Field "${key}": optional must be true or false`, `${path}.optional`);
   }
   const field: { -readonly [K in keyof FieldDefinition]: FieldDefinition[K] } = {
-    type: type as FieldType,
+    type,
     name,
     optional: optional === true,
   };
@@ -71,11 +72,11 @@ function parseField(key: string, raw: unknown): FieldDefinition {
     field.currency_code = currency;
   }
   if (type === 'duration') {
-    const unit = raw.time_unit;
-    if (typeof unit !== 'string' || !(TIME_UNITS as readonly string[]).includes(unit)) {
+    const unit = TIME_UNITS.find((u) => u === raw.time_unit);
+    if (unit === undefined) {
       throw invalid(`Field "${key}" of type duration needs a time_unit: one of ${TIME_UNITS.join(', ')}`, `${path}.time_unit`);
     }
-    field.time_unit = unit as TimeUnit;
+    field.time_unit = unit;
   }
   return field;
 }
@@ -99,7 +100,8 @@ export function parseDefinition(body: unknown): DatasetDefinition {
   let rawUnique = body.unique_by;
   // Some clients send a bare field key instead of a one-element list.
   if (typeof rawUnique === 'string') rawUnique = [rawUnique];
-  const unique_by: string[] = [];
+  // Insertion-ordered: unique_by keeps the order the client wrote.
+  const uniqueFields = new Map<string, FieldDefinition>();
   if (rawUnique !== undefined && rawUnique !== null) {
     if (!Array.isArray(rawUnique)) throw invalid('"unique_by" must be an array of field keys', 'unique_by');
     for (const [i, key] of rawUnique.entries()) {
@@ -108,21 +110,18 @@ export function parseDefinition(body: unknown): DatasetDefinition {
       if (field === undefined) {
         throw invalid(`"unique_by" names the unknown field "${key}"; the defined fields are ${keys.join(', ')}`, `unique_by[${i}]`);
       }
-      if (unique_by.includes(key)) throw invalid(`"unique_by" lists the field "${key}" twice`, `unique_by[${i}]`);
-      unique_by.push(key);
+      if (uniqueFields.has(key)) throw invalid(`"unique_by" lists the field "${key}" twice`, `unique_by[${i}]`);
+      uniqueFields.set(key, field);
     }
-    if (unique_by.length > 1) {
-      for (const key of unique_by) {
-        const type = fieldOf(fields, key)?.type;
-        if (type === undefined || !MULTI_UNIQUE_TYPES.has(type)) {
-          throw invalid(
-            `When "unique_by" lists several fields each must be of type string, date or datetime; "${key}" is ${type ?? 'unknown'}`,
-            'unique_by',
-          );
+    if (uniqueFields.size > 1) {
+      for (const [key, { type }] of uniqueFields) {
+        if (!MULTI_UNIQUE_TYPES.has(type)) {
+          throw invalid(`When "unique_by" lists several fields each must be of type string, date or datetime; "${key}" is ${type}`, 'unique_by');
         }
       }
     }
   }
+  const unique_by = [...uniqueFields.keys()];
   return { fields, unique_by };
 }
 
@@ -130,10 +129,8 @@ export function parseDefinition(body: unknown): DatasetDefinition {
 export function definitionDifferences(stored: DatasetDefinition, requested: DatasetDefinition): string[] {
   const out: string[] = [];
   const props = ['type', 'name', 'optional', 'currency_code', 'time_unit'] as const;
-  for (const key of Object.keys(stored.fields)) {
-    const a = fieldOf(stored.fields, key);
+  for (const [key, a] of Object.entries(stored.fields)) {
     const b = fieldOf(requested.fields, key);
-    if (a === undefined) continue;
     if (b === undefined) {
       out.push(`field "${key}" is missing`);
       continue;

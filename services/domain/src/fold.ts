@@ -85,9 +85,20 @@ export function enforceWindow(rows: Map<RowKey, DatasetRecord>, deleteBy: string
     if (--excess === 0) return;
   }
   // Normalised dates and UTC datetimes sort as strings in time order. Array#sort is stable.
-  valued.sort((a, b) => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0));
+  valued.sort((a, b) =>
+    a.value < b.value
+      ? -1
+      : // V8's sort only asks whether compare(a, b) < 0, so "after" and "equal" answer alike here.
+        // Stryker disable next-line EqualityOperator,ConditionalExpression: equivalent, as said above
+        a.value > b.value ? 1 : 0,
+  );
   let i = 0;
-  while (excess > 0 && i < valued.length) {
+  while (
+    excess > 0 &&
+    // excess never exceeds the valued rows left (the limit is not negative), so this bound is a guard only.
+    // Stryker disable next-line EqualityOperator: equivalent, as said above
+    i < valued.length
+  ) {
     const group = (valued[i] as { value: string }).value;
     while (i < valued.length && (valued[i] as { value: string }).value === group) {
       rows.delete((valued[i] as { key: RowKey }).key);
@@ -149,8 +160,10 @@ export function evolve(state: State, event: DatasetEvent): State {
   const next = evolveDataset(current, event);
   if (next === current) return state;
   if (next === undefined) {
-    datasets?.delete(event.dataset);
-    if (datasets?.size === 0) state.delete(event.account);
+    // A dataset was there to delete (next !== current), so its account's map exists.
+    const remaining = datasets as Map<string, DatasetState>;
+    remaining.delete(event.dataset);
+    if (remaining.size === 0) state.delete(event.account);
     return state;
   }
   if (datasets === undefined) {

@@ -12,11 +12,14 @@ class Refusal {
 const MAX_MONEY = 2 ** 53;
 
 function codePointLength(s: string): number {
-  if (s.length <= LIMITS.stringLength) return s.length; // code points ≤ UTF-16 units
+  // A fast path only (code points ≤ UTF-16 units): the loop below gives the same count.
+  if (s.length <= LIMITS.stringLength) return s.length;
   let n = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+    // A high surrogate and the low one after it are one code point; a lone one counts alone. (Past the end,
+    // charCodeAt gives NaN, which is no low surrogate.)
+    if (c >= 0xd800 && c <= 0xdbff) {
       const next = s.charCodeAt(i + 1);
       if (next >= 0xdc00 && next <= 0xdfff) i++;
     }
@@ -25,8 +28,9 @@ function codePointLength(s: string): number {
   return n;
 }
 
+// Number.isFinite is false for anything but a number, so past it v is one.
 const finiteNumber = (kind: string): Normaliser => (v) =>
-  typeof v === 'number' && Number.isFinite(v) ? v : new Refusal(`must be a ${kind} (a finite JSON number)`);
+  Number.isFinite(v) ? (v as number) : new Refusal(`must be a ${kind} (a finite JSON number)`);
 
 function normaliserFor(field: FieldDefinition): Normaliser {
   switch (field.type) {
@@ -38,8 +42,9 @@ function normaliserFor(field: FieldDefinition): Normaliser {
       return finiteNumber('duration');
     case 'money':
       return (v) =>
-        typeof v === 'number' && Number.isInteger(v) && Math.abs(v) <= MAX_MONEY
-          ? v
+        // Number.isInteger is false for anything but a number, so past it v is one.
+        Number.isInteger(v) && Math.abs(v as number) <= MAX_MONEY
+          ? (v as number)
           : new Refusal(`must be an integer amount in the smallest unit of ${field.currency_code ?? 'the currency'} (e.g. 1000 for 10.00)`);
     case 'string':
       return (v) => {
@@ -73,18 +78,16 @@ interface CompiledDefinition {
 
 // A definition is immutable once parsed, so its compiled validators can be cached by identity.
 const compiled = new WeakMap<DatasetDefinition, CompiledDefinition>();
-function compile(def: DatasetDefinition): CompiledDefinition {
-  let c = compiled.get(def);
-  if (c === undefined) {
-    const fields = Object.entries(def.fields).map(([key, f]) => ({
-      key,
-      optional: f.optional,
-      shadowsPrototype: key in Object.prototype,
-      normalise: normaliserFor(f),
-    }));
-    c = { fields, keys: new Set(fields.map((f) => f.key)) };
-    compiled.set(def, c);
-  }
+const compile = (def: DatasetDefinition): CompiledDefinition => compiled.get(def) ?? compileAndCache(def);
+function compileAndCache(def: DatasetDefinition): CompiledDefinition {
+  const fields = Object.entries(def.fields).map(([key, f]) => ({
+    key,
+    optional: f.optional,
+    shadowsPrototype: key in Object.prototype,
+    normalise: normaliserFor(f),
+  }));
+  const c = { fields, keys: new Set(fields.map((f) => f.key)) };
+  compiled.set(def, c);
   return c;
 }
 
@@ -146,6 +149,7 @@ export function parseRecords(def: DatasetDefinition, data: unknown): DatasetReco
     );
   }
   const c = compile(def);
+  // Stryker disable next-line ArrayDeclaration: the length only preallocates; every slot is filled below
   const out = new Array<DatasetRecord>(data.length);
   for (let i = 0; i < data.length; i++) out[i] = parseCompiled(c, data[i], i);
   return out;

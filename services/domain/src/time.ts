@@ -39,7 +39,9 @@ export function civilFromDays(z: number): [number, number, number] {
  * Dates and datetimes are validated on every record of every request, so they are scanned by character
  * codes rather than by regular expressions: no match arrays, no number parsing of substrings, and the
  * common UTC forms are normalised without any calendar arithmetic. Grammar of a datetime:
- *   YYYY-MM-DD(T|t| )hh:mm[:ss[(.|,)f…]][Z|z|±hh[[:]mm]]   — no offset reads as UTC (DECISIONS.md → Records).
+ *   YYYY-MM-DD(T|t| )hh:mm[:ss[(.|,)f…]][Z|z|±hh:mm]   — no offset reads as UTC (DECISIONS.md → Records).
+ * Lower-case t and z, a space for the T and a decimal comma are the RFC 3339 and ISO 8601 variants real
+ * clients write; they change nothing about the instant.
  */
 
 /** Two decimal digits at `i`, or -1. */
@@ -77,8 +79,8 @@ export function isCalendarDate(s: string): boolean {
 }
 
 function scanDateTime(s: string): boolean {
-  const n = s.length;
-  if (n < 16 || !scanDate(s, parts)) return false;
+  // Past the end of `s` charCodeAt gives NaN, which no test below accepts: the scan needs no length checks.
+  if (!scanDate(s, parts)) return false;
   const sep = s.charCodeAt(10);
   if (sep !== 84 && sep !== 116 && sep !== 32) return false; // T t space
   const h = digits2(s, 11);
@@ -87,14 +89,14 @@ function scanDateTime(s: string): boolean {
   let i = 16;
   let sec = 0;
   let ms = 0;
-  if (i < n && s.charCodeAt(i) === 58) {
+  if (s.charCodeAt(i) === 58) {
     sec = digits2(s, i + 1);
     if (sec < 0 || sec > 59) return false;
     i += 3;
     const dot = s.charCodeAt(i);
-    if (i < n && (dot === 46 || dot === 44)) {
+    if (dot === 46 || dot === 44) {
       const start = ++i;
-      while (i < n && s.charCodeAt(i) >= 48 && s.charCodeAt(i) <= 57) {
+      while (s.charCodeAt(i) >= 48 && s.charCodeAt(i) <= 57) {
         // Milliseconds are the first three fraction digits; further digits are dropped, not rounded.
         if (i - start < 3) ms = ms * 10 + (s.charCodeAt(i) - 48);
         i++;
@@ -106,27 +108,19 @@ function scanDateTime(s: string): boolean {
     }
   }
   let offset = 0;
-  if (i < n) {
-    const c = s.charCodeAt(i);
-    if (c === 90 || c === 122) {
-      i++; // Z z
-    } else if (c === 43 || c === 45) {
-      const oh = digits2(s, i + 1);
-      if (oh < 0 || oh > 23) return false;
-      i += 3;
-      let om = 0;
-      if (i < n) {
-        if (s.charCodeAt(i) === 58) i++;
-        om = digits2(s, i);
-        if (om < 0 || om > 59) return false;
-        i += 2;
-      }
-      offset = (c === 45 ? -1 : 1) * (oh * 60 + om);
-    } else {
-      return false;
-    }
+  const c = s.charCodeAt(i);
+  if (c === 90 || c === 122) {
+    i++; // Z z
+  } else if (c === 43 || c === 45) {
+    // Only ±hh:mm (DECISIONS.md → Records): the shorter ISO 8601 forms ±hh and ±hhmm are refused.
+    const oh = digits2(s, i + 1);
+    const om = digits2(s, i + 4);
+    if (oh < 0 || oh > 23 || s.charCodeAt(i + 3) !== 58 || om < 0 || om > 59) return false;
+    i += 6;
+    offset = (c === 45 ? -1 : 1) * (oh * 60 + om);
   }
-  if (i !== n) return false;
+  // Whatever else follows the time, or anything after the offset, is refused here.
+  if (i !== s.length) return false;
   parts[3] = h;
   parts[4] = mi;
   parts[5] = sec;
@@ -179,8 +173,9 @@ export function parseDateTimeMillis(s: string): number | undefined {
 export function normaliseDateTime(s: string): string | undefined {
   if (!scanDateTime(s)) return undefined;
   if (parts[7] === 0) {
-    // Already canonical: return the very string, no allocation.
-    if (s.length === 24 && s.charCodeAt(10) === 84 && s.charCodeAt(19) === 46 && s.charCodeAt(23) === 90) return s;
+    // Already canonical: return the very string, no allocation. The scan has checked the shape, so a T,
+    // a dot at 19 and a Z at 23 can only be YYYY-MM-DDThh:mm:ss.sssZ.
+    if (s.charCodeAt(10) === 84 && s.charCodeAt(19) === 46 && s.charCodeAt(23) === 90) return s;
     return formatParts(parts[0] as number, parts[1] as number, parts[2] as number, parts[3] as number, parts[4] as number, parts[5] as number, parts[6] as number);
   }
   const ms = toMillis();

@@ -1,4 +1,4 @@
-import { LIMITS, decideDefine, parseDatasetId, type DatasetDefinition } from '../src';
+import { LIMITS, decideDefine, parseDatasetId, parseDefinition, type DatasetDefinition } from '../src';
 import {
   ACCOUNT,
   AT,
@@ -94,6 +94,12 @@ describe('dataset ids: 1–100 characters of a-z 0-9 . _ -, starting and ending 
     given([]).when(defineDataset(id, salesBody)).thenThrows('invalid', 'Invalid dataset id', 'id');
   });
 
+  it('quotes at most 120 characters of a refused id', () => {
+    const id = `${'A'.repeat(120)}overflow`;
+    const err = given([]).when(defineDataset(id, salesBody)).thenThrows('invalid', `Invalid dataset id "${'A'.repeat(120)}": use 1 to 100 characters`);
+    expect(err.message).not.toContain('overflow');
+  });
+
   it('validates the id of append, replace and delete too, before looking the dataset up', () => {
     const events = [datasetDefined('sales', sales)];
     given(events).when(appendRecords('Sales', { data: [] })).thenThrows('invalid', 'Invalid dataset id');
@@ -114,6 +120,12 @@ describe('field keys: ^[a-z][a-z0-9_]{0,49}$', () => {
     given([])
       .when(defineDataset('ds', bodyWith({ ok: { type: 'number', name: 'OK' }, [key]: { type: 'number', name: 'N' } })))
       .thenThrows('invalid', 'Invalid field key', `fields.${key}`);
+  });
+
+  it('quotes at most 60 characters of a refused key', () => {
+    const key = `${'K'.repeat(60)}overflow`;
+    const err = given([]).when(defineDataset('ds', bodyWith({ [key]: { type: 'number', name: 'N' } }))).thenThrows('invalid', `Invalid field key "${'K'.repeat(60)}": field keys`);
+    expect(err.message).not.toContain('overflow');
   });
 
   it('refuses "__proto__" as sent in JSON (an own key, not the prototype)', () => {
@@ -185,6 +197,12 @@ describe('field definitions', () => {
     given([]).when(defineDataset('ds', oneField({ type, name: 'Value' }))).thenThrows('invalid', 'invalid type', 'fields.value.type');
   });
 
+  it('lists the types to choose from when the type is refused', () => {
+    given([])
+      .when(defineDataset('ds', oneField({ type: 'text', name: 'Value' })))
+      .thenThrows('invalid', 'Field "value" has an invalid type "text": use one of date, datetime, number, percentage, string, money, duration');
+  });
+
   it.each([null, 'number', 5, ['number']])('refuses a field definition that is %j rather than an object', (def) => {
     given([]).when(defineDataset('ds', oneField(def))).thenThrows('invalid', 'must be an object', 'fields.value');
   });
@@ -240,6 +258,12 @@ describe('field definitions', () => {
     given([])
       .when(defineDataset('ds', oneField({ type: 'duration', name: 'Value', time_unit: unit })))
       .thenThrows('invalid', 'time_unit', 'fields.value.time_unit');
+  });
+
+  it('lists the time units to choose from', () => {
+    given([])
+      .when(defineDataset('ds', oneField({ type: 'duration', name: 'Value', time_unit: 'days' })))
+      .thenThrows('invalid', 'needs a time_unit: one of milliseconds, seconds, minutes, hours');
   });
 
   it('keeps currency_code only on money and time_unit only on duration', () => {
@@ -303,7 +327,7 @@ describe('unique_by', () => {
   ])('with several fields, each must be string, date or datetime: %j', (unique_by, culprit) => {
     given([])
       .when(defineDataset('ds', { fields, unique_by }))
-      .thenThrows('invalid', `each must be of type string, date or datetime; "${culprit}"`, 'unique_by');
+      .thenThrows('invalid', `each must be of type string, date or datetime; "${culprit}" is ${fields[culprit as keyof typeof fields].type}`, 'unique_by');
   });
 
   it('allows one field of any type', () => {
@@ -392,6 +416,26 @@ describe('same definition: found, or a 409-style conflict', () => {
     const err = given(existing()).when(defineDataset('sales', body)).thenThrows('conflict', conflict);
     expect(err.message.startsWith(conflict)).toBe(true);
     expect(err.message).toContain(difference);
+  });
+
+  it('lists every difference, separated by "; ", and names a property one side lacks as unset', () => {
+    const err = given(existing())
+      .when(defineDataset('sales', { ...base, fields: { ...base.fields, amount: { type: 'number', name: 'Amount' }, took: { type: 'money', name: 'Took', currency_code: 'EUR', optional: true } } }))
+      .thenThrows('conflict', conflict);
+    expect(err.message).toBe(
+      `${conflict}: field "amount" type is "money", not "number"; field "amount" currency_code is "USD", not unset; ` +
+        'field "took" type is "duration", not "money"; field "took" currency_code is unset, not "EUR"; field "took" time_unit is "seconds", not unset',
+    );
+  });
+
+  it('refuses a unique_by of the same length that names other fields', () => {
+    const one = [datasetDefined('one', { fields: { day: field('date', 'Day'), team: field('string', 'Team') }, unique_by: ['day'] })];
+    const body = { fields: { day: { type: 'date', name: 'Day' }, team: { type: 'string', name: 'Team' } }, unique_by: ['team'] };
+    given(one).when(defineDataset('one', body)).thenThrows('conflict', 'unique_by is ["day"], not ["team"]');
+    const twoFields = { fields: { ...body.fields, at: { type: 'datetime', name: 'At' } }, unique_by: ['day', 'team'] };
+    const two = [datasetDefined('two', parseDefinition(twoFields))];
+    given(two).when(defineDataset('two', { ...twoFields, unique_by: ['day', 'at'] })).thenThrows('conflict', 'unique_by is ["day","team"], not ["day","at"]');
+    given(two).when(defineDataset('two', { ...twoFields, unique_by: ['at', 'team'] })).thenThrows('conflict', 'unique_by is ["day","team"], not ["at","team"]');
   });
 
   it('checks an invalid definition before comparing', () => {

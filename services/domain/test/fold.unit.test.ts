@@ -1,4 +1,4 @@
-import { LIMITS, evolve, fold, initialState, recordsOf, type DatasetDefinition, type DatasetEvent, type DatasetRecord } from '../src';
+import { LIMITS, enforceWindow, evolve, fold, initialState, recordsOf, streamKey, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type RowKey } from '../src';
 import {
   ACCOUNT,
   AT,
@@ -35,6 +35,18 @@ describe('append without unique_by', () => {
         { msg: 'b', n: 2 },
         { msg: 'a', n: 1 },
       ]);
+  });
+
+  it("keys rows by their position in the dataset's history, counting on across appends and replaces", () => {
+    // Snapshots keep these keys and the counter, so later appends must continue the same sequence.
+    given([datasetDefined('log', log), recordsAppended('log', [{ msg: 'a', n: 1 }, { msg: 'b', n: 2 }]), recordsAppended('log', [{ msg: 'c', n: 3 }])]).thenState((s) => {
+      expect([...datasetIn(s, 'log')!.rows.keys()]).toStrictEqual([0, 1, 2]);
+      expect(datasetIn(s, 'log')?.nextRow).toBe(3);
+    });
+    given([datasetDefined('log', log), recordsAppended('log', [{ msg: 'a', n: 1 }]), recordsReplaced('log', [{ msg: 'b', n: 2 }, { msg: 'c', n: 3 }])]).thenState((s) => {
+      expect([...datasetIn(s, 'log')!.rows.keys()]).toStrictEqual([1, 2]);
+      expect(datasetIn(s, 'log')?.nextRow).toBe(3);
+    });
   });
 
   it('stamps updated_at from the event and keeps created_at', () => {
@@ -202,6 +214,18 @@ describe('delete and re-create', () => {
     });
   });
 
+  it("removes only the deleted dataset: the account's other datasets stay, records and all", () => {
+    const two = [...old, datasetDefined('log', log), recordsAppended('log', [{ msg: 'a', n: 1 }])];
+    given([...two, datasetDeleted('sales', { incarnation: 'old' })]).thenRecords('log', [{ msg: 'a', n: 1 }]);
+    given(two)
+      .when(deleteDataset('log'))
+      .thenState((s) => {
+        expect(datasetIn(s, 'log')).toBeUndefined();
+        expect(recordsOf(datasetIn(s, 'sales')!)).toStrictEqual([{ day: day(1), n: 1 }]);
+        expect([...(s.get(ACCOUNT)?.keys() ?? [])]).toStrictEqual(['sales']);
+      });
+  });
+
   it('decides a delete against the live incarnation and the fold applies it', () => {
     given(old)
       .when(deleteDataset('sales'))
@@ -233,6 +257,21 @@ describe('incarnations: events of another incarnation are ignored', () => {
       expect(recordsOf(datasetIn(s, 'log')!)).toStrictEqual([{ msg: 'a', n: 1 }]);
       expect(datasetIn(s, 'log')?.created_at).toBe(AT);
     });
+  });
+
+  it('takes a definition of a new incarnation over the live one as a fresh dataset: new schema, no records, new times', () => {
+    // The schema side decides creates one at a time, but a fold must still end in the newest incarnation
+    // if a log ever holds two definitions of an id without a delete between them.
+    given([...live, datasetDefined('log', daily, { incarnation: 'next', at: AT + 5 })]).thenState((s) => {
+      const ds = datasetIn(s, 'log');
+      expect(ds?.incarnation).toBe('next');
+      expect(ds?.definition).toStrictEqual(daily);
+      expect(ds?.rows.size).toBe(0);
+      expect([ds?.created_at, ds?.updated_at]).toStrictEqual([AT + 5, AT + 5]);
+    });
+    given([...live, datasetDefined('log', daily, { incarnation: 'next' }), recordsAppended('log', [{ msg: 'late', n: 2 }], null, { incarnation: 'live' })])
+      .when(appendRecords('log', { data: [{ day: day(1), n: 1 }] }))
+      .thenRecords([{ day: day(1), n: 1 }]);
   });
 
   it('keeps accounts apart', () => {
@@ -377,6 +416,16 @@ describe('the 5000-record window', () => {
       });
   });
 
+  it('without delete_by drops by insertion even when the records hold a field named "null"', () => {
+    const rows = new Map<RowKey, DatasetRecord>([
+      [0, { null: '2024-01-02' }],
+      [1, { null: '2024-01-01' }],
+      [2, { null: '2024-01-03' }],
+    ]);
+    enforceWindow(rows, null, 2);
+    expect([...rows.values()]).toStrictEqual([{ null: '2024-01-01' }, { null: '2024-01-03' }]);
+  });
+
   it('drops nothing when a delete_by append stays within 5000', () => {
     const stored = Array.from({ length: 4990 }, (_, i) => ({ day: day(i), n: i }));
     given([datasetDefined('stats', byDay), ...appendedInChunks('stats', stored)])
@@ -391,6 +440,11 @@ describe('evolve and fold', () => {
     const byHand = events.reduce(evolve, initialState());
     expect(recordsOf(datasetIn(byHand, 'log')!)).toStrictEqual(recordsOf(datasetIn(fold(events), 'log')!));
     expect(fold([]).size).toBe(0);
+  });
+
+  it("puts one dataset's events in one stream, named account/dataset", () => {
+    expect(streamKey('acme', 'sales.by.day')).toBe('acme/sales.by.day');
+    expect(streamKey('acme', 'a')).not.toBe(streamKey('globex', 'a'));
   });
 
   it('folds on from a given state', () => {

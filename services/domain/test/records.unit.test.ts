@@ -1,4 +1,4 @@
-import { LIMITS, parseDefinition, parseRecords, type DatasetDefinition, type DatasetRecord, type FieldDefinition } from '../src';
+import { DomainError, LIMITS, describeValue, invalid, parseDefinition, parseJsonBody, parseRecords, quoteValue, uniqueKey, type DatasetDefinition, type DatasetRecord, type FieldDefinition } from '../src';
 import { appendRecords, datasetDefined, field, given, recordsAppended, recordsReplaced, replaceRecords } from './specification';
 
 /** A dataset with one required field `value` of the given kind, plus an optional `note`. */
@@ -25,6 +25,27 @@ const orders: DatasetDefinition = {
 const ordersDefined = [datasetDefined('orders', orders)];
 const order = (i: number): Record<string, unknown> => ({ day: '2024-03-01', item: `item ${i}`, qty: i });
 const stored = (i: number): DatasetRecord => ({ day: '2024-03-01', at: null, item: `item ${i}`, qty: i, price: null });
+
+describe('request bodies: JSON whatever the Content-Type said', () => {
+  it('parses any JSON value', () => {
+    expect(parseJsonBody('{"data": [{"n": 1}]}')).toStrictEqual({ data: [{ n: 1 }] });
+    expect(parseJsonBody(' [1] ')).toStrictEqual([1]);
+    expect(parseJsonBody('null')).toBeNull();
+  });
+
+  it.each(['', ' ', '\r\n\t '])('reads the empty body %j as absent', (text) => expect(parseJsonBody(text)).toBeUndefined());
+
+  it.each(['{', '{"data": [}', 'data=1', ' x '])('refuses %j as invalid JSON, saying why', (text) => {
+    let reason = '';
+    try {
+      JSON.parse(text);
+    } catch (e) {
+      reason = (e as Error).message;
+    }
+    expect(() => parseJsonBody(text)).toThrow(new DomainError('invalid', `The request body is not valid JSON: ${reason}`));
+    expect(() => parseJsonBody(text)).toThrow(expect.objectContaining({ code: 'invalid' }) as Error);
+  });
+});
 
 describe('append and replace bodies', () => {
   it('normalises records into one RecordsAppended event, in request order', () => {
@@ -97,6 +118,14 @@ describe('record shape', () => {
       .thenThrows('invalid', 'unknown field "colour"; the dataset defines day, at, item, qty, price', 'data[0].colour');
   });
 
+  it('quotes at most 60 characters of an unknown key, in the message and the path', () => {
+    const key = `${'k'.repeat(60)}overflow`;
+    const err = given(ordersDefined)
+      .when(appendRecords('orders', { data: [{ ...order(0), [key]: 1 }] }))
+      .thenThrows('invalid', `unknown field "${'k'.repeat(60)}"; the dataset defines`, `data[0].${'k'.repeat(60)}`);
+    expect(err.message).not.toContain('overflow');
+  });
+
   it('refuses an own "__proto__" key as sent in JSON', () => {
     const record: unknown = JSON.parse('{"day": "2024-03-01", "item": "x", "qty": 1, "__proto__": {"qty": 2}}');
     given(ordersDefined).when(appendRecords('orders', { data: [record] })).thenThrows('invalid', 'unknown field "__proto__"');
@@ -126,6 +155,9 @@ describe('record shape', () => {
     given(events)
       .when(appendRecords('ds', { data: [{ n: 1 }] }))
       .thenState((s) => expect(Object.entries(s.get('acme')?.get('ds')?.rows.get(0) ?? {})).toStrictEqual([['constructor', null], ['n', 1]]));
+    given(events)
+      .when(appendRecords('ds', { data: [{ constructor: 7, n: 1 }] }))
+      .thenState((s) => expect(Object.entries(s.get('acme')?.get('ds')?.rows.get(0) ?? {})).toStrictEqual([['constructor', 7], ['n', 1]]));
     const required: DatasetDefinition = { fields: { constructor: field('number', 'C') }, unique_by: [] };
     given([datasetDefined('ds', required)]).when(appendRecords('ds', { data: [{}] })).thenThrows('invalid', 'is required but missing');
   });
@@ -135,7 +167,7 @@ describe('number, percentage and duration: a finite JSON number', () => {
   const kinds: FieldDefinition[] = [field('number', 'N'), field('percentage', 'P'), field('duration', 'D', { time_unit: 'seconds' })];
   describe.each(kinds)('$type', (f) => {
     it.each([0, -0, 1, -1.5, 0.25, 1.5, 150, 1e300, -1e-300, Number.MAX_VALUE, Number.MIN_VALUE])('accepts %p', (v) => accepts(f, v));
-    it.each([NaN, Infinity, -Infinity, '5', '', true, false, {}, [], [1]])('refuses %p', (v) => refuses(f, v, 'finite JSON number'));
+    it.each([NaN, Infinity, -Infinity, '5', '', true, false, {}, [], [1]])('refuses %p', (v) => refuses(f, v, `must be a ${f.type} (a finite JSON number)`));
   });
 });
 
@@ -145,6 +177,8 @@ describe('money: an integer amount within ±2^53', () => {
   it.each([795.5, 0.1, -0.01, 2 ** 53 + 2, -(2 ** 53) - 2, 1e300, NaN, Infinity, '795', true, {}])('refuses %p', (v) =>
     refuses(usd, v, 'integer amount in the smallest unit of USD'),
   );
+  it('names the currency generically for a definition that lacks the code (one not made by parseDefinition)', () =>
+    refuses(field('money', 'Amount'), 0.5, 'must be an integer amount in the smallest unit of the currency (e.g. 1000 for 10.00)'));
 });
 
 describe('string: at most 100 characters counted as code points', () => {
@@ -157,6 +191,9 @@ describe('string: at most 100 characters counted as code points', () => {
     ['99 letters and one emoji', `${'x'.repeat(99)}😀`],
     ['100 CJK characters', '漢'.repeat(100)],
     ['a lone surrogate', '\ud800'],
+    ['100 characters at both ends of the astral planes', '\u{10000}\u{10ffff}'.repeat(50)],
+    ['99 emoji and a lone high surrogate at the end (100 code points)', `${'😀'.repeat(99)}\ud800`],
+    ['98 emoji and two lone high surrogates (100 code points)', `${'😀'.repeat(98)}\udbff\ud800`],
     ['control characters', '\u0000\n\t'],
   ])('accepts %s', (_label, v) => accepts(str, v));
 
@@ -165,6 +202,13 @@ describe('string: at most 100 characters counted as code points', () => {
     ['101 astral characters', '😀'.repeat(101)],
     ['99 letters and two emoji', `${'x'.repeat(99)}😀😀`],
     ['100 letters and a combining accent (101 code points)', `${'e'.repeat(99)}e\u0301`],
+    ['101 characters at both ends of the astral planes', `${'\u{10000}\u{10ffff}'.repeat(50)}\u{10000}`],
+    ['100 emoji and one letter', `${'😀'.repeat(100)}x`],
+    ['99 emoji, a lone high surrogate and a letter (101 code points)', `${'😀'.repeat(99)}\ud800x`],
+    ['99 emoji, a high surrogate before a high surrogate, and a letter', `${'😀'.repeat(98)}\ud800\udbffx`],
+    ['99 emoji, a high surrogate before a character past the low surrogates, and a letter', `${'😀'.repeat(98)}\udbff\ue000x`],
+    ['99 emoji, lone low surrogates (each one character)', `${'😀'.repeat(99)}\udc00\udfff`],
+    ['100 letters and a lone low surrogate', `${'x'.repeat(100)}\udc00`],
   ])('refuses %s', (_label, v) => refuses(str, v, 'at most 100 characters'));
 
   it.each([5, true, {}, ['a']])('refuses the non-string %p', (v) => refuses(str, v, 'must be a string'));
@@ -189,6 +233,22 @@ describe('date: YYYY-MM-DD, a real calendar date', () => {
     '24-01-01',
     '20240101',
     '2024/01/01',
+    // A character just past either end of 0-9 in each digit position ('/' and ':').
+    ':024-01-01',
+    '/024-01-01',
+    '2:24-01-01',
+    '2/24-01-01',
+    '20:4-01-01',
+    '20/4-01-01',
+    '202:-01-01',
+    '202/-01-01',
+    '2024-0:-01',
+    '2024-1/-01',
+    '2024-01-0:',
+    '2024-01-1/',
+    '2O24-01-01',
+    '2024-01/01',
+    '2024/01-01',
     '2024-01-01T00:00:00Z',
     ' 2024-01-01',
     '2024-01-01 ',
@@ -223,6 +283,29 @@ describe('datetime: ISO 8601 with Z, ±hh:mm or no offset (UTC), stored as UTC w
     ['2024-02-29T23:59:59.999Z', '2024-02-29T23:59:59.999Z'],
     ['1970-01-01T00:00:00Z', '1970-01-01T00:00:00.000Z'],
     ['1969-12-31T23:59:59.999Z', '1969-12-31T23:59:59.999Z'],
+    // The RFC 3339 and ISO 8601 variants: lower-case t and z, a space for the T, a decimal comma.
+    ['2024-01-31t12:00:00z', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31t12:00:00.250+01:00', '2024-01-31T11:00:00.250Z'],
+    ['2024-01-31 12:00:00Z', '2024-01-31T12:00:00.000Z'],
+    ['2024-01-31T12:00:00,5Z', '2024-01-31T12:00:00.500Z'],
+    ['2024-01-31T12:00:00,123-01:00', '2024-01-31T13:00:00.123Z'],
+    // Seconds may be left out, with or without an offset.
+    ['2024-01-31T12:34', '2024-01-31T12:34:00.000Z'],
+    ['2024-01-31T12:34Z', '2024-01-31T12:34:00.000Z'],
+    ['2024-01-31T12:34+01:00', '2024-01-31T11:34:00.000Z'],
+    ['2024-01-31T12:34:56.7', '2024-01-31T12:34:56.700Z'],
+    // 2000 is the last year of a 400-year cycle: its 29 February exists and stays 29 February.
+    ['2000-02-29T12:00:00Z', '2000-02-29T12:00:00.000Z'],
+    ['2000-03-01T00:30:00+01:00', '2000-02-29T23:30:00.000Z'],
+    ['2000-02-29T23:30:00-01:00', '2000-03-01T00:30:00.000Z'],
+    ['2000-12-31T23:00:00-01:00', '2001-01-01T00:00:00.000Z'],
+    // An offset may carry the instant to the very ends of four-digit years, not past them.
+    ['0000-01-01T01:00:00+01:00', '0000-01-01T00:00:00.000Z'],
+    ['0000-01-01T00:00:00-00:01', '0000-01-01T00:01:00.000Z'],
+    ['9999-12-31T22:59:59.999-01:00', '9999-12-31T23:59:59.999Z'],
+    ['9999-12-31T23:59:59.999+00:01', '9999-12-31T23:58:59.999Z'],
+    ['2024-01-31T12:00:00+23:59', '2024-01-30T12:01:00.000Z'],
+    ['2024-01-31T12:00:00-23:59', '2024-02-01T11:59:00.000Z'],
   ])('accepts %p as %p', (v, normalised) => accepts(dt, v, normalised));
 
   it.each([
@@ -242,6 +325,50 @@ describe('datetime: ISO 8601 with Z, ±hh:mm or no offset (UTC), stored as UTC w
     'yesterday',
     'Wed, 31 Jan 2024 12:00:00 GMT',
     '',
+    // Not the dash-separated calendar date, or another separator where the grammar has one.
+    '2024/01/31T12:00:00Z',
+    '2024-01/31T12:00:00Z',
+    '2024-01-31_12:00:00Z',
+    '2024-01-31T12.00:00Z',
+    '2024-01-31T12:00.00Z',
+    '2024-01-31T12:00:00;5Z',
+    '2024-01-31T-1:00:00Z',
+    '2024-01-31T12:-1:00Z',
+    '2024-01-31T12:00:-1Z',
+    '2024-01-31T12:00:00+-1:00',
+    '2024-01-31T12:00:00+01:-1',
+    '2024-01-31T12:00:00 01:00',
+    '2024-01-31T12:00:00*01:00',
+    '2024-01-31T1:00:00Z',
+    '2024-01-31T12:0',
+    '2024-01-31T12:00:0Z',
+    // Nothing may follow the offset or the time.
+    '2024-01-31T12:00:00Zjunk',
+    '2024-01-31T12:00:00ZZ',
+    '2024-01-31T12:00:00Z ',
+    '2024-01-31T12:00:00+01:00Z',
+    '2024-01-31T12:00:00+01:00:00',
+    '2024-01-31T12:00:00.123 ',
+    '2024-01-31T12:00:00.12a',
+    '2024-01-31T12:00x',
+    // The offset is written ±hh:mm (DECISIONS.md → Records); ±hh and ±hhmm are not taken.
+    '2024-01-31T12:00:00+01',
+    '2024-01-31T12:00:00-05',
+    '2024-01-31T12:00:00+0100',
+    '2024-01-31T12:00:00-0530',
+    '2024-01-31T12:00+01',
+    '2024-01-31T12:00:00+1:00',
+    '2024-01-31T12:00:00+01:0',
+    '2024-01-31T12:00:00+01-00',
+    '2024-01-31T12:00:00+24:00',
+    '2024-01-31T12:00:00+',
+    '2024-01-31T12:00:00 +01:00',
+    '2024-01-31T12:00:00UTC',
+    // An offset that takes the instant outside four-digit years.
+    '9999-12-31T23:59:59.999-00:01',
+    '9999-12-31T23:00:00-01:00',
+    '0000-01-01T00:00:00+00:01',
+    '0000-01-01T00:59:59.999+01:00',
   ])('refuses %p', (v) => refuses(dt, v, 'must be an ISO 8601 date-time'));
 
   it.each([1706702400000, true, {}, ['2024-01-31T12:00:00Z']])('refuses the non-string %p', (v) => refuses(dt, v, 'must be an ISO 8601 date-time'));
@@ -259,6 +386,10 @@ describe('delete_by', () => {
   it.each<[Record<string, unknown>, string | null]>([
     [{}, null],
     [{ delete_by: null }, null],
+    [{ delete_by: '' }, null],
+    [{ deleteBy: null }, null],
+    [{ deleteBy: '' }, null],
+    [{ delete_by: null, deleteBy: 'day' }, 'day'],
     [{ delete_by: 'day' }, 'day'],
     [{ delete_by: 'at' }, 'at'],
     [{ deleteBy: 'day' }, 'day'],
@@ -268,6 +399,12 @@ describe('delete_by', () => {
     given(events)
       .when(appendRecords('stats', { data: [rec], ...extra }))
       .then([recordsAppended('stats', [normal], deleteBy)]);
+  });
+
+  it('quotes at most 60 characters of an unknown delete_by', () => {
+    const name = `${'d'.repeat(60)}overflow`;
+    const err = given(events).when(appendRecords('stats', { data: [rec], delete_by: name })).thenThrows('invalid', `unknown field "${'d'.repeat(60)}"; it must be`);
+    expect(err.message).not.toContain('overflow');
   });
 
   it.each<[unknown, string]>([
@@ -296,8 +433,51 @@ describe('error messages never serialise a client value whole', () => {
     expect(() => parseRecords(def, [{ n: deep }])).toThrow(/Record 0 \(data\[0\]\): the field "n" must be a number \(a finite JSON number\); got an array/);
   });
 
+  it('renders strings quoted and cut after 60 characters, numbers and booleans as written, anything else by kind', () => {
+    expect(quoteValue('x'.repeat(60))).toBe(`"${'x'.repeat(60)}"`);
+    expect(quoteValue('x'.repeat(61))).toBe(`"${'x'.repeat(60)}…"`);
+    expect(quoteValue('say "hi"')).toBe('"say \\"hi\\""');
+    expect([quoteValue(-1.5), quoteValue(0), quoteValue(true), quoteValue(false)]).toStrictEqual(['-1.5', '0', 'true', 'false']);
+    expect([quoteValue(undefined), quoteValue(null), quoteValue([1]), quoteValue({ a: 1 })]).toStrictEqual(['nothing', 'null', 'an array', 'object']);
+    expect([describeValue(null), describeValue([]), describeValue({}), describeValue('s'), describeValue(1), describeValue(undefined)]).toStrictEqual([
+      'null',
+      'an array',
+      'object',
+      'string',
+      'number',
+      'undefined',
+    ]);
+  });
+
+  it('throws DomainErrors that say so by name, with a code, a message and the path of the broken rule', () => {
+    const err = invalid('bad', 'data[0].n');
+    expect(err).toBeInstanceOf(Error);
+    expect([err.name, err.code, err.message, err.path]).toStrictEqual(['DomainError', 'invalid', 'bad', 'data[0].n']);
+    expect(String(err)).toBe('DomainError: bad');
+  });
+
   it('does the same for a nested field type, and cuts long strings', () => {
     expect(() => parseDefinition({ fields: { n: { type: deep, name: 'N' } } })).toThrow(/invalid type an array/);
     expect(() => parseRecords(def, [{ n: 'x'.repeat(5000) }])).toThrow(new RegExp(`got "${'x'.repeat(60)}…"$`));
+  });
+});
+
+describe('the unique key: the row key of a unique_by dataset, kept in snapshots, so its form is durable', () => {
+  it('writes one field as a kind letter and the value: z for null, n for a number, s for a string', () => {
+    expect(uniqueKey(['day'], { day: '2024-01-01', n: 1 })).toBe('s2024-01-01');
+    expect(uniqueKey(['n'], { day: '2024-01-01', n: 1.5 })).toBe('n1.5');
+    expect(uniqueKey(['n'], { n: null })).toBe('z');
+    expect(uniqueKey(['n'], {})).toBe('z');
+  });
+
+  it('writes several fields as the JSON array of their values', () => {
+    expect(uniqueKey(['day', 'team'], { day: '2024-01-01', team: 'a"b', n: 1 })).toBe('["2024-01-01","a\\"b"]');
+    expect(uniqueKey(['day', 'team'], { day: '2024-01-01' })).toBe('["2024-01-01",null]');
+  });
+
+  it('tells a number from the string of its digits, and null from the string "null"', () => {
+    expect(uniqueKey(['v'], { v: 1 })).not.toBe(uniqueKey(['v'], { v: '1' }));
+    expect(uniqueKey(['v'], { v: null })).not.toBe(uniqueKey(['v'], { v: 'null' }));
+    expect(uniqueKey(['v'], { v: null })).not.toBe(uniqueKey(['v'], { v: '' }));
   });
 });

@@ -39,11 +39,36 @@ describe('calendar arithmetic', () => {
     );
   });
 
+  // Hinnant's algorithm counts in 400-year eras starting 1 March; each era's last day is a 29 February.
+  it.each([
+    [2000, 2, 29],
+    [2000, 3, 1],
+    [1600, 2, 29],
+    [2400, 2, 29],
+    [0, 2, 29],
+    [0, 3, 1],
+    [1999, 12, 31],
+    [2100, 2, 28],
+    [2100, 3, 1],
+    [1970, 1, 1],
+    [9999, 12, 31],
+  ])('maps %i-%i-%i to days and back, at the edges of an era and a century', (y, m, d) => {
+    expect(daysFromCivil(y, m, d)).toBe(oracleDays(y, m, d));
+    expect(civilFromDays(oracleDays(y, m, d))).toStrictEqual([y, m, d]);
+    const iso = `${String(y).padStart(4, '0')}-${String(m).padStart(2, '0')}-${String(d).padStart(2, '0')}T23:59:59.999Z`;
+    expect(formatUtcMillis(oracleDays(y, m, d) * DAY_MS + DAY_MS - 1)).toBe(iso);
+  });
+
   it('keeps normalised datetimes within four-digit years', () => {
     expect(parseDateTimeMillis('0000-01-01T00:00:00Z')).toBe(oracleDays(0, 1, 1) * DAY_MS);
     expect(parseDateTimeMillis('9999-12-31T23:59:59.999Z')).toBe(oracleDays(9999, 12, 31) * DAY_MS + DAY_MS - 1);
     expect(parseDateTimeMillis('0000-01-01T00:00:00+00:01')).toBeUndefined();
     expect(parseDateTimeMillis('9999-12-31T23:59:59-00:01')).toBeUndefined();
+    // The same edges reached through an offset: the last and first representable milliseconds, and one past.
+    expect(parseDateTimeMillis('9999-12-31T22:59:59.999-01:00')).toBe(oracleDays(9999, 12, 31) * DAY_MS + DAY_MS - 1);
+    expect(parseDateTimeMillis('9999-12-31T23:00:00.000-01:00')).toBeUndefined();
+    expect(parseDateTimeMillis('0000-01-01T01:00:00+01:00')).toBe(oracleDays(0, 1, 1) * DAY_MS);
+    expect(parseDateTimeMillis('0000-01-01T00:59:59.999+01:00')).toBeUndefined();
   });
 });
 
@@ -84,5 +109,16 @@ describe('normaliseDateTime (the fast path used on every record)', () => {
     expect(normaliseDateTime('2024-03-01T01:00:00+02:00')).toBe('2024-02-29T23:00:00.000Z');
     expect(normaliseDateTime('0000-01-01T00:30:00+01:00')).toBeUndefined();
     expect(normaliseDateTime('2023-02-29T00:00:00Z')).toBeUndefined();
+    expect(normaliseDateTime('2000-03-01T00:30:00+01:00')).toBe('2000-02-29T23:30:00.000Z');
+    expect(normaliseDateTime('9999-12-31T22:59:59.999-01:00')).toBe('9999-12-31T23:59:59.999Z');
+    expect(normaliseDateTime('9999-12-31T23:00:00-01:00')).toBeUndefined();
+    expect(normaliseDateTime('0000-01-01T01:00:00+01:00')).toBe('0000-01-01T00:00:00.000Z');
+  });
+
+  it('returns the canonical string itself only when it is canonical: T, a dot, three digits and Z', () => {
+    for (const s of ['2024-01-31t12:00:00.000Z', '2024-01-31 12:00:00.000Z', '2024-01-31T12:00:00,000Z', '2024-01-31T12:00:00.000z']) {
+      expect(normaliseDateTime(s)).toBe('2024-01-31T12:00:00.000Z');
+    }
+    expect(normaliseDateTime('2024-01-31T12:00:00.0000')).toBe('2024-01-31T12:00:00.000Z');
   });
 });
