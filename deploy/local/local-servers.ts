@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync, readlinkSync } from 'node:fs';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import type { Endpoint, ServicesConfig } from './config';
 import { clickhouseAnswers, kafkaAnswers, redisAnswers, waitUntilAnswering } from './probes';
@@ -369,25 +369,37 @@ async function withLock<T>(dir: string, say: Say, fn: () => Promise<T>): Promise
   const lock = path.join(dir, 'lock');
   const deadline = Date.now() + 15 * 60_000;
   let told = false;
+  // The lock directory appears with its pid file already inside (made aside, then renamed into place), so
+  // no holder is ever seen without its pid: a run killed at any moment leaves a lock whose pid is dead.
+  const mine = `${lock}.${process.pid}.${Date.now()}`;
+  await mkdir(mine, { recursive: true });
+  await writeFile(path.join(mine, 'pid'), String(process.pid));
   for (;;) {
     try {
-      await mkdir(lock);
+      await rename(mine, lock);
       break;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') {
+        await rm(mine, { recursive: true, force: true });
+        throw err;
+      }
       const holder = Number((await readFile(path.join(lock, 'pid'), 'utf8').catch(() => '')).trim());
-      // A holder that died (or has not written its pid yet and never will) leaves a stale lock behind.
-      if (Number.isInteger(holder) && holder > 0 && !alive(holder)) {
+      // A holder that died leaves a stale lock behind; so does an older version of this script killed
+      // between making the directory and writing its pid (no pid at all).
+      if (!(Number.isInteger(holder) && holder > 0) || !alive(holder)) {
         await rm(lock, { recursive: true, force: true });
         continue;
       }
-      if (Date.now() > deadline) throw new Error(`${lock} is held by pid ${holder}`);
+      if (Date.now() > deadline) {
+        await rm(mine, { recursive: true, force: true });
+        throw new Error(`${lock} is held by pid ${holder}`);
+      }
       if (!told) say(`waiting for another services command (pid ${holder}) in ${dir}`, 'progress');
       told = true;
       await new Promise((r) => setTimeout(r, 500));
     }
   }
-  await writeFile(path.join(lock, 'pid'), String(process.pid));
   try {
     return await fn();
   } finally {

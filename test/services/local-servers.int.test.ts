@@ -95,6 +95,19 @@ describe('local servers (deploy/local)', () => {
     await expect(redisAnswers(c.redis)).resolves.toBe(true);
   });
 
+  it('is not held up by a lock a killed run left behind, with or without its pid', async () => {
+    const c = readServicesConfig({ PUSHBASE_SERVICES_DIR: dir, PUSHBASE_REDIS_URL: process.env.PUSHBASE_REDIS_URL }, ROOT);
+    config = c;
+    // An older script killed between making the lock and writing its pid left it empty; a killed run, a dead pid.
+    for (const pid of [undefined, '2147483646']) {
+      mkdirSync(path.join(dir, 'lock'), { recursive: true });
+      if (pid !== undefined) writeFileSync(path.join(dir, 'lock', 'pid'), pid);
+      const started = Date.now();
+      await expect(up(c, quiet, ['redis'])).resolves.toEqual([]);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    }
+  });
+
   it('never signals a recorded pid that is no longer its server', async () => {
     const c = readServicesConfig({ PUSHBASE_SERVICES_DIR: dir, PUSHBASE_REDIS_URL: `redis://127.0.0.1:${await freePort()}` }, ROOT);
     config = c;
