@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
-import { connectClickHouse, loadClickHouseConfig, migrate } from '@pushbase/clickhouse';
+import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
-import { formatResult, jsonLog, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
+import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { formatResult, jsonLog, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
 async function serve(): Promise<void> {
@@ -63,9 +64,22 @@ async function compactOffline(): Promise<void> {
   }
 }
 
-/** `pushbase migrate`: creates or upgrades the ClickHouse projection's tables; running it again changes nothing. */
-async function migrateClickHouse(): Promise<void> {
-  const { url, database } = loadClickHouseConfig();
+/**
+ * `pushbase migrate`: creates the topic of dataset events when it is missing (an existing one is checked and
+ * reported, never changed) and creates or upgrades the ClickHouse projection's tables; running it again
+ * changes nothing.
+ */
+async function migrateDataPath(): Promise<void> {
+  const config = loadMigrateConfig();
+  const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-migrate' }).admin();
+  await admin.connect();
+  try {
+    const topic = await ensureTopic(admin, { topic: config.kafka.topic, partitions: config.kafka.partitions, replicationFactor: config.kafka.replicationFactor });
+    jsonLogger(topic.created ? 'topic created' : 'topic present', { topic: config.kafka.topic, partitions: topic.partitions, notes: topic.notes });
+  } finally {
+    await admin.disconnect();
+  }
+  const { url, database } = config.clickhouse;
   const conn = connectClickHouse(url);
   try {
     const result = await migrate(conn, database);
@@ -153,8 +167,8 @@ program
   .action(compactOffline);
 program
   .command('migrate')
-  .description('create or upgrade the ClickHouse tables (PUSHBASE_CLICKHOUSE_URL, PUSHBASE_CLICKHOUSE_DATABASE); idempotent')
-  .action(migrateClickHouse);
+  .description('create the event topic when missing (PUSHBASE_KAFKA_*) and create or upgrade the ClickHouse tables (PUSHBASE_CLICKHOUSE_*); idempotent')
+  .action(migrateDataPath);
 
 program
   .command('projector')

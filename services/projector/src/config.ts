@@ -126,3 +126,37 @@ export interface ReplayFlags {
 export function loadReplayConfig(flags: ReplayFlags = {}, env: NodeJS.ProcessEnv = process.env): ReplayConfig {
   return parseOrThrow(replaySchema.safeParse({ ...env, ...flags }));
 }
+
+/*
+ * `pushbase migrate` sets up what the data path needs before any service starts: the topic of dataset
+ * events (created when missing, never changed when present) and the ClickHouse tables. Its own schema,
+ * sharing the variables' rules with the projector's.
+ */
+const migrateSchema = z.object({
+  PUSHBASE_KAFKA_BROKERS: projectorEnv.PUSHBASE_KAFKA_BROKERS,
+  PUSHBASE_KAFKA_TOPIC: projectorEnv.PUSHBASE_KAFKA_TOPIC,
+  // More partitions, more projectors can share the topic; a dataset stays in one. Fixed once created.
+  PUSHBASE_KAFKA_PARTITIONS: integer(6, 1, 10_000),
+  // 1 for one broker (local, tests); a cluster wants 3.
+  PUSHBASE_KAFKA_REPLICATION_FACTOR: integer(1, 1, 32),
+  ...clickhouseEnv,
+});
+
+export interface MigrateConfig {
+  readonly kafka: { readonly brokers: readonly string[]; readonly topic: string; readonly partitions: number; readonly replicationFactor: number };
+  readonly clickhouse: { readonly url: string; readonly database: string };
+}
+
+/** Parses the environment for `pushbase migrate`; a bad value throws with every problem listed. */
+export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
+  const parsed = migrateSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+    throw new Error(`Invalid configuration:\n  ${problems}`);
+  }
+  const e = parsed.data;
+  return Object.freeze({
+    kafka: Object.freeze({ brokers: e.PUSHBASE_KAFKA_BROKERS, topic: e.PUSHBASE_KAFKA_TOPIC, partitions: e.PUSHBASE_KAFKA_PARTITIONS, replicationFactor: e.PUSHBASE_KAFKA_REPLICATION_FACTOR }),
+    clickhouse: Object.freeze({ url: e.PUSHBASE_CLICKHOUSE_URL, database: e.PUSHBASE_CLICKHOUSE_DATABASE }),
+  });
+}

@@ -1,5 +1,5 @@
 import { MAX_INSERT_ROWS } from '@pushbase/clickhouse';
-import { loadProjectorConfig } from '../src/config';
+import { loadMigrateConfig, loadProjectorConfig } from '../src/config';
 import { MAX_ROWS_PER_EVENT } from '../src/project';
 
 describe('loadProjectorConfig', () => {
@@ -39,6 +39,22 @@ describe('loadProjectorConfig', () => {
   it('lists every bad value at once', () => {
     expect(() => loadProjectorConfig({ PUSHBASE_KAFKA_BROKERS: 'nohost', PUSHBASE_KAFKA_TOPIC: 'a b', PUSHBASE_PROJECTOR_MAX_ROWS: '0', PUSHBASE_PROJECTOR_FLUSH_MS: '1.5' })).toThrow(
       /PUSHBASE_KAFKA_BROKERS[\s\S]*PUSHBASE_KAFKA_TOPIC[\s\S]*PUSHBASE_PROJECTOR_MAX_ROWS[\s\S]*PUSHBASE_PROJECTOR_FLUSH_MS/,
+    );
+  });
+});
+
+describe('loadMigrateConfig', () => {
+  it('has defaults for everything and reads the topic settings', () => {
+    expect(loadMigrateConfig({})).toStrictEqual({
+      kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', partitions: 6, replicationFactor: 1 },
+      clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
+    });
+    expect(loadMigrateConfig({ PUSHBASE_KAFKA_PARTITIONS: '12', PUSHBASE_KAFKA_REPLICATION_FACTOR: '3' }).kafka).toMatchObject({ partitions: 12, replicationFactor: 3 });
+  });
+
+  it('lists every bad value at once', () => {
+    expect(() => loadMigrateConfig({ PUSHBASE_KAFKA_PARTITIONS: '0', PUSHBASE_KAFKA_REPLICATION_FACTOR: 'x', PUSHBASE_CLICKHOUSE_DATABASE: 'a b' })).toThrow(
+      /PUSHBASE_KAFKA_PARTITIONS[\s\S]*PUSHBASE_KAFKA_REPLICATION_FACTOR[\s\S]*PUSHBASE_CLICKHOUSE_DATABASE/,
     );
   });
 });
