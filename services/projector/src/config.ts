@@ -149,12 +149,7 @@ export interface MigrateConfig {
 
 /** Parses the environment for `pushbase migrate`; a bad value throws with every problem listed. */
 export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
-  const parsed = migrateSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
-    throw new Error(`Invalid configuration:\n  ${problems}`);
-  }
-  const e = parsed.data;
+  const e = parseOrThrow(migrateSchema.safeParse(env));
   return Object.freeze({
     kafka: Object.freeze({ brokers: e.PUSHBASE_KAFKA_BROKERS, topic: e.PUSHBASE_KAFKA_TOPIC, partitions: e.PUSHBASE_KAFKA_PARTITIONS, replicationFactor: e.PUSHBASE_KAFKA_REPLICATION_FACTOR }),
     clickhouse: Object.freeze({ url: e.PUSHBASE_CLICKHOUSE_URL, database: e.PUSHBASE_CLICKHOUSE_DATABASE }),
