@@ -1,8 +1,8 @@
-import type { StreamPosition } from '@pushbase/contracts';
-import type { DatasetDefinition } from '@pushbase/domain';
+import type { ProjectedHead } from '@pushbase/contracts';
 import { command, selectRows, type ClickHouseConnection } from './client';
 import { promoteStatement, tablesIn } from './migrations';
 import { quoteIdentifier } from './sql';
+import type { HeadJson } from './store';
 
 /*
  * Whole-projection operations for `pushbase replay`: every dataset's head (to compare a rebuilt
@@ -11,18 +11,7 @@ import { quoteIdentifier } from './sql';
  */
 
 /** A dataset's head as its head row in the records table states it (the authoritative copy, see store.ts). */
-export interface StoredHead {
-  readonly account: string;
-  readonly dataset: string;
-  readonly deleted: boolean;
-  readonly incarnation: string;
-  readonly definition: DatasetDefinition;
-  readonly created_at: number;
-  readonly updated_at: number;
-  readonly record_count: number;
-  readonly next_row: number;
-  readonly position: StreamPosition;
-}
+export type StoredHead = Omit<ProjectedHead, 'version'>;
 
 /** Every dataset's head, deleted ones included, ordered by account and dataset. */
 export async function listStoredHeads(conn: ClickHouseConnection, database: string): Promise<StoredHead[]> {
@@ -34,7 +23,7 @@ export async function listStoredHeads(conn: ClickHouseConnection, database: stri
     `listing the dataset heads of ${database}`,
   );
   return rows.map((r) => {
-    const head = JSON.parse(r.head) as Omit<StoredHead, 'account' | 'dataset' | 'deleted'>;
+    const head = JSON.parse(r.head) as HeadJson;
     return {
       account: r.account,
       dataset: r.dataset,

@@ -1,4 +1,4 @@
-import type { DatasetListing, LoadedDataset, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StreamPosition } from '@pushbase/contracts';
+import type { DatasetListing, LoadedDataset, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore } from '@pushbase/contracts';
 import { parseDatasetId, type DatasetDefinition, type DatasetRecord, type DatasetState, type DatasetSummary, type RowKey } from '@pushbase/domain';
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
 import { columnsOf, decodeRecord, encodeRecord, slotsOf, STORED_COLUMNS, wellFormed } from './layout';
@@ -36,15 +36,8 @@ export const MAX_INSERT_ROWS = 500_000;
 /** Bytes per write: below min_insert_block_size_bytes (256 MiB) of current versions, so one block. */
 export const MAX_INSERT_BYTES = 128 * 1024 * 1024;
 
-interface HeadJson {
-  readonly incarnation: string;
-  readonly definition: DatasetDefinition;
-  readonly created_at: number;
-  readonly updated_at: number;
-  readonly record_count: number;
-  readonly next_row: number;
-  readonly position: StreamPosition;
-}
+/** What a head row's JSON holds: the projected head but its key (the row's own columns) and its version and deletion (columns too). */
+export type HeadJson = Omit<ProjectedHead, 'account' | 'dataset' | 'version' | 'deleted'>;
 
 type StoredRow = Readonly<Record<string, string | null>> & {
   readonly incarnation: string;
