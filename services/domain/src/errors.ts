@@ -7,7 +7,8 @@ export type DomainErrorCode =
   | 'not_found' // the dataset does not exist for this account
   | 'conflict' // the dataset exists with a different definition
   | 'dataset_limit' // the account already holds the maximum number of datasets
-  | 'unavailable'; // a dependency (event log, store) cannot take the write now
+  | 'unavailable' // a dependency (event log, store) cannot take the write now; nothing was or will be stored
+  | 'outcome_unknown'; // the write was handed on, but whether it is stored cannot be told (a crash or timeout after sending)
 
 export class DomainError extends Error {
   override readonly name = 'DomainError';

@@ -21,6 +21,9 @@ const STATUS_OF: Record<DomainErrorCode, number> = {
   conflict: 409,
   dataset_limit: 400,
   unavailable: 503,
+  // Not a 503: a 503 promises the write will never be applied (DECISIONS.md → "nothing half-written"),
+  // and this one may have been. "Anything unexpected" is a 500 with the request id to quote.
+  outcome_unknown: 500,
 };
 
 interface ErrorBody {
