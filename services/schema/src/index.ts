@@ -1,0 +1,5 @@
+// The distributed schema service (`pushbase schema`).
+export * from './account-lock';
+export * from './changes';
+export * from './config';
+export * from './service';
