@@ -2,6 +2,7 @@ import type { SchemaChanges, SchemaDecision } from '@pushbase/app';
 import { KeyedMutex } from '@pushbase/app';
 import type { EventAppender, SchemaStoreWriter } from '@pushbase/contracts';
 import { DomainError, type DatasetDefined, type DatasetDeleted } from '@pushbase/domain';
+import type { Logger } from '@pushbase/grpc';
 import { checkPrefix, redisError, type Redis } from '@pushbase/redis';
 import type { Result } from 'ioredis';
 import type { AccountLease, RedisAccountLock } from './account-lock';
@@ -47,8 +48,6 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  * so the next holder starts only after the late write could still arrive. With a transactional appender
  * (a zombie producer's transaction is aborted when its successor starts), the window closes entirely.
  */
-
-export type Logger = (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
 
 type SchemaEvent = DatasetDefined | DatasetDeleted;
 

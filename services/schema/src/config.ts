@@ -49,6 +49,8 @@ const schema = z
     PUSHBASE_SCHEMA_LOCK_WAIT_MS: integer(10_000, 10, 600_000),
     // How often intents left by a crashed holder are rolled forward for accounts nobody writes to.
     PUSHBASE_SCHEMA_SWEEP_MS: integer(10_000, 100, 3_600_000),
+    // As `npm start`'s: how long SIGTERM waits for calls in flight before cancelling them.
+    PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
   })
   .refine((e) => e.PUSHBASE_SCHEMA_LOCK_TTL_MS >= 2 * e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS, {
     // A lease must outlive an append whose fate is unknown, or a late write could land after the next
@@ -63,6 +65,7 @@ const schema = z
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT }),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
+      shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
     }),
   );
 

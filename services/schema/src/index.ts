@@ -3,3 +3,5 @@ export * from './account-lock';
 export * from './changes';
 export * from './config';
 export * from './service';
+export * from './server';
+export * from './main';

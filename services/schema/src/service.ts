@@ -3,7 +3,8 @@ import { createSchemaService, type Clock, type IdSource } from '@pushbase/app';
 import type { EventAppender, SchemaService } from '@pushbase/contracts';
 import { RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { RedisAccountLock } from './account-lock';
-import { RedisSchemaChanges, type Logger, type RedisSchemaChangesOptions } from './changes';
+import type { Logger } from '@pushbase/grpc';
+import { RedisSchemaChanges, type RedisSchemaChangesOptions } from './changes';
 
 export interface DistributedSchemaDeps {
   readonly redis: Redis;

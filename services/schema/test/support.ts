@@ -1,15 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import type { EventAppender, SchemaService } from '@pushbase/contracts';
+import { pushbaseServices, type EventAppender, type SchemaService } from '@pushbase/contracts';
+import { connectSchemaService } from '@pushbase/grpc';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
 import type { Redis } from 'ioredis';
 import { connectTestRedis } from '../../../test/helpers/redis';
 import { eventually, randomName, testConnection } from '../../../test/helpers/kafka';
-import { createDistributedSchema, type DistributedSchema, type DistributedSchemaDeps } from '../src';
+import { createSchemaServer, type DistributedSchema, type DistributedSchemaDeps } from '../src';
 
-/** One schema replica in this process: its own Redis connection and Kafka producer, as a process has. */
+/**
+ * One schema replica: a gRPC server in this process with its own Redis connection and Kafka producer, as a
+ * process has, and a gRPC client to it. `service` is the client: calls go over gRPC, errors come back
+ * through the one mapping. `changes` is the server's own (the test runs its sweep).
+ */
 export interface Replica extends DistributedSchema {
   readonly redis: Redis;
+  readonly address: string;
   readonly appender: EventAppender;
   close(): Promise<void>;
 }
@@ -24,6 +30,8 @@ export interface ReplicaOptions {
   readonly brokers?: readonly string[];
 }
 
+const protos = pushbaseServices();
+
 export async function startReplica(options: ReplicaOptions): Promise<Replica> {
   const redis = await connectTestRedis();
   const real = new KafkaEventAppender({
@@ -32,18 +40,28 @@ export async function startReplica(options: ReplicaOptions): Promise<Replica> {
     appendTimeoutMs: 10_000,
   });
   const appender = options.appender?.(real) ?? real;
-  const schema = createDistributedSchema({
+  const server = createSchemaServer({
     redis,
     prefix: options.prefix,
     appender,
     lock: options.lock ?? { ttlMs: 30_000, waitMs: 60_000 },
+    log: () => undefined,
+    protos,
     ...(options.afterAppend === undefined ? {} : { afterAppend: options.afterAppend }),
   });
+  const port = await server.grpc.listen('127.0.0.1', 0);
+  const address = `127.0.0.1:${port}`;
+  const client = connectSchemaService(address, { protos });
   return {
-    ...schema,
+    service: client,
+    changes: server.changes,
     redis,
     appender,
+    address,
     close: async () => {
+      client.close();
+      // A test's frozen call (a simulated crash) is cancelled after a short grace.
+      await server.grpc.shutdown(1000);
       await real.close();
       redis.disconnect();
     },
