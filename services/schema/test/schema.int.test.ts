@@ -248,6 +248,42 @@ describe('the distributed schema service', () => {
   });
 });
 
+describe('the distributed schema service when Redis fails', () => {
+  it('answers 503 when Redis cannot be reached before anything was decided; nothing reaches the topic', async () => {
+    const { topic, prefix, account } = await setting();
+    const a = await replica({ topic, prefix });
+    await expect(create(a.service, account, 'first')).resolves.toMatchObject({ created: true });
+    a.redis.disconnect();
+    await expect(create(a.service, account, 'second')).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(a.service.delete({ account, id: 'first' })).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(a.service.get({ account, id: 'first' })).rejects.toMatchObject({ code: 'unavailable' });
+    expect((await readTopic(topic)).map((e) => [e.type, e.dataset])).toEqual([['DatasetDefined', 'first']]);
+  });
+
+  it('answers outcome_unknown when Redis fails after the append, and the next change completes it', async () => {
+    const { topic, prefix, account, store } = await setting();
+    let appended: DatasetEvent | undefined;
+    const a = await replica({
+      topic,
+      prefix,
+      lock: { ttlMs: 1500, waitMs: 30_000 },
+      afterAppend: (event) => {
+        appended = event;
+        a.redis.disconnect(); // Redis goes away between the two steps
+        return Promise.resolve();
+      },
+    });
+    const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
+    await expect(create(a.service, account, 'half')).rejects.toMatchObject({ code: 'outcome_unknown' });
+    expect(await store.get(account, 'half')).toBeUndefined();
+    await expect(create(b.service, account, 'half')).resolves.toMatchObject({ created: false, dataset: { incarnation: appended?.incarnation } });
+    const events = await readTopic(topic);
+    expect(events.map((e) => e.incarnation)).toEqual([appended?.incarnation, appended?.incarnation]);
+    await storeMatchesTopic(store, account, events, ['half']);
+    expect(await leftovers(prefix)).toEqual([]);
+  });
+});
+
 describe('RedisSchemaStore.apply with the events a roll-forward repeats', () => {
   it('changes nothing for a definition or deletion applied again, nor for a late definition of a deleted incarnation', async () => {
     const prefix = randomPrefix();
