@@ -249,8 +249,12 @@ export class DistributedStack {
 
   private async launch(service: ServiceName, env: NodeJS.ProcessEnv): Promise<ServiceProcess> {
     const onLine = this.options.onLine;
+    const { bundle, readyTimeoutMs, cwd, detached } = this.options;
     const proc = await ServiceProcess.start(service, {
-      ...this.options,
+      bundle,
+      ...(readyTimeoutMs === undefined ? {} : { readyTimeoutMs }),
+      ...(cwd === undefined ? {} : { cwd }),
+      ...(detached === undefined ? {} : { detached }),
       env,
       nodeArgs: this.options.nodeArgs?.[service] ?? [],
       ...(onLine === undefined ? {} : { onLine: (line: string) => onLine(service, line) }),
