@@ -92,6 +92,9 @@ export class RedisAccountLock {
     try {
       taken = await this.redis.set(lease.key, lease.token, 'PX', this.options.ttlMs, 'NX');
     } catch (e) {
+      // The SET may have run with its answer lost (a command timeout): give the lease back if it is ours,
+      // or the account would wait a whole TTL for a lease nobody holds.
+      void this.release(lease).catch(() => undefined);
       throw redisError(this.where(), `taking the schema lock of account ${JSON.stringify(account)}`, e);
     }
     return taken === 'OK' ? lease : undefined;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseBrokers } from '@pushbase/kafka';
+import { redisEnv } from '@pushbase/redis';
 
 /*
  * The schema service's settings (`pushbase schema`), one schema parsed once at start. Unset and empty
@@ -29,15 +30,7 @@ const schema = z
     ),
     PUSHBASE_KAFKA_TOPIC: text('pushbase.dataset-events').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -'),
     PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: text('pushbase-schema').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_KAFKA_CLIENT_ID must be 1 to 249 of A-Z a-z 0-9 . _ -'),
-    PUSHBASE_REDIS_URL: text('redis://127.0.0.1:6379').refine(
-      (u) => URL.canParse(u) && /^rediss?:$/.test(new URL(u).protocol),
-      'PUSHBASE_REDIS_URL must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379',
-    ),
-    PUSHBASE_REDIS_PREFIX: text('pushbase:').refine(
-      // As the projector's: never a glob pattern when intents are scanned.
-      (v) => /^[A-Za-z0-9._:-]{1,100}:$/.test(v),
-      'PUSHBASE_REDIS_PREFIX must be 1 to 100 of A-Z a-z 0-9 . _ - : ending in ":"',
-    ),
+    ...redisEnv,
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),

@@ -22,7 +22,9 @@ export interface SchemaHooks {
  */
 export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): Promise<RunningSchema> {
   const log = hooks.log ?? jsonLogger('schema');
-  const redis = await openRedis(config.redis.url);
+  // Fail fast, as the gateway's clients do: a decision that cannot reach Redis answers 503 at once (nothing
+  // was decided), instead of waiting in ioredis's offline queue through reconnection attempts.
+  const redis = await openRedis(config.redis.url, { failFast: true });
   const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
   const appender = new KafkaEventAppender({
     connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
