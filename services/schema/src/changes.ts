@@ -122,8 +122,12 @@ export class RedisSchemaChanges implements SchemaChanges {
   }
 
   decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T> {
+    // The wait in this process's queue counts too: a request is decided within `waitMs` of its arrival or
+    // refused undecided, so it is never decided after its caller's deadline gave up on it (waitMs plus two
+    // appends' timeouts stays under the gRPC clients' write deadline).
+    const deadline = Date.now() + this.lock.waitMs;
     return this.local.run(account, async () => {
-      const holding: Holding = { lease: await this.lock.acquire(account), keepLease: false };
+      const holding: Holding = { lease: await this.lock.acquire(account, deadline), keepLease: false };
       try {
         await this.rollForward(holding);
         const { event, answer } = await decide();

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
 import { redisEnv } from '@pushbase/redis';
 
@@ -50,6 +51,12 @@ const schema = z
     // holder's decisions (changes.ts, "Fencing").
     message: 'PUSHBASE_SCHEMA_LOCK_TTL_MS must be at least twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS',
     path: ['PUSHBASE_SCHEMA_LOCK_TTL_MS'],
+  })
+  .refine((e) => e.PUSHBASE_SCHEMA_LOCK_WAIT_MS + 2 * e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS < DEFAULT_WRITE_DEADLINE_MS, {
+    // The longest a change can take: its wait, an earlier change rolled forward, its own append. Beyond the
+    // callers' deadline a decided change would be answered by the caller's timeout (outcome_unknown).
+    message: `PUSHBASE_SCHEMA_LOCK_WAIT_MS plus twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS must stay under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
+    path: ['PUSHBASE_SCHEMA_LOCK_WAIT_MS'],
   })
   .transform((e) =>
     Object.freeze({

@@ -37,6 +37,7 @@ describe('pushbase schema configuration', () => {
 
   it('refuses a lease shorter than twice the append timeout, and lists every problem', () => {
     expect(() => loadSchemaConfig({ PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '30000', PUSHBASE_SCHEMA_LOCK_TTL_MS: '50000' })).toThrow(/PUSHBASE_SCHEMA_LOCK_TTL_MS must be at least twice/);
+    expect(() => loadSchemaConfig({ PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '20000', PUSHBASE_SCHEMA_LOCK_WAIT_MS: '20000' })).toThrow(/under the gRPC clients' write deadline/);
     let message = '';
     try {
       loadSchemaConfig({ PUSHBASE_REDIS_PREFIX: 'pb*', PUSHBASE_SCHEMA_GRPC_PORT: '70000', PUSHBASE_KAFKA_BROKERS: 'nohost' });

@@ -248,6 +248,24 @@ describe('the distributed schema service', () => {
   });
 });
 
+describe('the distributed schema service while an account is held', () => {
+  it('refuses undecided (503) a change that waited longer than the lock wait, queued here or for the lease; nothing stored', async () => {
+    const { topic, prefix, account, store } = await setting();
+    const a = await replica({ topic, prefix, lock: { ttlMs: 30_000, waitMs: 400 } });
+    // Another holder (a stuck replica) has the account's lease.
+    await redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
+    const started = Date.now();
+    const outcomes = await Promise.all(['x', 'y', 'z'].map((id) => outcome(create(a.service, account, id))));
+    expect(outcomes).toEqual(['unavailable', 'unavailable', 'unavailable']);
+    // Queued requests gave up on their own deadline, not one wait after another.
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(await store.count(account)).toBe(0);
+    await redis.del(`${prefix}schema-lock:${account}`);
+    await expect(create(a.service, account, 'x')).resolves.toMatchObject({ created: true });
+    expect((await readTopic(topic)).map((e) => e.dataset)).toEqual(['x']);
+  });
+});
+
 describe('the distributed schema service when Redis fails', () => {
   it('answers 503 when Redis cannot be reached before anything was decided; nothing reaches the topic', async () => {
     const { topic, prefix, account } = await setting();
