@@ -141,41 +141,46 @@ export class RedisSchemaChanges implements SchemaChanges {
 
   /**
    * Rolls forward the intents left in Redis, for accounts whose lease is free now (a busy account's next
-   * decision does it anyway). Resolves with the number rolled forward.
+   * decision does it anyway). Resolves with the number rolled forward; an account that cannot be repaired
+   * now is logged and left for the next sweep.
    */
   async sweep(): Promise<number> {
     let repaired = 0;
     for (const key of await this.intentKeys()) {
       const account = key.slice(this.intentNamespace.length);
-      const done = await this.local.run(account, async () => {
-        const lease = await this.lock.tryAcquire(account);
-        if (lease === undefined) return false;
-        const holding: Holding = { lease, keepLease: false };
-        try {
-          return await this.rollForward(holding);
-        } finally {
-          if (!holding.keepLease) await this.lock.release(lease).catch(() => undefined);
-        }
-      });
-      if (done) repaired += 1;
+      try {
+        const done = await this.local.run(account, async () => {
+          const lease = await this.lock.tryAcquire(account);
+          if (lease === undefined) return false;
+          const holding: Holding = { lease, keepLease: false };
+          try {
+            return await this.rollForward(holding);
+          } finally {
+            if (!holding.keepLease) await this.lock.release(lease).catch(() => undefined);
+          }
+        });
+        if (done) repaired += 1;
+      } catch (e) {
+        this.log('warn', 'schema intent not rolled forward; the next sweep tries again', { account, error: message(e) });
+      }
     }
     return repaired;
   }
 
-  /** Sweeps every `intervalMs` until the returned function is called (which waits for a running sweep). */
+  /** Sweeps every `intervalMs` (a tick is skipped while a sweep runs) until the returned function is called. */
   startSweeping(intervalMs: number): () => Promise<void> {
-    let running: Promise<void> = Promise.resolve();
+    let running: Promise<void> | undefined;
     const timer = setInterval(() => {
-      running = running.then(
-        () =>
-          this.sweep().then(
-            (n) => {
-              if (n > 0) this.log('info', 'schema intents rolled forward by the sweep', { intents: n });
-            },
-            (e: unknown) => this.log('warn', 'schema intent sweep failed; it runs again', { error: message(e) }),
-          ),
-        () => undefined,
-      );
+      running ??= this.sweep()
+        .then(
+          (n) => {
+            if (n > 0) this.log('info', 'schema intents rolled forward by the sweep', { intents: n });
+          },
+          (e: unknown) => this.log('warn', 'schema intent sweep failed; it runs again', { error: message(e) }),
+        )
+        .finally(() => {
+          running = undefined;
+        });
     }, intervalMs);
     timer.unref();
     return async () => {
