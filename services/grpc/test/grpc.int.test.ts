@@ -218,6 +218,18 @@ describe('gRPC server and clients on loopback', () => {
     expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
+  it('waitForReady resolves once a server listens, and rejects in time when none does', async () => {
+    const port = await freePort();
+    const { records } = clients(`${HOST}:${port}`);
+    const t0 = Date.now();
+    await expect(records.waitForReady(300)).rejects.toThrow();
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    const { server, address } = await start();
+    const { schema } = clients(address);
+    await expect(schema.waitForReady(10_000)).resolves.toBeUndefined();
+    await server.shutdown(1_000);
+  });
+
   it('a write whose deadline passes while no connection is up is unavailable (never sent)', async () => {
     const silent = await silentListener();
     try {
