@@ -33,6 +33,15 @@ import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } fro
  * comes back after a revocation may have been processed by another member in between, so a handler must
  * treat everything it cached for a revoked partition as stale.
  *
+ * Transactions: the appender writes in Kafka transactions, and this consumer reads committed only (kafkajs's
+ * default isolation, never switched off here): events of an aborted or still open transaction are never
+ * delivered, and a partition's events are held back while a transaction before them is open. Every
+ * transaction leaves a marker that takes an offset but is never delivered, so a partition's end (its last
+ * stable offset, what fetchTopicOffsets answers under read committed) is usually one past the offset of its
+ * last event. Progress is therefore measured with `next` (the offset after everything a fetch covered,
+ * markers included) and onSkipped (a fetch that covered only markers or aborted events), never with the
+ * last event's offset + 1.
+ *
  * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
  */
 
@@ -41,8 +50,14 @@ export interface ConsumedBatch {
   readonly partition: number;
   /** In offset order; never empty. */
   readonly events: readonly ConsumedEvent[];
-  /** The partition's end (offset after its last stored event) when this batch was fetched: for progress. */
+  /** The partition's high watermark when this batch was fetched (markers and open transactions included). */
   readonly highWatermark: number;
+  /**
+   * Where the partition's reading goes on after this batch: the offset after the last message the fetch
+   * covered, transaction markers and aborted events included. Compare this, not the last event's offset,
+   * with a partition's end.
+   */
+  readonly next: number;
 }
 
 export interface BatchControl {
@@ -67,6 +82,11 @@ export interface EventConsumerHandlers {
    * retry. The process should flush what it safely can, commit, and exit non-zero.
    */
   onCrash?(error: Error): void;
+  /**
+   * A fetch delivered nothing but moved the partition's position to `next`: it covered only transaction
+   * markers or aborted events. For progress ("caught up") only; nothing needs committing for it.
+   */
+  onSkipped?(partition: number, next: number): void;
   /** A handler callback (onAssigned/onRevoked) threw; it is reported here and otherwise ignored. Default: stderr. */
   onCallbackError?(error: unknown): void;
 }
@@ -141,7 +161,13 @@ export class KafkaEventConsumer {
         restartOnFailure: (error) => Promise.resolve(!(rootCause(error) instanceof PoisonEventError)),
       },
     });
-    const { GROUP_JOIN, REBALANCING, CRASH } = this.consumer.events;
+    const { GROUP_JOIN, REBALANCING, CRASH, END_BATCH_PROCESS } = this.consumer.events;
+    // kafkajs resolves a fetch of markers and aborted events itself, without calling eachBatch; its batch
+    // instrumentation event is the one place that says how far such a fetch went.
+    this.consumer.on(END_BATCH_PROCESS, (event) => {
+      const { topic, partition, batchSize, lastOffset } = event.payload;
+      if (batchSize === 0 && topic === this.topic) this.handlers.onSkipped?.(partition, offsetNumber(lastOffset) + 1);
+    });
     this.consumer.on(REBALANCING, () => this.revokeAll());
     this.consumer.on(GROUP_JOIN, (event) => {
       // A member dropped from the group (no REBALANCING event) still holds its old set here.
@@ -246,14 +272,17 @@ export class KafkaEventConsumer {
     if (events.length > 0) {
       const beat = setInterval(() => void heartbeat().catch(() => undefined), this.heartbeatIntervalMs);
       try {
+        // Without a poison message the whole fetch is accepted, trailing markers included, so the next fetch
+        // does not begin with a batch of nothing but the last transaction's marker.
+        const next = poison === undefined ? offsetNumber(batch.lastOffset()) + 1 : events[events.length - 1]!.position.offset + 1;
         await this.handlers.onBatch(
-          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark) },
+          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark), next },
           { heartbeat, isRunning: () => this.running && payload.isRunning() },
         );
       } finally {
         clearInterval(beat);
       }
-      payload.resolveOffset(String(events[events.length - 1]!.position.offset));
+      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(events[events.length - 1]!.position.offset));
     }
     if (poison !== undefined) throw poison;
   }
