@@ -131,8 +131,8 @@ describe('KafkaEventConsumer against Kafka', () => {
         return committed!.partitions.filter((p) => ends.get(p.partition) !== '0' && p.offset !== ends.get(p.partition)).map((p) => `${p.partition}: ${p.offset} of ${ends.get(p.partition)}`);
       };
       await eventually('committed offsets at the end offsets', async () => (await lagging()).length === 0);
-      // Nothing was skipped: a new member of the group has nothing left to read.
-      expect(Math.max(...ends.values())).toBeGreaterThan(Math.max(...reader.delivered.map((e) => e.position.offset)) + 1);
+      // The partitions do end in markers after their last event, or this test would prove nothing.
+      expect(Math.max(...[...ends.values()].map(Number))).toBeGreaterThan(Math.max(...reader.delivered.map((e) => e.position.offset)) + 1);
     } finally {
       await reader.consumer.stop();
     }
