@@ -189,7 +189,7 @@ export class TestServer {
   async kill9(): Promise<void> {
     if (this.stack !== undefined) {
       const stack = this.stack;
-      await this.stopDistributed(() => Promise.all(SERVICES.map((service) => (stack.pid(service) === undefined ? { code: null, signal: null } : stack.kill(service)))));
+      await this.stopDistributed(() => Promise.all(SERVICES.map((service) => (stack.pid(service) === undefined ? Promise.resolve({ code: null, signal: null }) : stack.kill(service)))));
       return;
     }
     await this.signal('SIGKILL');
