@@ -30,6 +30,8 @@ export interface ServerOptions {
   readonly env?: Record<string, string>;
   /** How long `start()` waits for the "listening" line; 30 s by default (a big log replays longer; distributed: at least 120 s for the four services). */
   readonly startTimeoutMs?: number;
+  /** Which pushbase to start; E2E_MODE (the jest project's) by default. */
+  readonly mode?: 'embedded' | 'distributed';
   /** Extra node flags for the server process, e.g. `--cpu-prof` (not allowed in NODE_OPTIONS). */
   readonly nodeArgs?: readonly string[];
 }
@@ -77,7 +79,7 @@ export class TestServer {
     this.env = opts.env ?? {};
     this.startTimeoutMs = opts.startTimeoutMs ?? 30_000;
     this.nodeArgs = opts.nodeArgs ?? [];
-    this.names = E2E_MODE === 'distributed' ? stackNamesOf(this.dataDir) : undefined;
+    this.names = (opts.mode ?? E2E_MODE) === 'distributed' ? stackNamesOf(this.dataDir) : undefined;
   }
 
   get distributed(): boolean {
@@ -236,15 +238,7 @@ export class TestServer {
 
   /** A request to the public HTTPS API, trusting the server's certificate. */
   request(method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-    if (opts.key !== undefined) headers.authorization = `Basic ${Buffer.from(`${opts.key}:`).toString('base64')}`;
-    let payload: string | Buffer | undefined = opts.raw;
-    if (payload === undefined && opts.body !== undefined) {
-      payload = JSON.stringify(opts.body);
-      headers['content-type'] ??= 'application/json';
-    }
-    if (this.plainHttp) return send(httpRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers }, payload);
-    return send(httpsRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers, ca: this.ca, servername: 'localhost' }, payload);
+    return requestTo(this, method, urlPath, opts);
   }
 
   /** A request to the admin listener with the bearer token (distributed: once the read side has caught up). */
@@ -259,6 +253,19 @@ export class TestServer {
     if (res.status !== 200) throw new Error(`records of ${account}/${id}: ${res.status} ${res.text}`);
     return res.body.records;
   }
+}
+
+/** A request to a gateway's public API at `target` (trusting its certificate, or plain HTTP behind a TLS proxy). */
+export function requestTo(target: { readonly port: number; readonly ca: string; readonly plainHttp: boolean }, method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.key !== undefined) headers.authorization = `Basic ${Buffer.from(`${opts.key}:`).toString('base64')}`;
+  let payload: string | Buffer | undefined = opts.raw;
+  if (payload === undefined && opts.body !== undefined) {
+    payload = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  if (target.plainHttp) return send(httpRequest, { host: '127.0.0.1', port: target.port, method, path: urlPath, headers }, payload);
+  return send(httpsRequest, { host: '127.0.0.1', port: target.port, method, path: urlPath, headers, ca: target.ca, servername: 'localhost' }, payload);
 }
 
 function send(
