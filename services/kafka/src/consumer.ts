@@ -40,7 +40,11 @@ import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } fro
  * stable offset, what fetchTopicOffsets answers under read committed) is usually one past the offset of its
  * last event. Progress is therefore measured with `next` (the offset after everything a fetch covered,
  * markers included) and onSkipped (a fetch that covered only markers or aborted events), never with the
- * last event's offset + 1.
+ * last event's offset + 1. Once every event delivered from a partition is
+ * committed, the committed offset moves on past the markers and aborted events fetched after them, as a
+ * Java consumer's position does. Without it the group would lag by one for ever behind every partition's
+ * last transaction, and "the projection has caught up" (committed offsets = end offsets, what operators and
+ * the tests read) could never be seen.
  *
  * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
  */
@@ -139,6 +143,14 @@ export class KafkaEventConsumer {
   private callbacks: Promise<void> = Promise.resolve();
   private running = false;
   private stopped: Promise<void> | undefined;
+  /** Per owned partition: the offset of the last event delivered (and accepted) since it was assigned. */
+  private readonly delivered = new Map<number, number>();
+  /** Per owned partition: the last offset of the last batch fetched, markers and aborted events included. */
+  private readonly fetched = new Map<number, number>();
+  /** Per owned partition: the offset this member last committed (the next to read). */
+  private readonly committedNext = new Map<number, number>();
+  /** Commits go out one after another, so an earlier (lower) one never lands after a later one. */
+  private commits: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly options: KafkaEventConsumerOptions,
@@ -166,7 +178,13 @@ export class KafkaEventConsumer {
     // instrumentation event is the one place that says how far such a fetch went.
     this.consumer.on(END_BATCH_PROCESS, (event) => {
       const { topic, partition, batchSize, lastOffset } = event.payload;
-      if (batchSize === 0 && topic === this.topic) this.handlers.onSkipped?.(partition, offsetNumber(lastOffset) + 1);
+      if (topic !== this.topic) return;
+      if (batchSize === 0) this.handlers.onSkipped?.(partition, offsetNumber(lastOffset) + 1);
+      if (!this.owned.has(partition)) return;
+      this.fetched.set(partition, offsetNumber(lastOffset));
+      // A batch of markers only (or one fetched after its events were committed): nothing is pending, so
+      // the committed offset can move past it now.
+      if (this.allCommitted(partition)) void this.skipMarkers(partition);
     });
     this.consumer.on(REBALANCING, () => this.revokeAll());
     this.consumer.on(GROUP_JOIN, (event) => {
@@ -211,9 +229,39 @@ export class KafkaEventConsumer {
     const highest = new Map<number, number>();
     for (const { partition, offset } of positions) highest.set(partition, Math.max(offset, highest.get(partition) ?? -1));
     const notOwned = [...highest.keys()].filter((p) => !this.owned.has(p)).sort((a, b) => a - b);
-    const offsets = [...highest].filter(([p]) => this.owned.has(p)).map(([partition, offset]) => ({ topic: this.topic, partition, offset: String(offset + 1) }));
-    if (offsets.length > 0) await this.consumer.commitOffsets(offsets);
+    const offsets = [...highest]
+      .filter(([p]) => this.owned.has(p))
+      .map(([partition, offset]) => {
+        // The last event delivered is committed: the markers fetched after it go with it.
+        const fetched = this.fetched.get(partition) ?? -1;
+        const next = offset === this.delivered.get(partition) && fetched > offset ? fetched + 1 : offset + 1;
+        return { partition, next };
+      });
+    if (offsets.length > 0) await this.send(offsets);
     return { notOwned };
+  }
+
+  private allCommitted(partition: number): boolean {
+    const delivered = this.delivered.get(partition);
+    return delivered === undefined || (this.committedNext.get(partition) ?? -1) > delivered;
+  }
+
+  private async skipMarkers(partition: number): Promise<void> {
+    const next = (this.fetched.get(partition) ?? -1) + 1;
+    if (next <= (this.committedNext.get(partition) ?? 0)) return;
+    // Best effort: a commit refused during a rebalance is made by whoever reads the partition next.
+    await this.send([{ partition, next }]).catch(() => undefined);
+  }
+
+  private send(offsets: readonly { partition: number; next: number }[]): Promise<void> {
+    const sent = this.commits.then(async () => {
+      await this.consumer.commitOffsets(offsets.map(({ partition, next }) => ({ topic: this.topic, partition, offset: String(next) })));
+      for (const { partition, next } of offsets) {
+        if (this.owned.has(partition) && next > (this.committedNext.get(partition) ?? -1)) this.committedNext.set(partition, next);
+      }
+    });
+    this.commits = sent.catch(() => undefined);
+    return sent;
   }
 
   /** Stops fetching these partitions (e.g. while the sink is down); a batch already in onBatch finishes. */
@@ -245,6 +293,11 @@ export class KafkaEventConsumer {
     if (this.owned.size === 0) return;
     const partitions = [...this.owned].sort((a, b) => a - b);
     this.owned = new Set();
+    for (const p of partitions) {
+      this.delivered.delete(p);
+      this.fetched.delete(p);
+      this.committedNext.delete(p);
+    }
     this.callback(() => this.handlers.onRevoked?.(partitions));
   }
 
@@ -282,7 +335,9 @@ export class KafkaEventConsumer {
       } finally {
         clearInterval(beat);
       }
-      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(events[events.length - 1]!.position.offset));
+      const last = events[events.length - 1]!.position.offset;
+      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(last));
+      if (this.owned.has(partition)) this.delivered.set(partition, last);
     }
     if (poison !== undefined) throw poison;
   }

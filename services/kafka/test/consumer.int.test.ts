@@ -105,6 +105,43 @@ describe('KafkaEventConsumer against Kafka', () => {
     await second.consumer.stop();
   });
 
+  it('commits past the transaction markers once every delivered event is committed, so a caught-up group lags by nothing', async () => {
+    const topic = await newTopic(2);
+    const group = newGroup();
+    const producer = createKafka(testConnection()).producer({ transactionalId: randomName('pushbase-consumer-tx'), idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const send = async (commit: boolean, events: readonly DatasetEvent[]): Promise<void> => {
+      const tx = await producer.transaction();
+      await tx.send({ topic, messages: events.map((e) => ({ key: `${e.account}/${e.dataset}`, value: JSON.stringify(e) })) });
+      await (commit ? tx.commit() : tx.abort());
+    };
+    try {
+      await send(true, [event('a', 1), event('b', 2)]);
+      await send(false, [event('a', 3)]);
+      await send(true, [event('a', 4), event('b', 5)]);
+    } finally {
+      await producer.disconnect();
+    }
+    const reader = recording({ topic, groupId: group });
+    await reader.consumer.start();
+    try {
+      await eventually('the committed events delivered', () => reader.delivered.length === 4);
+      expect(reader.delivered.map((e) => e.event.at).sort()).toEqual([1, 2, 4, 5]);
+      await reader.consumer.commit(reader.delivered.map((e) => e.position));
+      const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, p.high]));
+      const lagging = async (): Promise<string[]> => {
+        const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+        // An empty partition has nothing to commit (-1 of 0).
+        return committed!.partitions.filter((p) => ends.get(p.partition) !== '0' && p.offset !== ends.get(p.partition)).map((p) => `${p.partition}: ${p.offset} of ${ends.get(p.partition)}`);
+      };
+      await eventually('committed offsets at the end offsets', async () => (await lagging()).length === 0);
+      // The partitions do end in markers after their last event, or this test would prove nothing.
+      expect(Math.max(...[...ends.values()].map(Number))).toBeGreaterThan(Math.max(...reader.delivered.map((e) => e.position.offset)) + 1);
+    } finally {
+      await reader.consumer.stop();
+    }
+  });
+
   it('delivers the events before a message it cannot read, then stops for good and says where and why', async () => {
     const topic = await newTopic(1);
     // A writer of a later version put a schema_version 2 event between good ones.
