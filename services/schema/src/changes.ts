@@ -41,12 +41,14 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  *
  * Fencing, and the window left. The lease's token is checked (and the lease extended to a full TTL) right
  * before each append, and the intent is written only under the lease. What remains: a holder paused for
- * longer than the TTL between that check and the broker's write (a stop-the-world pause, a produce stuck
- * in retries) could have its append land after a later holder's decisions. Two things keep that out in
- * practice: the TTL (default 60 s) is well above the appender's timeout (the config refuses less than
- * twice it), and a holder whose append's fate is unknown does NOT release the lease — it lets it expire,
- * so the next holder starts only after the late write could still arrive. With a transactional appender
- * (a zombie producer's transaction is aborted when its successor starts), the window closes entirely.
+ * longer than the TTL between that check and the broker's write could have its event land after a later
+ * holder's decisions (a definition landing after its own deletion would resurrect it in the fold). The
+ * Kafka appender is transactional: an event is visible to readers only once its transaction commits, and
+ * a commit is never sent after the append's deadline (the open transaction is aborted, at the latest by the
+ * coordinator's transaction timeout). So a late event needs a commit request sent in time and then held up
+ * in flight longer than the lease. The TTL (default 60 s) is well above the append timeout (the config
+ * refuses less than twice it), and a holder whose append's fate is unknown does NOT release the lease — it
+ * lets it expire — so the next holder starts only once such a late commit can no longer arrive in practice.
  */
 
 type SchemaEvent = DatasetDefined | DatasetDeleted;
