@@ -266,7 +266,16 @@ describe('the distributed schema service while an account is held', () => {
     expect(Date.now() - started).toBeLessThan(3000);
     expect(await store.count(account)).toBe(0);
     await redis.del(`${prefix}schema-lock:${account}`);
-    await expect(create(a.service, account, 'x')).resolves.toMatchObject({ created: true });
+    const made = await create(a.service, account, 'x');
+    expect(made.created).toBe(true);
+
+    // An existing dataset is found (or conflicts) from one read, without waiting for the lease: that
+    // answer changes nothing. A create still waits.
+    await redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
+    // (Through the lease, these would be refused as unavailable after the 400 ms wait, like the create below.)
+    await expect(create(a.service, account, 'x')).resolves.toMatchObject({ created: false, dataset: { incarnation: made.dataset.incarnation } });
+    await expect(a.service.findOrCreate({ account, id: 'x', body: { fields: { other: { type: 'string', name: 'Other' } } } })).rejects.toMatchObject({ code: 'conflict' });
+    await expect(create(a.service, account, 'w')).rejects.toMatchObject({ code: 'unavailable' });
     expect((await readTopic(topic)).map((e) => e.dataset)).toEqual(['x']);
   });
 });
