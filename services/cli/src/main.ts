@@ -3,6 +3,11 @@ import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { loadRecordsConfig, runRecords, type RunningRecords } from '@pushbase/records';
+import { loadSchemaConfig, runSchema, type RunningSchema } from '@pushbase/schema';
+import { loadGatewayConfig } from '@pushbase/gateway/src/config';
+import { runGateway, type RunningGateway } from '@pushbase/gateway/src/main';
+import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { formatResult, jsonLog, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
@@ -121,6 +126,70 @@ async function projector(): Promise<void> {
 }
 
 /**
+ * `pushbase schema`: the distributed schema service (find-or-create, get, delete) over gRPC. SIGTERM/SIGINT
+ * turn its health NOT_SERVING, drain the calls in flight, close Kafka and Redis and exit 0; a second signal
+ * ends the process at once (a change cut short is repaired by the next one: services/schema/src/changes.ts).
+ */
+async function schemaService(): Promise<void> {
+  // Handlers first, as for serve: a SIGTERM right after the "listening" line must not kill Node on the spot.
+  const state: { running?: RunningSchema; signalled?: string } = {};
+  const stop = (running: RunningSchema, signal: string): void => {
+    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', service: 'schema', msg: 'shutting down', signal })}\n`);
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        process.stderr.write(`pushbase schema: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  const shutdown = (signal: string): void => {
+    if (state.signalled !== undefined) {
+      process.exit(1);
+      return;
+    }
+    state.signalled = signal;
+    if (state.running !== undefined) stop(state.running, signal);
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  state.running = await runSchema(loadSchemaConfig());
+  if (state.signalled !== undefined) stop(state.running, state.signalled);
+}
+
+/**
+ * `pushbase records`: the distributed record-command service over gRPC. SIGTERM/SIGINT turn its health
+ * NOT_SERVING, let the calls in flight finish (their transactions committed or refused), close Kafka and
+ * Redis and exit 0; a second signal exits at once.
+ */
+async function recordsService(): Promise<void> {
+  // Handlers first, as for serve: a SIGTERM right after the "listening" line must not kill Node on the spot.
+  const state: { running?: RunningRecords; signalled?: string } = {};
+  const stop = (running: RunningRecords, signal: string): void => {
+    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', service: 'records', msg: 'shutting down', signal })}\n`);
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        process.stderr.write(`pushbase records: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  const shutdown = (signal: string): void => {
+    if (state.signalled !== undefined) {
+      process.exit(1);
+      return;
+    }
+    state.signalled = signal;
+    if (state.running !== undefined) stop(state.running, signal);
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  state.running = await runRecords(loadRecordsConfig());
+  if (state.signalled !== undefined) stop(state.running, state.signalled);
+}
+
+/**
  * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the topic and
  * swaps them in (services/projector/src/replay.ts). Exit 0 done, 1 the rebuild differs from the live state
  * (--verify, --verify-only), 2 could not replay.
@@ -136,6 +205,93 @@ async function replay(flags: ReplayFlags): Promise<void> {
     code = 2;
   }
   process.exit(code);
+}
+
+/**
+ * `pushbase gateway`: the public API and the admin listener of the distributed mode. SIGTERM/SIGINT stop
+ * accepting, let in-flight requests finish, close the clients and exit 0; a second signal exits at once.
+ */
+async function gateway(): Promise<void> {
+  const server: { running?: RunningGateway; signalled?: string } = {};
+  const stop = (running: RunningGateway, signal: string): void => {
+    jsonLogger('shutting down', { signal });
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        jsonLogger('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
+        process.exit(1);
+      },
+    );
+  };
+  // In before the start, as for `serve`: a signal sent right after the "listening" line must not kill Node.
+  const shutdown = (signal: string): void => {
+    if (server.signalled !== undefined) {
+      if (server.running === undefined) process.exit(1);
+      return;
+    }
+    server.signalled = signal;
+    if (server.running !== undefined) stop(server.running, signal);
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  server.running = await runGateway(loadGatewayConfig());
+  if (server.signalled !== undefined) stop(server.running, server.signalled);
+}
+
+/**
+ * `pushbase distributed` (`npm run start:distributed`): migrate, then the projector, schema, records and
+ * gateway services as separate processes in the foreground, each line of theirs prefixed with its name
+ * (services/cli/src/distributed.ts). SIGINT/SIGTERM stop them in order and exit 0; a service that dies
+ * unexpectedly is reported, the others are stopped, and the exit status is 1.
+ */
+async function distributed(): Promise<void> {
+  const width = 'supervisor'.length;
+  const print = (service: ServiceName | 'migrate' | 'supervisor', line: string): void => {
+    process.stdout.write(`${service.padEnd(width)} | ${line}\n`);
+  };
+  const bundle = process.argv[1] ?? '';
+  let stack: DistributedStack | undefined;
+  let exitCode: number | undefined;
+  const stopAll = (code: number, why: string): void => {
+    if (exitCode !== undefined) {
+      // A second Ctrl-C: stop waiting for the services.
+      if (code === 0) process.exit(1);
+      return;
+    }
+    exitCode = code;
+    print('supervisor', `${why}; stopping the services (gateway, then records and schema, projector last)`);
+    void (stack?.stop() ?? Promise.resolve(undefined)).then(
+      (exits) => {
+        if (exits !== undefined) print('supervisor', `stopped: ${Object.entries(exits).map(([s, e]) => `${s} ${e.signal ?? e.code}`).join(', ')}`);
+        process.exit(code);
+      },
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', () => stopAll(0, 'SIGINT'));
+  process.on('SIGTERM', () => stopAll(0, 'SIGTERM'));
+  try {
+    stack = await DistributedStack.start({
+      bundle,
+      env: process.env,
+      detached: true,
+      onLine: print,
+      onUnexpectedExit: (service, exit) => stopAll(1, `${service} exited unexpectedly (${exit.signal ?? `code ${exit.code}`})`),
+    });
+  } catch (e) {
+    print('supervisor', `could not start: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  }
+  // Services must not outlive a supervisor that ends without stopping them (an uncaught error).
+  process.on('exit', () => {
+    for (const service of SERVICES) {
+      const pid = stack?.pid(service);
+      if (pid !== undefined) process.kill(pid, 'SIGTERM');
+    }
+  });
+  if (exitCode !== undefined) return;
+  const { port, adminPort, certFile } = stack.gateway;
+  print('supervisor', JSON.stringify({ msg: 'listening', port, admin_port: adminPort, cert_file: certFile, schema_address: stack.addresses.schema, records_address: stack.addresses.records }));
 }
 
 const REPLAY_HELP = `
@@ -174,6 +330,23 @@ program
   .command('projector')
   .description('fold dataset events from Kafka into ClickHouse as a consumer group member (PUSHBASE_KAFKA_*, PUSHBASE_CLICKHOUSE_*, PUSHBASE_PROJECTOR_*)')
   .action(projector);
+
+program
+  .command('schema')
+  .description('serve the distributed schema service over gRPC (PUSHBASE_GRPC_HOST, PUSHBASE_SCHEMA_*, PUSHBASE_KAFKA_*, PUSHBASE_REDIS_*)')
+  .action(schemaService);
+program
+  .command('records')
+  .description('serve the distributed record-command service over gRPC (PUSHBASE_GRPC_HOST, PUSHBASE_RECORDS_*, PUSHBASE_KAFKA_*, PUSHBASE_REDIS_*)')
+  .action(recordsService);
+program
+  .command('gateway')
+  .description('the public API and the admin listener of the distributed mode (PUSHBASE_SCHEMA_ADDRESS, PUSHBASE_RECORDS_ADDRESS, PUSHBASE_REDIS_*, PUSHBASE_CLICKHOUSE_*)')
+  .action(gateway);
+program
+  .command('distributed')
+  .description('migrate, then run the projector, schema, records and gateway services as separate processes in the foreground (npm run start:distributed)')
+  .action(distributed);
 
 program
   .command('replay')
