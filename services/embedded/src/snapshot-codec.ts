@@ -326,7 +326,7 @@ function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullab
         if (!Array.isArray(parsed) || parsed.length !== count || !parsed.every(isString)) {
           throw new SnapshotDecodeError(`${what}: the distinct values are not ${count} strings`);
         }
-        for (const v of parsed as string[]) distinct.push(v);
+        for (const v of parsed) distinct.push(v);
       }
       const width = r.u8(what);
       if (width !== 1 && width !== 2 && width !== 4) throw new SnapshotDecodeError(`${what}: bad index width ${width}`);
