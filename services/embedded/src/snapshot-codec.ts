@@ -1,4 +1,7 @@
+import * as fs from 'node:fs';
+import { crc32 } from 'node:zlib';
 import { fieldOrder, recordShape, type DatasetDefinition, type DatasetRecord, type DatasetState, type FieldValue, type RowKey } from '@pushbase/domain';
+import type { FrameAt } from './frames';
 
 /*
  * One dataset of a version-2 snapshot, in binary: its records by position against the dataset's field
@@ -72,8 +75,16 @@ export type CapturedDataset = DatasetRows | DatasetColumns;
 export function captureDataset(ds: DatasetState): CapturedDataset {
   const { rows, ...meta } = ds;
   const pending = rows instanceof LazyRows ? rows.pending : undefined;
-  if (pending !== undefined) return { ...meta, encoded: pending };
+  if (pending !== undefined) {
+    pending.source.retain(); // until the capture is written: releaseCaptured
+    return { ...meta, encoded: pending };
+  }
   return { ...meta, keys: [...rows.keys()], records: [...rows.values()] };
+}
+
+/** Lets go of the snapshot files the captured datasets still encoded in them read from. */
+export function releaseCaptured(datasets: readonly CapturedDataset[]): void {
+  for (const d of datasets) if (!('keys' in d)) d.encoded.source.release();
 }
 
 /** The row keys and records of a captured dataset, decoding them if they are still encoded. */
@@ -227,10 +238,11 @@ export function encodeDataset(d: CapturedDataset): Buffer {
   if (!('keys' in d)) {
     // Never decoded since it was loaded: the same columns, under the dataset's meta as it is now.
     const meta = Buffer.from(JSON.stringify(metaOf(d, d.encoded.rows, d.encoded.fields)), 'utf8');
-    const w = new ByteWriter(4 + meta.length + d.encoded.columns.length);
+    const columns = columnsOf(d.encoded);
+    const w = new ByteWriter(4 + meta.length + columns.length);
     w.u32(meta.length);
     w.bytes(meta);
-    w.bytes(d.encoded.columns);
+    w.bytes(columns);
     return w.result();
   }
   const fields = fieldOrder(d.definition);
@@ -390,18 +402,79 @@ function readMeta(r: ByteReader): Meta {
   return m as Meta;
 }
 
-/** The columns of a dataset frame, still encoded: the row keys, then one per field in `fields` order. */
-interface EncodedRows {
-  readonly rows: number;
-  readonly fields: readonly string[];
-  /** The frame's bytes after its meta (a copy: the frame itself is a view into a reused read buffer). */
-  readonly columns: Buffer;
-  /** Names the snapshot in the error should decoding ever fail after the load's checks passed. */
-  readonly source: string;
+/**
+ * A snapshot file that datasets still encoded in it read their columns from, open while any of them does.
+ * Reading them back from the file, rather than keeping a copy of the encoded bytes in memory, keeps those
+ * bytes out of the RSS (a third of the state again, which a server that ends up decoding every dataset
+ * would otherwise carry as well, measured with 5 million records). References are counted: each LazyRows
+ * still encoded, and each capture of one until its snapshot is written; the last release closes the file,
+ * and so does close() when the store stops. An open file stays readable after a compaction deletes it.
+ */
+export class SnapshotSource {
+  private refs = 0;
+  private fd: number | undefined;
+
+  constructor(
+    readonly file: string,
+    fd: number,
+  ) {
+    this.fd = fd;
+  }
+
+  retain(): void {
+    this.refs += 1;
+  }
+
+  release(): void {
+    this.refs -= 1;
+    if (this.refs <= 0) this.close();
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    const fd = this.fd;
+    this.fd = undefined;
+    fs.closeSync(fd);
+  }
+
+  get isOpen(): boolean {
+    return this.fd !== undefined;
+  }
+
+  /**
+   * A frame's payload, read again and checked against the crc it had at load. Synchronous: it runs inside
+   * a Map method on first use of a dataset, a fraction of a millisecond for one dataset's columns.
+   */
+  payload(offset: number, length: number, crc: number): Buffer {
+    if (this.fd === undefined) throw new Error(`snapshot ${this.file} is closed`);
+    const buf = Buffer.allocUnsafe(length);
+    let filled = 0;
+    while (filled < length) {
+      const n = fs.readSync(this.fd, buf, filled, length - filled, offset + filled);
+      if (n === 0) throw new Error(`snapshot ${this.file} ends before byte ${offset + length}`);
+      filled += n;
+    }
+    if (crc32(buf) !== crc) throw new Error(`snapshot ${this.file} changed since it was loaded: crc mismatch at byte ${offset}`);
+    return buf;
+  }
 }
 
+/** The columns of a dataset frame, still encoded in its snapshot file: where, and what they hold. */
+export interface EncodedRows {
+  readonly rows: number;
+  readonly fields: readonly string[];
+  readonly source: SnapshotSource;
+  /** The frame's payload in the file, its crc32, and where its columns start in it (after the meta). */
+  readonly offset: number;
+  readonly length: number;
+  readonly crc: number;
+  readonly columnsStart: number;
+}
+
+const columnsOf = (e: EncodedRows): Buffer => e.source.payload(e.offset, e.length, e.crc).subarray(e.columnsStart);
+
 function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key: RowKey, record: DatasetRecord) => void): void {
-  const r = new ByteReader(e.columns);
+  const r = new ByteReader(columnsOf(e));
   const keys = new Array<FieldValue>(e.rows);
   readColumn(r, e.rows, 'row keys', (i, v) => {
     keys[i] = v;
@@ -424,11 +497,11 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  * and checking the snapshot, not building millions of records, and a dataset nobody reads or writes is
  * never built at all: it is written into the next snapshot as the same encoded columns. `size` answers
  * without decoding (listings and totals need only counts); every other use decodes first, once, and from
- * then on this is an ordinary Map (the encoded bytes are dropped).
+ * then on this is an ordinary Map (its reference to the snapshot file released).
  *
  * The frame was checked whole at load (crc32, and every column walked against its length, kinds and
- * value indexes), so decoding later cannot meet a damaged byte; should it fail anyway, it throws rather
- * than serve a partial dataset.
+ * value indexes), and is checked against the same crc when read again, so decoding cannot meet a damaged
+ * byte; should it fail anyway (the file damaged since), it throws rather than serve a partial dataset.
  */
 export class LazyRows extends Map<RowKey, DatasetRecord> {
   private encoded: EncodedRows | undefined;
@@ -436,6 +509,7 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
   constructor(encoded: EncodedRows) {
     super();
     this.encoded = encoded;
+    encoded.source.retain();
   }
 
   /** The still-encoded columns, or undefined once decoded. */
@@ -452,8 +526,9 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
     } catch (err) {
       super.clear();
       this.encoded = e;
-      throw new Error(`cannot decode a dataset of snapshot ${e.source}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new Error(`cannot decode a dataset of snapshot ${e.source.file}: ${err instanceof Error ? err.message : String(err)}`);
     }
+    e.source.release();
   }
 
   override get size(): number {
@@ -476,6 +551,7 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
     return super.delete(key);
   }
   override clear(): void {
+    this.encoded?.source.release();
     this.encoded = undefined;
     super.clear();
   }
@@ -501,17 +577,16 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
 }
 
 /**
- * A dataset from its frame payload, its rows left encoded (LazyRows) after checking every column against
- * the frame; throws SnapshotDecodeError when the payload is not a dataset frame. `source` names the file.
+ * A dataset from its frame payload, its rows left encoded in `source` (LazyRows) after checking every
+ * column against the frame; throws SnapshotDecodeError when the payload is not a dataset frame.
  */
-export function decodeDataset(payload: Buffer, source: string): DatasetState {
+export function decodeDataset(payload: Buffer, at: FrameAt, source: SnapshotSource): DatasetState {
   const r = new ByteReader(payload);
   const m = readMeta(r);
   const start = r.pos;
   readColumn(r, m.rows, 'row keys', undefined, false);
   for (const f of m.fields) readColumn(r, m.rows, `field ${f}`);
   if (r.pos !== payload.length) throw new SnapshotDecodeError(`${payload.length - r.pos} bytes follow the last column`);
-  const columns = Buffer.from(payload.subarray(start)); // a copy, see EncodedRows
   return {
     account: m.account,
     id: m.id,
@@ -519,7 +594,7 @@ export function decodeDataset(payload: Buffer, source: string): DatasetState {
     definition: m.definition,
     created_at: m.created_at,
     updated_at: m.updated_at,
-    rows: new LazyRows({ rows: m.rows, fields: m.fields, columns, source }),
+    rows: new LazyRows({ rows: m.rows, fields: m.fields, source, offset: at.offset, length: payload.length, crc: at.crc, columnsStart: start }),
     nextRow: m.nextRow,
   };
 }
@@ -567,7 +642,7 @@ export function estimateDatasetBytes(ds: DatasetState): number {
   const fields = fieldOrder(ds.definition);
   const meta = 16 + JSON.stringify(metaOf(ds, ds.rows.size, fields)).length;
   const pending = ds.rows instanceof LazyRows ? ds.rows.pending : undefined;
-  if (pending !== undefined) return meta + pending.columns.length;
+  if (pending !== undefined) return meta + pending.length - pending.columnsStart;
   const n = ds.rows.size;
   const every = Math.max(1, Math.floor(n / SAMPLE_ROWS));
   const keys: FieldValue[] = [];
