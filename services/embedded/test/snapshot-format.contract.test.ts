@@ -115,6 +115,38 @@ describe('snapshot format 2', () => {
     expect(c.has(999)).toBe(true);
   });
 
+  it('reads encoded rows from the file, deleted or not, closes it after the last decode, and never serves changed bytes', async () => {
+    const rows = (n: number): [RowKey, DatasetRecord][] => Array.from({ length: n }, (_, i) => [i, { day: `d${i % 3}`, n: i }]);
+    const state = stateOf(dataset('a', definition(['day', 'n']), rows(50)), dataset('b', definition(['day', 'n']), rows(60)));
+    const info = await writeSnapshot(dir, 1, state);
+
+    const first = await readSnapshot(info.file);
+    const a = first.state.get('acme')!.get('a')!.rows as LazyRows;
+    const b = first.state.get('acme')!.get('b')!.rows as LazyRows;
+    const source = a.pending!.source;
+    expect(source.isOpen).toBe(true);
+    await rm(info.file); // as a compaction deletes a covered snapshot
+    expect([...a.values()]).toEqual(rows(50).map(([, r]) => r));
+    expect(source.isOpen).toBe(true); // b still reads from it
+    expect(b.size).toBe(60);
+    expect(b.get(59)).toEqual({ day: 'd2', n: 59 });
+    expect(source.isOpen).toBe(false); // nothing reads from it any more
+
+    // Closed with datasets still encoded (the store stopping): they cannot be decoded after.
+    await writeSnapshot(dir, 1, state);
+    const second = await readSnapshot(info.file);
+    second.close();
+    expect(() => second.state.get('acme')!.get('a')!.rows.get(0)).toThrow(/closed/);
+
+    // Bytes changed in place after the load: refused, never decoded into wrong records.
+    const third = await readSnapshot(info.file);
+    const good = await readFile(info.file);
+    await writeFile(info.file, Buffer.from(good.map((x, i) => (i === good.length - 3 ? x ^ 1 : x))));
+    expect(() => third.state.get('acme')!.get('b')!.rows.get(0)).toThrow(/changed since it was loaded/);
+    expect(third.state.get('acme')!.get('b')!.rows.size).toBe(60); // still encoded, still counted
+    third.close();
+  });
+
   it('refuses at load a frame whose crc matches but whose columns do not add up', async () => {
     const state = stateOf(dataset('a', definition(['day']), [[0, { day: 'x' }], [1, { day: 'y' }]]));
     const info = await writeSnapshot(dir, 5, state);
@@ -160,6 +192,31 @@ describe('snapshot format 2', () => {
     const info = await writeSnapshot(dir, 1, state);
     expect(estimate).toBeGreaterThan(info.bytes * 0.75);
     expect(estimate).toBeLessThan(info.bytes * 1.33);
+  });
+});
+
+describe('a store started from a format-2 snapshot', () => {
+  it('compacts, deletes the snapshot it loaded, and still serves the datasets it never decoded', async () => {
+    const rows = (n: number, d: number): [RowKey, DatasetRecord][] => Array.from({ length: n }, (_, i) => [i, { day: `2024-01-0${(i % 9) + 1}`, n: i * d }]);
+    const state = stateOf(...Array.from({ length: 5 }, (_, d) => dataset(`ds${d}`, definition(['day', 'n']), rows(100, d))));
+    await writeSnapshot(dir, 0, state);
+    const expected = asJson(state);
+    const open = async (): Promise<EmbeddedStore> => (await EmbeddedStore.open({ dir, compactAfterBytes: Number.MAX_SAFE_INTEGER, retainSnapshots: 1, warn: () => undefined })).store;
+
+    const store = await open();
+    expect(store.projection.currentState().get('acme')!.get('ds0')!.rows).toBeInstanceOf(LazyRows);
+    await store.eventLog.append([{ schema_version: 1, type: 'DatasetDeleted', account: 'acme', dataset: 'ds4', incarnation: 'inc-ds4', at: 3 }]);
+    await store.compactNow();
+    expect((await listSnapshots(dir)).map((s) => s.position)).toEqual([1]); // the loaded one is gone
+    expect((store.projection.currentState().get('acme')!.get('ds0')!.rows as LazyRows).pending).toBeDefined(); // written without decoding
+    state.get('acme')!.delete('ds4');
+    expect(asJson(store.projection.currentState())).toBe(asJson(state));
+    await store.close();
+
+    const reopened = await open();
+    expect(asJson(reopened.projection.currentState())).toBe(asJson(state));
+    expect(asJson(reopened.projection.currentState())).not.toBe(expected);
+    await reopened.close();
   });
 });
 
