@@ -413,6 +413,8 @@ function readMeta(r: ByteReader): Meta {
 export class SnapshotSource {
   private refs = 0;
   private fd: number | undefined;
+  /** Reused by every read: decoding all datasets would otherwise leave their bytes again as garbage. */
+  private scratch = Buffer.alloc(0);
 
   constructor(
     readonly file: string,
@@ -434,6 +436,7 @@ export class SnapshotSource {
     if (this.fd === undefined) return;
     const fd = this.fd;
     this.fd = undefined;
+    this.scratch = Buffer.alloc(0);
     fs.closeSync(fd);
   }
 
@@ -443,11 +446,13 @@ export class SnapshotSource {
 
   /**
    * A frame's payload, read again and checked against the crc it had at load. Synchronous: it runs inside
-   * a Map method on first use of a dataset, a fraction of a millisecond for one dataset's columns.
+   * a Map method on first use of a dataset, a fraction of a millisecond for one dataset's columns. The
+   * bytes are valid until the next call (one buffer serves every read).
    */
   payload(offset: number, length: number, crc: number): Buffer {
     if (this.fd === undefined) throw new Error(`snapshot ${this.file} is closed`);
-    const buf = Buffer.allocUnsafe(length);
+    if (this.scratch.length < length) this.scratch = Buffer.allocUnsafe(Math.max(length, this.scratch.length * 2));
+    const buf = this.scratch.subarray(0, length);
     let filled = 0;
     while (filled < length) {
       const n = fs.readSync(this.fd, buf, filled, length - filled, offset + filled);
