@@ -291,44 +291,47 @@ class ByteReader {
   }
 }
 
-type Put = (row: number, value: FieldValue) => void;
+/** One column, checked, ready to be read row by row. */
+interface Column {
+  readonly kind: number;
+  readonly buf: Buffer;
+  /** Where its values (numbers, or value indexes) start in `buf`, and the bytes of each. */
+  readonly at: number;
+  readonly width: number;
+  readonly nulls: Buffer | undefined;
+  /** STR: index → value (0: null); JSON: the values. Only when opened to decode. */
+  readonly values: readonly FieldValue[];
+}
 
 /**
- * Walks one column, checking it against the frame, and hands each row's value to `put`; without `put`
- * it only checks (nothing is allocated). Values are read straight from the frame's bytes: no typed-array
- * copies, whose memory outside the heap would make V8 collect garbage far more often while millions of
- * records are built.
+ * Walks one column, checking it against the frame (lengths, kinds, value indexes, nulls where none may
+ * be), and returns where its values are. With `decode` it also parses what values need parsing (a string
+ * column's distinct values); without, it allocates nothing: the check at load.
  */
-function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullable = true): void {
+function openColumn(r: ByteReader, rows: number, what: string, decode: boolean, nullable = true): Column {
   const kind = r.u8(what);
   const noNull = (): SnapshotDecodeError => new SnapshotDecodeError(`${what}: holds a null`);
+  const buf = r.buf;
   switch (kind) {
     case KIND_NULL:
       if (!nullable && rows > 0) throw noNull();
-      if (put !== undefined) for (let i = 0; i < rows; i++) put(i, null);
-      return;
+      return { kind, buf, at: r.pos, width: 0, nulls: undefined, values: [] };
     case KIND_I32:
     case KIND_F64: {
       const hasNulls = r.u8(what);
       if (hasNulls > 1) throw new SnapshotDecodeError(`${what}: bad null flag ${hasNulls}`);
       if (hasNulls === 1 && !nullable) throw noNull();
-      const bitmap = hasNulls === 1 ? r.take((rows + 7) >> 3, what) : undefined;
+      const nulls = hasNulls === 1 ? r.take((rows + 7) >> 3, what) : undefined;
       const width = kind === KIND_I32 ? 4 : 8;
-      const buf = r.buf;
-      let at = r.pos;
+      const at = r.pos;
       r.take(rows * width, what);
-      if (put === undefined) return;
-      for (let i = 0; i < rows; i++, at += width) {
-        if (bitmap !== undefined && (bitmap[i >> 3]! & (1 << (i & 7))) !== 0) put(i, null);
-        else put(i, kind === KIND_I32 ? buf.readInt32LE(at) : buf.readDoubleLE(at));
-      }
-      return;
+      return { kind, buf, at, width, nulls, values: [] };
     }
     case KIND_STR: {
       const count = r.u32(what);
       const json = r.take(r.u32(what), what);
-      const distinct: (string | null)[] = [null];
-      if (put !== undefined) {
+      const values: (string | null)[] = [null];
+      if (decode) {
         let parsed: unknown;
         try {
           parsed = JSON.parse(json.toString('utf8'));
@@ -338,20 +341,18 @@ function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullab
         if (!Array.isArray(parsed) || parsed.length !== count || !parsed.every(isString)) {
           throw new SnapshotDecodeError(`${what}: the distinct values are not ${count} strings`);
         }
-        for (const v of parsed) distinct.push(v);
+        for (const v of parsed) values.push(v);
       }
       const width = r.u8(what);
       if (width !== 1 && width !== 2 && width !== 4) throw new SnapshotDecodeError(`${what}: bad index width ${width}`);
-      const buf = r.buf;
-      let at = r.pos;
+      const column = { kind, buf, at: r.pos, width, nulls: undefined, values };
       r.take(rows * width, what);
-      for (let i = 0; i < rows; i++, at += width) {
-        const code = width === 1 ? buf[at]! : width === 2 ? buf.readUInt16LE(at) : buf.readUInt32LE(at);
+      for (let i = 0; i < rows; i++) {
+        const code = indexAt(column, i);
         if (code > count) throw new SnapshotDecodeError(`${what}: value index ${code} of ${count}`);
         if (code === 0 && !nullable) throw noNull();
-        put?.(i, distinct[code]!);
       }
-      return;
+      return column;
     }
     case KIND_JSON: {
       let parsed: unknown;
@@ -362,11 +363,31 @@ function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullab
       }
       if (!Array.isArray(parsed) || parsed.length !== rows) throw new SnapshotDecodeError(`${what}: not a JSON array of ${rows} values`);
       if (!nullable && parsed.includes(null)) throw noNull();
-      if (put !== undefined) for (let i = 0; i < rows; i++) put(i, parsed[i] as FieldValue);
-      return;
+      return { kind, buf, at: r.pos, width: 0, nulls: undefined, values: parsed as FieldValue[] };
     }
     default:
       throw new SnapshotDecodeError(`${what}: unknown column kind ${kind}`);
+  }
+}
+
+const indexAt = (c: Column, i: number): number => {
+  const at = c.at + i * c.width;
+  return c.width === 1 ? c.buf[at]! : c.width === 2 ? c.buf.readUInt16LE(at) : c.buf.readUInt32LE(at);
+};
+
+/** Row `i`'s value in a column opened to decode. Read straight from the frame's bytes: no copies. */
+function valueAt(c: Column, i: number): FieldValue {
+  switch (c.kind) {
+    case KIND_I32:
+    case KIND_F64:
+      if (c.nulls !== undefined && (c.nulls[i >> 3]! & (1 << (i & 7))) !== 0) return null;
+      return c.kind === KIND_I32 ? c.buf.readInt32LE(c.at + i * 4) : c.buf.readDoubleLE(c.at + i * 8);
+    case KIND_STR:
+      return c.values[indexAt(c, i)]!;
+    case KIND_JSON:
+      return c.values[i]!;
+    default:
+      return null;
   }
 }
 
@@ -478,22 +499,22 @@ export interface EncodedRows {
 
 const columnsOf = (e: EncodedRows): Buffer => e.source.payload(e.offset, e.length, e.crc).subarray(e.columnsStart);
 
+/**
+ * Builds the records row by row, each made at once from its values (RecordShape.fromValues), so decoding
+ * a dataset leaves no garbage but its distinct-value lists: no arrays of keys, records or values per
+ * column in between. Millions of records are decoded this way when every dataset ends up used, and what
+ * a decode leaves behind adds to the peak RSS until the next collection.
+ */
 function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key: RowKey, record: DatasetRecord) => void): void {
   const r = new ByteReader(columnsOf(e));
-  const keys = new Array<FieldValue>(e.rows);
-  readColumn(r, e.rows, 'row keys', (i, v) => {
-    keys[i] = v;
-  });
+  const keys = openColumn(r, e.rows, 'row keys', true, false);
+  const columns = e.fields.map((f) => openColumn(r, e.rows, `field ${f}`, true));
   const shape = recordShape(e.fields);
-  const records = new Array<Record<string, FieldValue>>(e.rows);
-  for (let i = 0; i < e.rows; i++) records[i] = shape.blank();
-  // Column by column, straight into the records: no array of values per column in between.
-  for (const f of e.fields) {
-    readColumn(r, e.rows, `field ${f}`, (i, v) => {
-      records[i]![f] = v;
-    });
+  const values = new Array<FieldValue>(columns.length);
+  for (let i = 0; i < e.rows; i++) {
+    for (let f = 0; f < columns.length; f++) values[f] = valueAt(columns[f]!, i);
+    set(valueAt(keys, i) as RowKey, shape.fromValues(values));
   }
-  for (let i = 0; i < e.rows; i++) set(keys[i] as RowKey, records[i]!);
   if (into.size !== e.rows) throw new SnapshotDecodeError('duplicate row keys');
 }
 
@@ -589,8 +610,8 @@ export function decodeDataset(payload: Buffer, at: FrameAt, source: SnapshotSour
   const r = new ByteReader(payload);
   const m = readMeta(r);
   const start = r.pos;
-  readColumn(r, m.rows, 'row keys', undefined, false);
-  for (const f of m.fields) readColumn(r, m.rows, `field ${f}`);
+  openColumn(r, m.rows, 'row keys', false, false);
+  for (const f of m.fields) openColumn(r, m.rows, `field ${f}`, false);
   if (r.pos !== payload.length) throw new SnapshotDecodeError(`${payload.length - r.pos} bytes follow the last column`);
   return {
     account: m.account,
