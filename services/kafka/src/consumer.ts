@@ -33,14 +33,20 @@ import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } fro
  * comes back after a revocation may have been processed by another member in between, so a handler must
  * treat everything it cached for a revoked partition as stale.
  *
- * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
- *
- * Transaction markers: the writers append in Kafka transactions, so a partition's log holds commit/abort
- * markers (and aborted events) that are never delivered. Once every event delivered from a partition is
- * committed, the committed offset moves on past the markers and aborted events fetched after them, as a
- * Java consumer's position does. Without it the group would lag by one for ever behind every partition's
+ * Transactions: the appender writes in Kafka transactions, and this consumer reads committed only (kafkajs's
+ * default isolation, never switched off here): events of an aborted or still open transaction are never
+ * delivered, and a partition's events are held back while a transaction before them is open. Every
+ * transaction leaves a marker that takes an offset but is never delivered, so a partition's end (its last
+ * stable offset, what fetchTopicOffsets answers under read committed) is usually one past the offset of its
+ * last event. Progress is therefore measured with `next` (the offset after everything a fetch covered,
+ * markers included) and onSkipped (a fetch that covered only markers or aborted events), never with the
+ * last event's offset + 1. Likewise commits: once every event delivered from a partition is committed, the
+ * committed offset moves on past the markers and aborted events fetched after them, as a Java consumer's
+ * position does. Without it the group would lag by one for ever behind every partition's
  * last transaction, and "the projection has caught up" (committed offsets = end offsets, what operators and
  * the tests read) could never be seen.
+ *
+ * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
  */
 
 export interface ConsumedBatch {
@@ -48,8 +54,14 @@ export interface ConsumedBatch {
   readonly partition: number;
   /** In offset order; never empty. */
   readonly events: readonly ConsumedEvent[];
-  /** The partition's end (offset after its last stored event) when this batch was fetched: for progress. */
+  /** The partition's high watermark when this batch was fetched (markers and open transactions included). */
   readonly highWatermark: number;
+  /**
+   * Where the partition's reading goes on after this batch: the offset after the last message the fetch
+   * covered, transaction markers and aborted events included. Compare this, not the last event's offset,
+   * with a partition's end.
+   */
+  readonly next: number;
 }
 
 export interface BatchControl {
@@ -74,6 +86,11 @@ export interface EventConsumerHandlers {
    * retry. The process should flush what it safely can, commit, and exit non-zero.
    */
   onCrash?(error: Error): void;
+  /**
+   * A fetch delivered nothing but moved the partition's position to `next`: it covered only transaction
+   * markers or aborted events. For progress ("caught up") only; nothing needs committing for it.
+   */
+  onSkipped?(partition: number, next: number): void;
   /** A handler callback (onAssigned/onRevoked) threw; it is reported here and otherwise ignored. Default: stderr. */
   onCallbackError?(error: unknown): void;
 }
@@ -157,9 +174,13 @@ export class KafkaEventConsumer {
       },
     });
     const { GROUP_JOIN, REBALANCING, CRASH, END_BATCH_PROCESS } = this.consumer.events;
+    // kafkajs resolves a fetch of markers and aborted events itself, without calling eachBatch; its batch
+    // instrumentation event is the one place that says how far such a fetch went.
     this.consumer.on(END_BATCH_PROCESS, (event) => {
-      const { topic, partition, lastOffset } = event.payload;
-      if (topic !== this.topic || !this.owned.has(partition)) return;
+      const { topic, partition, batchSize, lastOffset } = event.payload;
+      if (topic !== this.topic) return;
+      if (batchSize === 0) this.handlers.onSkipped?.(partition, offsetNumber(lastOffset) + 1);
+      if (!this.owned.has(partition)) return;
       this.fetched.set(partition, offsetNumber(lastOffset));
       // A batch of markers only (or one fetched after its events were committed): nothing is pending, so
       // the committed offset can move past it now.
@@ -304,16 +325,18 @@ export class KafkaEventConsumer {
     if (events.length > 0) {
       const beat = setInterval(() => void heartbeat().catch(() => undefined), this.heartbeatIntervalMs);
       try {
+        // Without a poison message the whole fetch is accepted, trailing markers included, so the next fetch
+        // does not begin with a batch of nothing but the last transaction's marker.
+        const next = poison === undefined ? offsetNumber(batch.lastOffset()) + 1 : events[events.length - 1]!.position.offset + 1;
         await this.handlers.onBatch(
-          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark) },
+          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark), next },
           { heartbeat, isRunning: () => this.running && payload.isRunning() },
         );
       } finally {
         clearInterval(beat);
       }
-      const last = events[events.length - 1]!.position.offset;
-      payload.resolveOffset(String(last));
-      if (this.owned.has(partition)) this.delivered.set(partition, last);
+      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(events[events.length - 1]!.position.offset));
+      if (this.owned.has(partition)) this.delivered.set(partition, events[events.length - 1]!.position.offset);
     }
     if (poison !== undefined) throw poison;
   }
