@@ -65,7 +65,10 @@ export class TestServer {
   certFile = '';
   plainHttp = false;
   proc: ChildProcess | undefined;
+  /** What the server wrote (distributed: the gateway; its "listening" line is the one tests read). */
   readonly output: string[] = [];
+  /** Distributed: the other services' lines, prefixed with their names, for failure messages. */
+  readonly servicesOutput: string[] = [];
   private readonly env: Record<string, string>;
   private readonly startTimeoutMs: number;
   private readonly nodeArgs: readonly string[];
@@ -167,8 +170,12 @@ export class TestServer {
       env: this.serverEnv(),
       readyTimeoutMs: Math.max(this.startTimeoutMs, 120_000),
       nodeArgs: { gateway: this.nodeArgs },
-      onLine: (_service, line) => this.output.push(line),
-      onUnexpectedExit: (service, exit) => this.output.push(`${service} exited unexpectedly: ${exit.signal ?? exit.code}`),
+      onLine: (service, line) => {
+        if (service === 'gateway') this.output.push(line);
+        else this.servicesOutput.push(`${service} | ${line}`);
+        if (this.servicesOutput.length > 2000) this.servicesOutput.splice(0, 1000);
+      },
+      onUnexpectedExit: (service, exit) => this.servicesOutput.push(`${service} exited unexpectedly: ${exit.signal ?? exit.code}`),
     });
     const { port, adminPort, certFile } = this.stack.gateway;
     this.port = port;
@@ -230,7 +237,7 @@ export class TestServer {
       const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
       return [...ends].every(([partition, end]) => end === 0 || (at.get(partition) ?? -1) >= end) ? true : undefined;
     }, timeoutMs).catch((e: unknown) => {
-      throw new Error(`the projector of ${names.topic} did not catch up with ${JSON.stringify([...ends])} within ${timeoutMs / 1000} s: ${String(e)}\n${this.output.slice(-20).join('\n')}`);
+      throw new Error(`the projector of ${names.topic} did not catch up with ${JSON.stringify([...ends])} within ${timeoutMs / 1000} s: ${String(e)}\n${this.servicesOutput.slice(-20).join('\n')}`);
     });
   }
 
