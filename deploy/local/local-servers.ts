@@ -271,6 +271,10 @@ async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command>
     // first idempotent producer create these topics, and 50 partitions take seconds on two cores.
     'offsets.topic.num.partitions=10',
     'transaction.state.log.num.partitions=10',
+    // The appenders write in transactions; one left open by a killed writer holds every read-committed
+    // reader (the projector) back until the coordinator aborts it. Check for expired ones every second
+    // rather than every 10 s, so that wait is about the writer's transaction timeout (10 s), not twice it.
+    'transaction.abort.timed.out.transaction.cleanup.interval.ms=1000',
     // pushbase creates its own topic with its own partition count; a typo must not create another.
     'auto.create.topics.enable=false',
     // Tests start consumer groups all the time; a single-node group needs no wait for more members.

@@ -63,6 +63,8 @@ const RETRIED_RESPONSES = [
   'The group coordinator is not available',
   'This is not the correct coordinator for this group',
   "The coordinator is loading and hence can't process requests for this group",
+  // A transaction's coordinator still completing the previous commit (transactional-producer.ts retries).
+  'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing',
 ];
 function expected(namespace: string, message: string, extra: Record<string, unknown>): boolean {
   if (message.startsWith('Limiting retries for the idempotent producer')) return true;

@@ -43,6 +43,7 @@ export class CommitNotProcessedError extends Error {
 
 interface EosManager {
   initProducerId(): Promise<void>;
+  addPartitionsToTransaction(topicData: { topic: string; partitions: { partition: number }[] }[]): Promise<void>;
   beginTransaction(): void;
   commit(): Promise<void>;
   abort(): Promise<void>;
@@ -189,6 +190,7 @@ export class TransactionalProducer {
     const eos = this.eos!;
     eos.beginTransaction();
     this.commitAttempts = 0;
+    await this.addPartitions(eos, [...new Set(messages.map((m) => m.partition))]);
     const sender = this.internals.createMessageProducer({
       logger: this.options.kafka.logger(),
       cluster: this.cluster,
@@ -241,6 +243,27 @@ export class TransactionalProducer {
     if (!this.connected) return;
     this.connected = false;
     await this.cluster.disconnect();
+  }
+
+  /**
+   * Registers the transaction's partitions with the coordinator before the produce (kafkajs's send would do
+   * it too, but retry a refusal only after its produce backoff of hundreds of ms). Right after a commit the
+   * coordinator is still writing the previous transaction's markers and answers CONCURRENT_TRANSACTIONS for
+   * a few ms; the Java client retries that at once, and so does this, quickly and boundedly.
+   */
+  private async addPartitions(eos: EosManager, partitions: number[]): Promise<void> {
+    const topicData = [{ topic: this.options.topic, partitions: partitions.map((partition) => ({ partition })) }];
+    let wait = 2;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await eos.addPartitionsToTransaction(topicData);
+        return;
+      } catch (err) {
+        if (errorType(err) !== 'CONCURRENT_TRANSACTIONS' || attempt >= 50) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(wait * 2, 50);
+    }
   }
 
   /** A fresh eos manager, initialised: InitProducerId (kafkajs retries it while the coordinator is busy). */
