@@ -1,5 +1,5 @@
 import type { DatasetBody, DatasetRef, EventAppender, EventLog, FindOrCreateResult, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
-import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetDefined, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
+import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetDefined, type DefineDecision, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
 import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
 
@@ -65,9 +65,20 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   return {
     findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
       const safeId = parseDatasetId(id);
-      return changes.decided(account, async (): Promise<SchemaDecision<FindOrCreateResult>> => {
+      const decide = async () => {
         const [existing, count] = await Promise.all([store.get(account, safeId), store.count(account)]);
-        const decision = decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, existing, count);
+        return { existing, decision: (): DefineDecision => decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, existing, count) };
+      };
+      // A dataset that exists is found (or conflicts) from one read, without the account's lock: that answer
+      // changes nothing and rests on the dataset alone, so it is correct as of the read (a delete running
+      // meanwhile comes after it). Only a create, which rests on the count too, must be serialised.
+      const seen = await decide();
+      if (seen.existing !== undefined) {
+        const found = seen.decision();
+        if (found.outcome === 'found') return { created: false, dataset: found.dataset };
+      }
+      return changes.decided(account, async (): Promise<SchemaDecision<FindOrCreateResult>> => {
+        const decision = (await decide()).decision();
         if (decision.outcome === 'found') return { answer: { created: false, dataset: decision.dataset } };
         return { event: decision.event, answer: { created: true, dataset: decision.dataset } };
       });

@@ -2,7 +2,7 @@ import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
 import { openRedis } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
-import { createSchemaServer, type SchemaServer } from './server';
+import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './server';
 
 export interface RunningSchema {
   readonly port: number;
@@ -13,6 +13,8 @@ export interface RunningSchema {
 
 export interface SchemaHooks {
   readonly log?: Logger;
+  /** Test seam: see RedisSchemaChangesOptions.afterAppend. */
+  readonly afterAppend?: SchemaServerDeps['afterAppend'];
 }
 
 /**
@@ -30,10 +32,18 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
     topic: config.kafka.topic,
     appendTimeoutMs: config.kafka.appendTimeoutMs,
+    transactionalId: config.kafka.transactionalId,
     // A schema change is one small event and rare: no reason to wait for others to share its request.
     lingerMs: 0,
   });
-  const server = createSchemaServer({ redis, prefix: config.redis.prefix, appender, lock: config.lock, log });
+  const server = createSchemaServer({
+    redis,
+    prefix: config.redis.prefix,
+    appender,
+    lock: config.lock,
+    log,
+    ...(hooks.afterAppend === undefined ? {} : { afterAppend: hooks.afterAppend }),
+  });
   let port: number;
   try {
     port = await server.grpc.listen(config.grpc.host, config.grpc.port);
