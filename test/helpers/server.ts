@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import type { Admin } from 'kafkajs';
 import { DistributedStack, SERVICES, type ServiceExit } from '../../services/cli/src/distributed';
+import { HighWatermarks } from './high-watermarks';
 import { stackNamesOf, type StackNames } from './stack-names';
 
 export const ROOT = path.resolve(__dirname, '../..');
@@ -64,14 +65,17 @@ export class TestServer {
   certFile = '';
   plainHttp = false;
   proc: ChildProcess | undefined;
+  /** What the server wrote (distributed: the gateway; its "listening" line is the one tests read). */
   readonly output: string[] = [];
+  /** Distributed: the other services' lines, prefixed with their names, for failure messages. */
+  readonly servicesOutput: string[] = [];
   private readonly env: Record<string, string>;
   private readonly startTimeoutMs: number;
   private readonly nodeArgs: readonly string[];
   /** Distributed mode: the supervisor of the four processes, and the names they own on the servers. */
   stack: DistributedStack | undefined;
   readonly names: StackNames | undefined;
-  private kafkaAdmin: Admin | undefined;
+  private kafkaAdmin: { admin: Admin; ends: HighWatermarks } | undefined;
 
   constructor(opts: ServerOptions = {}) {
     this.dataDir = opts.dataDir ?? mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'pushbase-e2e-'));
@@ -166,8 +170,12 @@ export class TestServer {
       env: this.serverEnv(),
       readyTimeoutMs: Math.max(this.startTimeoutMs, 120_000),
       nodeArgs: { gateway: this.nodeArgs },
-      onLine: (_service, line) => this.output.push(line),
-      onUnexpectedExit: (service, exit) => this.output.push(`${service} exited unexpectedly: ${exit.signal ?? exit.code}`),
+      onLine: (service, line) => {
+        if (service === 'gateway') this.output.push(line);
+        else this.servicesOutput.push(`${service} | ${line}`);
+        if (this.servicesOutput.length > 2000) this.servicesOutput.splice(0, 1000);
+      },
+      onUnexpectedExit: (service, exit) => this.servicesOutput.push(`${service} exited unexpectedly: ${exit.signal ?? exit.code}`),
     });
     const { port, adminPort, certFile } = this.stack.gateway;
     this.port = port;
@@ -199,33 +207,38 @@ export class TestServer {
 
   private async stopDistributed(stopAll: () => Promise<ServiceExit[]>): Promise<number | null> {
     const exits = await stopAll();
-    await this.kafkaAdmin?.disconnect();
+    await this.kafkaAdmin?.admin.disconnect();
+    await this.kafkaAdmin?.ends.close();
     this.kafkaAdmin = undefined;
     const failed = exits.find((e) => e.code !== 0);
     return failed === undefined ? 0 : failed.code;
   }
 
   /**
-   * Distributed mode: resolves once the projector has applied every event in the topic so far — the
-   * group's committed offsets have reached the end offsets of every partition (its consumer commits past
-   * transaction markers) — so a read of the admin listener shows every write acknowledged before it.
-   * Waits with a deadline; the embedded read side is immediate.
+   * Distributed mode: resolves once the projector has applied every event written to the topic so far —
+   * the group's committed offsets have reached every partition's high watermark as it was when called
+   * (its consumer commits past transaction markers; high-watermarks.ts says why not the last stable
+   * offset) — so a read of the admin listener shows every write acknowledged before it. Waits with a
+   * deadline; the embedded read side is immediate.
    */
   async caughtUp(timeoutMs = 60_000): Promise<void> {
     const names = this.names;
     if (names === undefined) return;
     if (this.kafkaAdmin === undefined) {
-      const admin = createKafka({ brokers: parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'pushbase-e2e-reads' }).admin();
+      const kafka = createKafka({ brokers: parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'pushbase-e2e-reads' });
+      const admin = kafka.admin();
       await admin.connect();
-      this.kafkaAdmin = admin;
+      this.kafkaAdmin = { admin, ends: new HighWatermarks(kafka) };
     }
-    const admin = this.kafkaAdmin;
-    const ends = await admin.fetchTopicOffsets(names.topic);
+    const { admin, ends: watermarks } = this.kafkaAdmin;
+    const ends = await watermarks.of(names.topic);
     await eventually(async () => {
       const [committed] = await admin.fetchOffsets({ groupId: names.group, topics: [names.topic] });
       const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
-      return ends.every((p) => Number(p.high) === 0 || (at.get(p.partition) ?? -1) >= Number(p.high)) ? true : undefined;
-    }, timeoutMs);
+      return [...ends].every(([partition, end]) => end === 0 || (at.get(partition) ?? -1) >= end) ? true : undefined;
+    }, timeoutMs).catch((e: unknown) => {
+      throw new Error(`the projector of ${names.topic} did not catch up with ${JSON.stringify([...ends])} within ${timeoutMs / 1000} s: ${String(e)}\n${this.servicesOutput.slice(-20).join('\n')}`);
+    });
   }
 
   private async signal(sig: NodeJS.Signals): Promise<number | null> {

@@ -3,44 +3,59 @@ import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 import { createKafka, ensureTopic } from '@pushbase/kafka';
-import { loadRecordsConfig, runRecords, type RunningRecords } from '@pushbase/records';
-import { loadSchemaConfig, runSchema, type RunningSchema } from '@pushbase/schema';
+import { loadRecordsConfig, runRecords } from '@pushbase/records';
+import { loadSchemaConfig, runSchema } from '@pushbase/schema';
 import { loadGatewayConfig } from '@pushbase/gateway/src/config';
-import { runGateway, type RunningGateway } from '@pushbase/gateway/src/main';
+import { runGateway } from '@pushbase/gateway/src/main';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { formatResult, jsonLog, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
-/** `pushbase serve`: every service in one process, on the embedded default. */
-async function serve(): Promise<void> {
-  // The handlers go in before the server starts: a SIGTERM with no listener kills Node on the spot, and one
-  // sent right after the "listening" line (a supervisor, a test) could arrive before startEmbedded returned.
-  // A signal during start stops the server once it is up; a second one ends the process at once (safe at
-  // any point: the log and snapshots survive kill -9).
-  const server: { running?: Awaited<ReturnType<typeof startEmbedded>>; signalled?: string } = {};
+type Log = (msg: string, fields?: Record<string, unknown>) => void;
+
+/**
+ * Runs a server until SIGTERM or SIGINT, then stops it and exits 0 (1 when stopping fails). The handlers go
+ * in before the server starts: a SIGTERM with no listener kills Node on the spot, and one sent right after
+ * the "listening" line (a supervisor, a test) could arrive before the start returned. A signal during the
+ * start stops the server once it is up. A second signal ends the process at once when
+ * `secondSignalExits`, else only while the server is still starting.
+ */
+async function untilSignalled<T extends { stop(): Promise<void> }>(start: () => Promise<T>, log: Log, secondSignalExits: boolean): Promise<void> {
+  const server: { running?: T; signalled?: string } = {};
+  const stop = (running: T, signal: string): void => {
+    log('shutting down', { signal });
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        log('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
+        process.exit(1);
+      },
+    );
+  };
   const shutdown = (signal: string): void => {
     if (server.signalled !== undefined) {
-      if (server.running === undefined) process.exit(1);
+      if (secondSignalExits || server.running === undefined) process.exit(1);
       return;
     }
     server.signalled = signal;
-    if (server.running !== undefined) stopRunning(server.running, signal);
+    if (server.running !== undefined) stop(server.running, signal);
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  server.running = await startEmbedded(loadConfig());
-  if (server.signalled !== undefined) stopRunning(server.running, server.signalled);
+  server.running = await start();
+  if (server.signalled !== undefined) stop(server.running, server.signalled);
 }
 
-function stopRunning(running: Awaited<ReturnType<typeof startEmbedded>>, signal: string): void {
-  jsonLogger('shutting down', { signal });
-  running.stop().then(
-    () => process.exit(0),
-    (e: unknown) => {
-      jsonLogger('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
-      process.exit(1);
-    },
-  );
-}
+/** The log lines of the gRPC services' shutdown, in their own format. */
+const serviceLog =
+  (service: string): Log =>
+  (msg, fields = {}) =>
+    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: msg === 'shutdown failed' ? 'error' : 'info', service, msg, ...fields })}\n`);
+
+/**
+ * `pushbase serve`: every service in one process, on the embedded default. A second signal while it stops
+ * is ignored (while it starts, it ends the process: safe at any point, the log and snapshots survive kill -9).
+ */
+const serve = (): Promise<void> => untilSignalled(() => startEmbedded(loadConfig()), jsonLogger, false);
 
 /**
  * `pushbase compact`: on a stopped server's data directory, folds every segment but the last into a
@@ -106,23 +121,8 @@ async function projector(): Promise<void> {
     // The events before the failing one are written and committed (it is not), then exit non-zero.
     void (started.running?.stop() ?? Promise.resolve()).finally(() => process.exit(1));
   };
-  const running = await runProjector(loadProjectorConfig(), { onFatal: failed });
-  started.running = running;
-  let signalled = false;
-  const shutdown = (signal: string): void => {
-    if (signalled) return;
-    signalled = true;
-    jsonLog('info', 'shutting down', { signal });
-    running.stop().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        jsonLog('error', 'shutdown failed', { error: e instanceof Error ? e.message : String(e) });
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  const log: Log = (msg, fields) => jsonLog(msg === 'shutdown failed' ? 'error' : 'info', msg, fields);
+  await untilSignalled(async () => (started.running = await runProjector(loadProjectorConfig(), { onFatal: failed })), log, false);
 }
 
 /**
@@ -130,64 +130,14 @@ async function projector(): Promise<void> {
  * turn its health NOT_SERVING, drain the calls in flight, close Kafka and Redis and exit 0; a second signal
  * ends the process at once (a change cut short is repaired by the next one: services/schema/src/changes.ts).
  */
-async function schemaService(): Promise<void> {
-  // Handlers first, as for serve: a SIGTERM right after the "listening" line must not kill Node on the spot.
-  const state: { running?: RunningSchema; signalled?: string } = {};
-  const stop = (running: RunningSchema, signal: string): void => {
-    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', service: 'schema', msg: 'shutting down', signal })}\n`);
-    running.stop().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        process.stderr.write(`pushbase schema: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
-        process.exit(1);
-      },
-    );
-  };
-  const shutdown = (signal: string): void => {
-    if (state.signalled !== undefined) {
-      process.exit(1);
-      return;
-    }
-    state.signalled = signal;
-    if (state.running !== undefined) stop(state.running, signal);
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  state.running = await runSchema(loadSchemaConfig());
-  if (state.signalled !== undefined) stop(state.running, state.signalled);
-}
+const schemaService = (): Promise<void> => untilSignalled(() => runSchema(loadSchemaConfig()), serviceLog('schema'), true);
 
 /**
  * `pushbase records`: the distributed record-command service over gRPC. SIGTERM/SIGINT turn its health
  * NOT_SERVING, let the calls in flight finish (their transactions committed or refused), close Kafka and
  * Redis and exit 0; a second signal exits at once.
  */
-async function recordsService(): Promise<void> {
-  // Handlers first, as for serve: a SIGTERM right after the "listening" line must not kill Node on the spot.
-  const state: { running?: RunningRecords; signalled?: string } = {};
-  const stop = (running: RunningRecords, signal: string): void => {
-    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', service: 'records', msg: 'shutting down', signal })}\n`);
-    running.stop().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        process.stderr.write(`pushbase records: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
-        process.exit(1);
-      },
-    );
-  };
-  const shutdown = (signal: string): void => {
-    if (state.signalled !== undefined) {
-      process.exit(1);
-      return;
-    }
-    state.signalled = signal;
-    if (state.running !== undefined) stop(state.running, signal);
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  state.running = await runRecords(loadRecordsConfig());
-  if (state.signalled !== undefined) stop(state.running, state.signalled);
-}
+const recordsService = (): Promise<void> => untilSignalled(() => runRecords(loadRecordsConfig()), serviceLog('records'), true);
 
 /**
  * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the topic and
@@ -211,32 +161,7 @@ async function replay(flags: ReplayFlags): Promise<void> {
  * `pushbase gateway`: the public API and the admin listener of the distributed mode. SIGTERM/SIGINT stop
  * accepting, let in-flight requests finish, close the clients and exit 0; a second signal exits at once.
  */
-async function gateway(): Promise<void> {
-  const server: { running?: RunningGateway; signalled?: string } = {};
-  const stop = (running: RunningGateway, signal: string): void => {
-    jsonLogger('shutting down', { signal });
-    running.stop().then(
-      () => process.exit(0),
-      (e: unknown) => {
-        jsonLogger('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
-        process.exit(1);
-      },
-    );
-  };
-  // In before the start, as for `serve`: a signal sent right after the "listening" line must not kill Node.
-  const shutdown = (signal: string): void => {
-    if (server.signalled !== undefined) {
-      if (server.running === undefined) process.exit(1);
-      return;
-    }
-    server.signalled = signal;
-    if (server.running !== undefined) stop(server.running, signal);
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
-  server.running = await runGateway(loadGatewayConfig());
-  if (server.signalled !== undefined) stop(server.running, server.signalled);
-}
+const gateway = (): Promise<void> => untilSignalled(() => runGateway(loadGatewayConfig()), jsonLogger, true);
 
 /**
  * `pushbase distributed` (`npm run start:distributed`): migrate, then the projector, schema, records and
@@ -252,6 +177,15 @@ async function distributed(): Promise<void> {
   const bundle = process.argv[1] ?? '';
   let stack: DistributedStack | undefined;
   let exitCode: number | undefined;
+  const stopStack = (running: DistributedStack, code: number): void => {
+    void running.stop().then(
+      (exits) => {
+        print('supervisor', `stopped: ${Object.entries(exits).map(([s, e]) => `${s} ${e.signal ?? e.code}`).join(', ')}`);
+        process.exit(code);
+      },
+      () => process.exit(1),
+    );
+  };
   const stopAll = (code: number, why: string): void => {
     if (exitCode !== undefined) {
       // A second Ctrl-C: stop waiting for the services.
@@ -260,13 +194,8 @@ async function distributed(): Promise<void> {
     }
     exitCode = code;
     print('supervisor', `${why}; stopping the services (gateway, then records and schema, projector last)`);
-    void (stack?.stop() ?? Promise.resolve(undefined)).then(
-      (exits) => {
-        if (exits !== undefined) print('supervisor', `stopped: ${Object.entries(exits).map(([s, e]) => `${s} ${e.signal ?? e.code}`).join(', ')}`);
-        process.exit(code);
-      },
-      () => process.exit(1),
-    );
+    // While starting, the services are stopped as soon as the start is over (none is left behind).
+    if (stack !== undefined) stopStack(stack, code);
   };
   process.on('SIGINT', () => stopAll(0, 'SIGINT'));
   process.on('SIGTERM', () => stopAll(0, 'SIGTERM'));
@@ -289,7 +218,10 @@ async function distributed(): Promise<void> {
       if (pid !== undefined) process.kill(pid, 'SIGTERM');
     }
   });
-  if (exitCode !== undefined) return;
+  if (exitCode !== undefined) {
+    stopStack(stack, exitCode);
+    return;
+  }
   const { port, adminPort, certFile } = stack.gateway;
   print('supervisor', JSON.stringify({ msg: 'listening', port, admin_port: adminPort, cert_file: certFile, schema_address: stack.addresses.schema, records_address: stack.addresses.records }));
 }
