@@ -6,3 +6,4 @@ export * from './records';
 export * from './events';
 export * from './fold';
 export * from './decide';
+export * from './positional';

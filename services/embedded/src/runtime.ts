@@ -109,6 +109,8 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
     snapshot_ms: report.snapshotMs,
     snapshot_datasets: report.snapshot?.datasets ?? 0,
     snapshot_records: report.snapshot?.records ?? 0,
+    snapshot_version: report.snapshot?.version ?? null,
+    snapshot_bytes: report.snapshot?.bytes ?? 0,
     replay_ms: report.replayMs,
     frames_replayed: report.framesReplayed,
     log_position: logStats.position,

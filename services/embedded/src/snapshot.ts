@@ -1,19 +1,24 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
-import { closeFd, errorText, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
+import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, rowsOf, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
+import { closeFd, errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
 
 /*
  * Snapshots: the folded state as of a log position P (every frame with global index < P applied), in
  *
  *   <dir>/snapshots/<P, 20 digits>.snap
  *
- * framed exactly like the log ([u32 LE length][u32 LE crc32][UTF-8 JSON]):
- *   frame 0      {"format":"pushbase-snapshot","version":1,"position":P,"datasets":N}
- *   frames 1..N  one dataset each, in the state's iteration order (accounts, then datasets, as inserted):
- *                {"account","id","incarnation","definition","created_at","updated_at","nextRow",
- *                 "keys":[row keys…],"records":[records…]}   — rows oldest insertion first, keys and
- *                 records index-aligned, so the row map is rebuilt in exactly the same order.
+ * framed exactly like the log ([u32 LE length][u32 LE crc32][payload]):
+ *   frame 0      JSON {"format":"pushbase-snapshot","version":V,"position":P,"datasets":N}
+ *   frames 1..N  one dataset each, in the state's iteration order (accounts, then datasets, as inserted),
+ *                rows oldest insertion first, so the row map is rebuilt in exactly the same order:
+ *     version 2 (written)  binary, records by position against the dataset's field order, column by
+ *                          column (snapshot-codec.ts)
+ *     version 1 (read; written only for comparisons)  JSON {"account","id","incarnation","definition",
+ *                          "created_at","updated_at","nextRow","keys":[row keys…],"records":[records…]},
+ *                          keys and records index-aligned. Every record an object with all its keys: a
+ *                          restart with 5 million records spent seconds in JSON.parse alone.
  * Written to `<name>.tmp`, fsync'd, renamed, directory fsync'd: a snapshot file that exists under its final
  * name is whole. Loading still verifies every frame (and the frame count, and that nothing follows the last
  * one); any fault makes the whole snapshot invalid, never partially used.
@@ -22,7 +27,10 @@ import { closeFd, errorText, frameHeader, fstatSize, listPositioned, openFile, p
 export const SNAPSHOT_DIR = 'snapshots';
 export const SNAPSHOT_SUFFIX = '.snap';
 export const SNAPSHOT_FORMAT = 'pushbase-snapshot';
-export const SNAPSHOT_FORMAT_VERSION = 1;
+/** The version written. */
+export const SNAPSHOT_FORMAT_VERSION = 2;
+/** The versions read. */
+export type SnapshotVersion = 1 | 2;
 const WRITE_BUFFER_BYTES = 8 * 1024 * 1024;
 
 export const snapshotDir = (dir: string): string => path.join(dir, SNAPSHOT_DIR);
@@ -43,17 +51,19 @@ export interface SnapshotInfo {
   readonly bytes: number;
   readonly datasets: number;
   readonly records: number;
+  /** The format version the file is in. */
+  readonly version: SnapshotVersion;
 }
 
 interface Header {
   readonly format: string;
-  readonly version: number;
+  readonly version: SnapshotVersion;
   readonly position: number;
   readonly datasets: number;
 }
 
-/** A dataset's state with its row map as two index-aligned arrays, oldest insertion first. */
-interface DatasetFrame extends Omit<DatasetState, 'rows'> {
+/** A version-1 dataset frame: the state with its row map as two index-aligned arrays, oldest insertion first. */
+interface DatasetFrame extends DatasetRows {
   readonly keys: RowKey[];
   readonly records: DatasetRecord[];
 }
@@ -82,33 +92,23 @@ async function writeAll(io: SnapshotIo, fh: fs.promises.FileHandle, buffers: Buf
 
 /** The datasets of a state as of one moment, ready to be written over many event-loop turns. */
 export interface CapturedState {
-  readonly datasets: readonly DatasetFrame[];
+  readonly datasets: readonly CapturedDataset[];
   readonly records: number;
 }
 
 /**
- * Captures the state synchronously: per dataset, a copy of its row keys and of its record references.
- * Records are immutable (the fold replaces them, never edits them), so the copy costs two arrays of
- * references per dataset — about 100 ms for 5 million records — and the live state may move on while the
- * snapshot is written: no second copy of the data, no second fold.
+ * Captures the state synchronously (captureDataset): per dataset, a copy of its row keys and of its record
+ * references, or its still-encoded columns. That costs two arrays of references per dataset — about 100 ms
+ * for 5 million records — and the live state may move on while the snapshot is written: no second copy of
+ * the data, no second fold.
  */
 export function captureState(state: State): CapturedState {
-  const datasets: DatasetFrame[] = [];
+  const datasets: CapturedDataset[] = [];
   let records = 0;
   for (const account of state.values()) {
     for (const ds of account.values()) {
       records += ds.rows.size;
-      datasets.push({
-        account: ds.account,
-        id: ds.id,
-        incarnation: ds.incarnation,
-        definition: ds.definition,
-        created_at: ds.created_at,
-        updated_at: ds.updated_at,
-        nextRow: ds.nextRow,
-        keys: [...ds.rows.keys()],
-        records: [...ds.rows.values()],
-      });
+      datasets.push(captureDataset(ds));
     }
   }
   return { datasets, records };
@@ -128,6 +128,7 @@ export async function writeSnapshot(
   step: StepHook = () => undefined,
   signal?: AbortSignal,
   io: Partial<SnapshotIo> = {},
+  version: SnapshotVersion = SNAPSHOT_FORMAT_VERSION,
 ): Promise<SnapshotInfo> {
   const captured = source instanceof Map ? captureState(source) : source;
   const target = snapshotFile(dir, position);
@@ -136,7 +137,7 @@ export async function writeSnapshot(
   await step('write-temp');
   let bytes: number;
   try {
-    bytes = await writeTemp(tmp, position, captured, { ...nodeSnapshotIo, ...io }, step, signal);
+    bytes = await writeTemp(tmp, position, captured, version, { ...nodeSnapshotIo, ...io }, step, signal);
   } catch (err) {
     await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
     throw err;
@@ -146,18 +147,25 @@ export async function writeSnapshot(
   await step('sync-dir');
   await syncDirectory(snapshotDir(dir));
   await syncDirectory(dir);
-  return { position, file: target, bytes, datasets: captured.datasets.length, records: captured.records };
+  return { position, file: target, bytes, datasets: captured.datasets.length, records: captured.records, version };
 }
 
 /** Writes and fsyncs the temporary file; resolves its size. */
-async function writeTemp(tmp: string, position: number, captured: CapturedState, io: SnapshotIo, step: StepHook, signal: AbortSignal | undefined): Promise<number> {
+async function writeTemp(
+  tmp: string,
+  position: number,
+  captured: CapturedState,
+  version: SnapshotVersion,
+  io: SnapshotIo,
+  step: StepHook,
+  signal: AbortSignal | undefined,
+): Promise<number> {
   const fh = await fs.promises.open(tmp, 'w', 0o644);
   let bytes = 0;
   try {
     let pending: Buffer[] = [];
     let pendingBytes = 0;
-    const push = async (value: unknown): Promise<void> => {
-      const payload = Buffer.from(JSON.stringify(value), 'utf8');
+    const push = async (payload: Buffer): Promise<void> => {
       pending.push(frameHeader(payload), payload);
       pendingBytes += payload.length + 8;
       if (pendingBytes >= WRITE_BUFFER_BYTES) {
@@ -166,15 +174,15 @@ async function writeTemp(tmp: string, position: number, captured: CapturedState,
         pending = [];
         pendingBytes = 0;
       } else {
-        // One dataset's JSON takes a couple of milliseconds: let requests in between.
+        // Encoding one dataset takes a millisecond or two: let requests in between.
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
     };
-    const header: Header = { format: SNAPSHOT_FORMAT, version: SNAPSHOT_FORMAT_VERSION, position, datasets: captured.datasets.length };
-    await push(header);
+    const header: Header = { format: SNAPSHOT_FORMAT, version, position, datasets: captured.datasets.length };
+    await push(Buffer.from(JSON.stringify(header), 'utf8'));
     for (const frame of captured.datasets) {
       signal?.throwIfAborted(); // shutting down
-      await push(frame);
+      await push(version === 1 ? Buffer.from(JSON.stringify(rowsOf(frame)), 'utf8') : encodeDataset(frame));
     }
     await writeAll(io, fh, pending);
     bytes += pendingBytes;
@@ -189,14 +197,20 @@ async function writeTemp(tmp: string, position: number, captured: CapturedState,
 const SAMPLE_ROWS = 32;
 
 /**
- * Roughly the bytes a snapshot of `state` takes, for the free-space check before writing one: per dataset,
- * the JSON size of its first rows (up to 32, keys included) scaled to its row count, plus its definition.
- * Milliseconds even for millions of records, where serialising everything would cost the write itself.
+ * Roughly the bytes a snapshot of `state` takes in `version`, for the free-space check before writing one.
+ * Version 2: estimateDatasetBytes. Version 1: per dataset, the JSON size of its first rows (up to 32, keys
+ * included) scaled to its row count, plus its definition. Milliseconds even for millions of records, where
+ * serialising everything would cost the write itself.
  */
-export function estimateSnapshotBytes(state: State): number {
+export function estimateSnapshotBytes(state: State, version: SnapshotVersion = SNAPSHOT_FORMAT_VERSION): number {
   let bytes = 256;
   for (const account of state.values()) {
     for (const ds of account.values()) {
+      bytes += FRAME_HEADER_BYTES;
+      if (version === 2) {
+        bytes += estimateDatasetBytes(ds);
+        continue;
+      }
       bytes += 256 + JSON.stringify(ds.definition).length + ds.account.length + ds.id.length + ds.incarnation.length;
       let sampled = 0;
       let sampleBytes = 0;
@@ -229,6 +243,48 @@ export async function removeLeftoverTemps(dir: string): Promise<string[]> {
 const isString = (v: unknown): v is string => typeof v === 'string';
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
 
+/** A version-1 dataset frame (JSON), or why it is not one. */
+function datasetFromJson(payload: Buffer, n: number): DatasetState | string {
+  let d: Partial<DatasetFrame> | null;
+  try {
+    d = JSON.parse(payload.toString('utf8')) as Partial<DatasetFrame> | null;
+  } catch {
+    return 'payload is not JSON';
+  }
+  if (
+    d === null ||
+    typeof d !== 'object' ||
+    !isString(d.account) ||
+    !isString(d.id) ||
+    !isString(d.incarnation) ||
+    typeof d.definition !== 'object' ||
+    d.definition === null ||
+    !isInt(d.created_at) ||
+    !isInt(d.updated_at) ||
+    !isInt(d.nextRow) ||
+    !Array.isArray(d.keys) ||
+    !Array.isArray(d.records) ||
+    d.keys.length !== d.records.length
+  ) {
+    return `bad dataset frame ${n}`;
+  }
+  const rows = new Map<RowKey, DatasetRecord>();
+  const keys = d.keys;
+  const recs = d.records;
+  for (let i = 0; i < keys.length; i++) rows.set(keys[i]!, recs[i]!);
+  if (rows.size !== keys.length) return `duplicate row keys in dataset ${d.account}/${d.id}`;
+  return {
+    account: d.account,
+    id: d.id,
+    incarnation: d.incarnation,
+    definition: d.definition,
+    created_at: d.created_at,
+    updated_at: d.updated_at,
+    rows,
+    nextRow: d.nextRow,
+  };
+}
+
 /** Loads and verifies a snapshot file; throws SnapshotInvalidError when anything about it is wrong. */
 export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; state: State }> {
   let fd: number;
@@ -244,60 +300,37 @@ export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; 
     let datasets = 0;
     let records = 0;
     const scan = await scanFrames(fd, size, (payload) => {
-      let value: unknown;
-      try {
-        value = JSON.parse(payload.toString('utf8'));
-      } catch {
-        return 'payload is not JSON';
-      }
       if (header === undefined) {
-        const h = value as Partial<Header> | null;
+        let h: Partial<Header> | null;
+        try {
+          h = JSON.parse(payload.toString('utf8')) as Partial<Header> | null;
+        } catch {
+          return 'header is not JSON';
+        }
         if (h === null || typeof h !== 'object' || h.format !== SNAPSHOT_FORMAT) return 'not a pushbase snapshot header';
-        if (h.version !== SNAPSHOT_FORMAT_VERSION) return `unsupported snapshot format version ${String(h.version)}`;
+        if (h.version !== 1 && h.version !== 2) return `unsupported snapshot format version ${String(h.version)}`;
         if (!isInt(h.position) || h.position < 0 || !isInt(h.datasets) || h.datasets < 0) return 'bad header fields';
         header = h as Header;
         return undefined;
       }
-      const d = value as Partial<DatasetFrame> | null;
-      if (
-        d === null ||
-        typeof d !== 'object' ||
-        !isString(d.account) ||
-        !isString(d.id) ||
-        !isString(d.incarnation) ||
-        typeof d.definition !== 'object' ||
-        d.definition === null ||
-        !isInt(d.created_at) ||
-        !isInt(d.updated_at) ||
-        !isInt(d.nextRow) ||
-        !Array.isArray(d.keys) ||
-        !Array.isArray(d.records) ||
-        d.keys.length !== d.records.length
-      ) {
-        return `bad dataset frame ${datasets + 1}`;
-      }
       if (datasets >= header.datasets) return `more datasets than the header's ${header.datasets}`;
-      const rows = new Map<RowKey, DatasetRecord>();
-      const keys = d.keys;
-      const recs = d.records;
-      for (let i = 0; i < keys.length; i++) rows.set(keys[i]!, recs[i]!);
-      if (rows.size !== keys.length) return `duplicate row keys in dataset ${d.account}/${d.id}`;
-      const ds: DatasetState = {
-        account: d.account,
-        id: d.id,
-        incarnation: d.incarnation,
-        definition: d.definition,
-        created_at: d.created_at,
-        updated_at: d.updated_at,
-        rows,
-        nextRow: d.nextRow,
-      };
+      let ds: DatasetState | string;
+      if (header.version === 1) ds = datasetFromJson(payload, datasets + 1);
+      else {
+        try {
+          ds = decodeDataset(payload, file);
+        } catch (err) {
+          if (!(err instanceof SnapshotDecodeError)) throw err;
+          ds = `bad dataset frame ${datasets + 1}: ${err.message}`;
+        }
+      }
+      if (typeof ds === 'string') return ds;
       let account = state.get(ds.account);
       if (account === undefined) state.set(ds.account, (account = new Map<string, DatasetState>()));
       if (account.has(ds.id)) return `dataset ${ds.account}/${ds.id} appears twice`;
       account.set(ds.id, ds);
       datasets += 1;
-      records += rows.size;
+      records += ds.rows.size;
       return undefined;
     });
     if (scan.end !== size) throw new SnapshotInvalidError(`snapshot ${file} is damaged: ${scan.why ?? 'bad frame'} at byte ${scan.end} of ${size}`);
@@ -307,7 +340,7 @@ export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; 
     if (datasets !== header.datasets) {
       throw new SnapshotInvalidError(`snapshot ${file} is incomplete: ${datasets} of ${header.datasets} datasets`);
     }
-    return { info: { position: header.position, file, bytes: size, datasets, records }, state };
+    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state };
   } finally {
     await closeFd(fd);
   }
