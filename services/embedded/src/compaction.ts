@@ -71,11 +71,14 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
   let from = 0;
   let state: State | undefined;
   let loaded: number | undefined;
+  // The loaded snapshot's file stays open while its datasets are still encoded in it: closed once written.
+  let closeLoaded = (): void => undefined;
   for (const snap of [...snapshots].reverse()) {
     if (snap.position < firstBase || snap.position > job.sealedEnd) continue;
     try {
       const read = await readSnapshot(snap.file);
       state = read.state;
+      closeLoaded = read.close;
       from = read.info.position;
       loaded = from;
       break;
@@ -87,8 +90,43 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
     if (firstBase !== 0) throw new Error(`no usable snapshot, and the log starts at frame ${firstBase}, not 0: cannot rebuild the state`);
     state = initialState();
   }
-  if (from >= job.sealedEnd) return undefined;
+  if (from >= job.sealedEnd) {
+    closeLoaded();
+    return undefined;
+  }
+  let snapshot: SnapshotInfo;
+  let segmentsFolded = 0;
+  let framesFolded = 0;
+  try {
+    ({ snapshot, segmentsFolded, framesFolded } = await foldAndWrite(job, step, state, from, segments, ends));
+  } finally {
+    closeLoaded();
+  }
 
+  // 4. Delete what is now redundant, oldest first.
+  const pruned = await pruneCovered(job.dir, snapshot.position, loaded, retain, step);
+  return {
+    snapshot,
+    from,
+    segmentsFolded,
+    framesFolded,
+    segmentsDeleted: pruned.segmentsDeleted,
+    deletedBefore: pruned.segmentsDeleted.length > 0 ? pruned.deletedBefore : firstBase,
+    snapshotsDeleted: pruned.snapshotsDeleted,
+    warnings,
+    ms: performance.now() - t0,
+  };
+}
+
+/** Steps 2 and 3 of compact: the sealed segments after `from` folded onto `state`, written as the new snapshot. */
+async function foldAndWrite(
+  job: CompactionJob,
+  step: StepHook,
+  state: State,
+  from: number,
+  segments: readonly { base: number; file: string }[],
+  ends: ReadonlyMap<number, number>,
+): Promise<{ snapshot: SnapshotInfo; segmentsFolded: number; framesFolded: number }> {
   // 2. Fold the sealed segments after it, with the same pure evolve the projection uses.
   await step('fold');
   let segmentsFolded = 0;
@@ -110,20 +148,7 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
 
   // 3. The new snapshot, durable before anything is deleted.
   const snapshot = await writeSnapshot(job.dir, job.sealedEnd, s, step);
-
-  // 4. Delete what is now redundant, oldest first.
-  const pruned = await pruneCovered(job.dir, snapshot.position, loaded, retain, step);
-  return {
-    snapshot,
-    from,
-    segmentsFolded,
-    framesFolded,
-    segmentsDeleted: pruned.segmentsDeleted,
-    deletedBefore: pruned.segmentsDeleted.length > 0 ? pruned.deletedBefore : firstBase,
-    snapshotsDeleted: pruned.snapshotsDeleted,
-    warnings,
-    ms: performance.now() - t0,
-  };
+  return { snapshot, segmentsFolded, framesFolded };
 }
 
 export interface PruneResult {

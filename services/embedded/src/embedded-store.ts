@@ -1,11 +1,11 @@
 import { existsSync, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { MemoryProjection } from '@pushbase/app';
-import { initialState, type State } from '@pushbase/domain';
+import { initialState } from '@pushbase/domain';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
 import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
-import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, writeSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
+import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, writeSnapshot, type LoadedSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
 
 /*
  * The embedded mode's storage: the segmented event log, the snapshots, the in-memory projection, and the
@@ -83,7 +83,7 @@ export interface StartReport {
  * Picks and loads the snapshot to start from: the newest that verifies and that the log can continue
  * (its position at or after the first segment's base). Undefined means a full replay from frame 0.
  */
-async function loadStartSnapshot(dir: string, skipped: string[]): Promise<{ info: SnapshotInfo; state: State } | undefined> {
+async function loadStartSnapshot(dir: string, skipped: string[]): Promise<LoadedSnapshot | undefined> {
   const segments = await listSegments(dir);
   const legacy = segments.length === 0 && existsSync(path.join(dir, LEGACY_LOG_FILE));
   const firstBase = segments[0]?.base ?? (legacy ? 0 : undefined);
@@ -127,6 +127,8 @@ export class EmbeddedStore {
   private closed = false;
   private runs = 0;
   private failures = 0;
+  /** The start snapshot's file stays open while datasets are still encoded in it (snapshot.ts): closed at close(). */
+  private closeLoadedSnapshot = (): void => undefined;
 
   private constructor(opts: EmbeddedStoreOptions, projection: MemoryProjection, snapshot: SnapshotInfo | undefined) {
     this.opts = opts;
@@ -161,10 +163,16 @@ export class EmbeddedStore {
     const snapshotMs = performance.now() - t0;
     const projection = new MemoryProjection(loaded?.state ?? initialState());
     const store = new EmbeddedStore(opts, projection, loaded?.info);
+    if (loaded !== undefined) store.closeLoadedSnapshot = loaded.close;
     for (const file of removed) store.log('removed an unfinished snapshot', { file });
     for (const why of skipped) store.log('snapshot skipped', { detail: why });
     const t1 = performance.now();
-    await store.eventLog.start(projection.apply, { from: loaded?.info.position ?? 0 });
+    try {
+      await store.eventLog.start(projection.apply, { from: loaded?.info.position ?? 0 });
+    } catch (err) {
+      loaded?.close();
+      throw err;
+    }
     const report: StartReport = {
       snapshot: loaded?.info,
       snapshotMs,
@@ -306,5 +314,6 @@ export class EmbeddedStore {
     this.stopping.abort();
     await this.running?.catch(() => undefined);
     await this.eventLog.close();
+    this.closeLoadedSnapshot();
   }
 }

@@ -64,13 +64,19 @@ export interface ScanResult {
   readonly why?: string;
 }
 
+/** Where a frame's payload is in its file, and its (verified) crc32. */
+export interface FrameAt {
+  readonly offset: number;
+  readonly crc: number;
+}
+
 /**
  * Streams `size` bytes of a file frame by frame, checking each frame's crc and handing its payload to
  * `onFrame` (a view into a reused buffer: decode it before returning). `onFrame` returns a reason when the
  * payload is not what it should be, which stops the scan like a bad crc does. Stops at the end or the first
  * bad frame; throws only what `onFrame` throws, or an I/O error.
  */
-export async function scanFrames(fd: number, size: number, onFrame: (payload: Buffer) => string | undefined): Promise<ScanResult> {
+export async function scanFrames(fd: number, size: number, onFrame: (payload: Buffer, frame: FrameAt) => string | undefined): Promise<ScanResult> {
   let buf = Buffer.alloc(0);
   let off = 0; // index in buf of the frame at `pos`
   let pos = 0; // file offset of the next frame
@@ -104,7 +110,7 @@ export async function scanFrames(fd: number, size: number, onFrame: (payload: Bu
     if (!(await fill(FRAME_HEADER_BYTES + length))) return { end: pos, frames, why: 'short payload' };
     const payload = buf.subarray(off + FRAME_HEADER_BYTES, off + FRAME_HEADER_BYTES + length);
     if (crc32(payload) !== crc) return { end: pos, frames, why: 'crc mismatch' };
-    const bad = onFrame(payload);
+    const bad = onFrame(payload, { offset: pos + FRAME_HEADER_BYTES, crc });
     if (bad !== undefined) return { end: pos, frames, why: bad };
     frames += 1;
     off += FRAME_HEADER_BYTES + length;

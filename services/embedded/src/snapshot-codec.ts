@@ -1,4 +1,7 @@
+import * as fs from 'node:fs';
+import { crc32 } from 'node:zlib';
 import { fieldOrder, recordShape, type DatasetDefinition, type DatasetRecord, type DatasetState, type FieldValue, type RowKey } from '@pushbase/domain';
+import type { FrameAt } from './frames';
 
 /*
  * One dataset of a version-2 snapshot, in binary: its records by position against the dataset's field
@@ -72,8 +75,16 @@ export type CapturedDataset = DatasetRows | DatasetColumns;
 export function captureDataset(ds: DatasetState): CapturedDataset {
   const { rows, ...meta } = ds;
   const pending = rows instanceof LazyRows ? rows.pending : undefined;
-  if (pending !== undefined) return { ...meta, encoded: pending };
+  if (pending !== undefined) {
+    pending.source.retain(); // until the capture is written: releaseCaptured
+    return { ...meta, encoded: pending };
+  }
   return { ...meta, keys: [...rows.keys()], records: [...rows.values()] };
+}
+
+/** Lets go of the snapshot files the captured datasets still encoded in them read from. */
+export function releaseCaptured(datasets: readonly CapturedDataset[]): void {
+  for (const d of datasets) if (!('keys' in d)) d.encoded.source.release();
 }
 
 /** The row keys and records of a captured dataset, decoding them if they are still encoded. */
@@ -227,10 +238,11 @@ export function encodeDataset(d: CapturedDataset): Buffer {
   if (!('keys' in d)) {
     // Never decoded since it was loaded: the same columns, under the dataset's meta as it is now.
     const meta = Buffer.from(JSON.stringify(metaOf(d, d.encoded.rows, d.encoded.fields)), 'utf8');
-    const w = new ByteWriter(4 + meta.length + d.encoded.columns.length);
+    const columns = columnsOf(d.encoded);
+    const w = new ByteWriter(4 + meta.length + columns.length);
     w.u32(meta.length);
     w.bytes(meta);
-    w.bytes(d.encoded.columns);
+    w.bytes(columns);
     return w.result();
   }
   const fields = fieldOrder(d.definition);
@@ -279,44 +291,47 @@ class ByteReader {
   }
 }
 
-type Put = (row: number, value: FieldValue) => void;
+/** One column, checked, ready to be read row by row. */
+interface Column {
+  readonly kind: number;
+  readonly buf: Buffer;
+  /** Where its values (numbers, or value indexes) start in `buf`, and the bytes of each. */
+  readonly at: number;
+  readonly width: number;
+  readonly nulls: Buffer | undefined;
+  /** STR: index → value (0: null); JSON: the values. Only when opened to decode. */
+  readonly values: readonly FieldValue[];
+}
 
 /**
- * Walks one column, checking it against the frame, and hands each row's value to `put`; without `put`
- * it only checks (nothing is allocated). Values are read straight from the frame's bytes: no typed-array
- * copies, whose memory outside the heap would make V8 collect garbage far more often while millions of
- * records are built.
+ * Walks one column, checking it against the frame (lengths, kinds, value indexes, nulls where none may
+ * be), and returns where its values are. With `decode` it also parses what values need parsing (a string
+ * column's distinct values); without, it allocates nothing: the check at load.
  */
-function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullable = true): void {
+function openColumn(r: ByteReader, rows: number, what: string, decode: boolean, nullable = true): Column {
   const kind = r.u8(what);
   const noNull = (): SnapshotDecodeError => new SnapshotDecodeError(`${what}: holds a null`);
+  const buf = r.buf;
   switch (kind) {
     case KIND_NULL:
       if (!nullable && rows > 0) throw noNull();
-      if (put !== undefined) for (let i = 0; i < rows; i++) put(i, null);
-      return;
+      return { kind, buf, at: r.pos, width: 0, nulls: undefined, values: [] };
     case KIND_I32:
     case KIND_F64: {
       const hasNulls = r.u8(what);
       if (hasNulls > 1) throw new SnapshotDecodeError(`${what}: bad null flag ${hasNulls}`);
       if (hasNulls === 1 && !nullable) throw noNull();
-      const bitmap = hasNulls === 1 ? r.take((rows + 7) >> 3, what) : undefined;
+      const nulls = hasNulls === 1 ? r.take((rows + 7) >> 3, what) : undefined;
       const width = kind === KIND_I32 ? 4 : 8;
-      const buf = r.buf;
-      let at = r.pos;
+      const at = r.pos;
       r.take(rows * width, what);
-      if (put === undefined) return;
-      for (let i = 0; i < rows; i++, at += width) {
-        if (bitmap !== undefined && (bitmap[i >> 3]! & (1 << (i & 7))) !== 0) put(i, null);
-        else put(i, kind === KIND_I32 ? buf.readInt32LE(at) : buf.readDoubleLE(at));
-      }
-      return;
+      return { kind, buf, at, width, nulls, values: [] };
     }
     case KIND_STR: {
       const count = r.u32(what);
       const json = r.take(r.u32(what), what);
-      const distinct: (string | null)[] = [null];
-      if (put !== undefined) {
+      const values: (string | null)[] = [null];
+      if (decode) {
         let parsed: unknown;
         try {
           parsed = JSON.parse(json.toString('utf8'));
@@ -326,20 +341,18 @@ function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullab
         if (!Array.isArray(parsed) || parsed.length !== count || !parsed.every(isString)) {
           throw new SnapshotDecodeError(`${what}: the distinct values are not ${count} strings`);
         }
-        for (const v of parsed) distinct.push(v);
+        for (const v of parsed) values.push(v);
       }
       const width = r.u8(what);
       if (width !== 1 && width !== 2 && width !== 4) throw new SnapshotDecodeError(`${what}: bad index width ${width}`);
-      const buf = r.buf;
-      let at = r.pos;
+      const column = { kind, buf, at: r.pos, width, nulls: undefined, values };
       r.take(rows * width, what);
-      for (let i = 0; i < rows; i++, at += width) {
-        const code = width === 1 ? buf[at]! : width === 2 ? buf.readUInt16LE(at) : buf.readUInt32LE(at);
+      for (let i = 0; i < rows; i++) {
+        const code = indexAt(column, i);
         if (code > count) throw new SnapshotDecodeError(`${what}: value index ${code} of ${count}`);
         if (code === 0 && !nullable) throw noNull();
-        put?.(i, distinct[code]!);
       }
-      return;
+      return column;
     }
     case KIND_JSON: {
       let parsed: unknown;
@@ -350,11 +363,31 @@ function readColumn(r: ByteReader, rows: number, what: string, put?: Put, nullab
       }
       if (!Array.isArray(parsed) || parsed.length !== rows) throw new SnapshotDecodeError(`${what}: not a JSON array of ${rows} values`);
       if (!nullable && parsed.includes(null)) throw noNull();
-      if (put !== undefined) for (let i = 0; i < rows; i++) put(i, parsed[i] as FieldValue);
-      return;
+      return { kind, buf, at: r.pos, width: 0, nulls: undefined, values: parsed as FieldValue[] };
     }
     default:
       throw new SnapshotDecodeError(`${what}: unknown column kind ${kind}`);
+  }
+}
+
+const indexAt = (c: Column, i: number): number => {
+  const at = c.at + i * c.width;
+  return c.width === 1 ? c.buf[at]! : c.width === 2 ? c.buf.readUInt16LE(at) : c.buf.readUInt32LE(at);
+};
+
+/** Row `i`'s value in a column opened to decode. Read straight from the frame's bytes: no copies. */
+function valueAt(c: Column, i: number): FieldValue {
+  switch (c.kind) {
+    case KIND_I32:
+    case KIND_F64:
+      if (c.nulls !== undefined && (c.nulls[i >> 3]! & (1 << (i & 7))) !== 0) return null;
+      return c.kind === KIND_I32 ? c.buf.readInt32LE(c.at + i * 4) : c.buf.readDoubleLE(c.at + i * 8);
+    case KIND_STR:
+      return c.values[indexAt(c, i)]!;
+    case KIND_JSON:
+      return c.values[i]!;
+    default:
+      return null;
   }
 }
 
@@ -390,32 +423,98 @@ function readMeta(r: ByteReader): Meta {
   return m as Meta;
 }
 
-/** The columns of a dataset frame, still encoded: the row keys, then one per field in `fields` order. */
-interface EncodedRows {
-  readonly rows: number;
-  readonly fields: readonly string[];
-  /** The frame's bytes after its meta (a copy: the frame itself is a view into a reused read buffer). */
-  readonly columns: Buffer;
-  /** Names the snapshot in the error should decoding ever fail after the load's checks passed. */
-  readonly source: string;
+/**
+ * A snapshot file that datasets still encoded in it read their columns from, open while any of them does.
+ * Reading them back from the file, rather than keeping a copy of the encoded bytes in memory, keeps those
+ * bytes out of the RSS (a third of the state again, which a server that ends up decoding every dataset
+ * would otherwise carry as well, measured with 5 million records). References are counted: each LazyRows
+ * still encoded, and each capture of one until its snapshot is written; the last release closes the file,
+ * and so does close() when the store stops. An open file stays readable after a compaction deletes it.
+ */
+export class SnapshotSource {
+  private refs = 0;
+  private fd: number | undefined;
+  /** Reused by every read: decoding all datasets would otherwise leave their bytes again as garbage. */
+  private scratch = Buffer.alloc(0);
+
+  constructor(
+    readonly file: string,
+    fd: number,
+  ) {
+    this.fd = fd;
+  }
+
+  retain(): void {
+    this.refs += 1;
+  }
+
+  release(): void {
+    this.refs -= 1;
+    if (this.refs <= 0) this.close();
+  }
+
+  close(): void {
+    if (this.fd === undefined) return;
+    const fd = this.fd;
+    this.fd = undefined;
+    this.scratch = Buffer.alloc(0);
+    fs.closeSync(fd);
+  }
+
+  get isOpen(): boolean {
+    return this.fd !== undefined;
+  }
+
+  /**
+   * A frame's payload, read again and checked against the crc it had at load. Synchronous: it runs inside
+   * a Map method on first use of a dataset, a fraction of a millisecond for one dataset's columns. The
+   * bytes are valid until the next call (one buffer serves every read).
+   */
+  payload(offset: number, length: number, crc: number): Buffer {
+    if (this.fd === undefined) throw new Error(`snapshot ${this.file} is closed`);
+    if (this.scratch.length < length) this.scratch = Buffer.allocUnsafe(Math.max(length, this.scratch.length * 2));
+    const buf = this.scratch.subarray(0, length);
+    let filled = 0;
+    while (filled < length) {
+      const n = fs.readSync(this.fd, buf, filled, length - filled, offset + filled);
+      if (n === 0) throw new Error(`snapshot ${this.file} ends before byte ${offset + length}`);
+      filled += n;
+    }
+    if (crc32(buf) !== crc) throw new Error(`snapshot ${this.file} changed since it was loaded: crc mismatch at byte ${offset}`);
+    return buf;
+  }
 }
 
+/** The columns of a dataset frame, still encoded in its snapshot file: where, and what they hold. */
+export interface EncodedRows {
+  readonly rows: number;
+  readonly fields: readonly string[];
+  readonly source: SnapshotSource;
+  /** The frame's payload in the file, its crc32, and where its columns start in it (after the meta). */
+  readonly offset: number;
+  readonly length: number;
+  readonly crc: number;
+  readonly columnsStart: number;
+}
+
+const columnsOf = (e: EncodedRows): Buffer => e.source.payload(e.offset, e.length, e.crc).subarray(e.columnsStart);
+
+/**
+ * Builds the records row by row, each made at once from its values (RecordShape.fromValues), so decoding
+ * a dataset leaves no garbage but its distinct-value lists: no arrays of keys, records or values per
+ * column in between. Millions of records are decoded this way when every dataset ends up used, and what
+ * a decode leaves behind adds to the peak RSS until the next collection.
+ */
 function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key: RowKey, record: DatasetRecord) => void): void {
-  const r = new ByteReader(e.columns);
-  const keys = new Array<FieldValue>(e.rows);
-  readColumn(r, e.rows, 'row keys', (i, v) => {
-    keys[i] = v;
-  });
+  const r = new ByteReader(columnsOf(e));
+  const keys = openColumn(r, e.rows, 'row keys', true, false);
+  const columns = e.fields.map((f) => openColumn(r, e.rows, `field ${f}`, true));
   const shape = recordShape(e.fields);
-  const records = new Array<Record<string, FieldValue>>(e.rows);
-  for (let i = 0; i < e.rows; i++) records[i] = shape.blank();
-  // Column by column, straight into the records: no array of values per column in between.
-  for (const f of e.fields) {
-    readColumn(r, e.rows, `field ${f}`, (i, v) => {
-      records[i]![f] = v;
-    });
+  const values = new Array<FieldValue>(columns.length);
+  for (let i = 0; i < e.rows; i++) {
+    for (let f = 0; f < columns.length; f++) values[f] = valueAt(columns[f]!, i);
+    set(valueAt(keys, i) as RowKey, shape.fromValues(values));
   }
-  for (let i = 0; i < e.rows; i++) set(keys[i] as RowKey, records[i]!);
   if (into.size !== e.rows) throw new SnapshotDecodeError('duplicate row keys');
 }
 
@@ -424,11 +523,11 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  * and checking the snapshot, not building millions of records, and a dataset nobody reads or writes is
  * never built at all: it is written into the next snapshot as the same encoded columns. `size` answers
  * without decoding (listings and totals need only counts); every other use decodes first, once, and from
- * then on this is an ordinary Map (the encoded bytes are dropped).
+ * then on this is an ordinary Map (its reference to the snapshot file released).
  *
  * The frame was checked whole at load (crc32, and every column walked against its length, kinds and
- * value indexes), so decoding later cannot meet a damaged byte; should it fail anyway, it throws rather
- * than serve a partial dataset.
+ * value indexes), and is checked against the same crc when read again, so decoding cannot meet a damaged
+ * byte; should it fail anyway (the file damaged since), it throws rather than serve a partial dataset.
  */
 export class LazyRows extends Map<RowKey, DatasetRecord> {
   private encoded: EncodedRows | undefined;
@@ -436,6 +535,7 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
   constructor(encoded: EncodedRows) {
     super();
     this.encoded = encoded;
+    encoded.source.retain();
   }
 
   /** The still-encoded columns, or undefined once decoded. */
@@ -452,8 +552,9 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
     } catch (err) {
       super.clear();
       this.encoded = e;
-      throw new Error(`cannot decode a dataset of snapshot ${e.source}: ${err instanceof Error ? err.message : String(err)}`);
+      throw new Error(`cannot decode a dataset of snapshot ${e.source.file}: ${err instanceof Error ? err.message : String(err)}`);
     }
+    e.source.release();
   }
 
   override get size(): number {
@@ -476,6 +577,7 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
     return super.delete(key);
   }
   override clear(): void {
+    this.encoded?.source.release();
     this.encoded = undefined;
     super.clear();
   }
@@ -501,17 +603,16 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
 }
 
 /**
- * A dataset from its frame payload, its rows left encoded (LazyRows) after checking every column against
- * the frame; throws SnapshotDecodeError when the payload is not a dataset frame. `source` names the file.
+ * A dataset from its frame payload, its rows left encoded in `source` (LazyRows) after checking every
+ * column against the frame; throws SnapshotDecodeError when the payload is not a dataset frame.
  */
-export function decodeDataset(payload: Buffer, source: string): DatasetState {
+export function decodeDataset(payload: Buffer, at: FrameAt, source: SnapshotSource): DatasetState {
   const r = new ByteReader(payload);
   const m = readMeta(r);
   const start = r.pos;
-  readColumn(r, m.rows, 'row keys', undefined, false);
-  for (const f of m.fields) readColumn(r, m.rows, `field ${f}`);
+  openColumn(r, m.rows, 'row keys', false, false);
+  for (const f of m.fields) openColumn(r, m.rows, `field ${f}`, false);
   if (r.pos !== payload.length) throw new SnapshotDecodeError(`${payload.length - r.pos} bytes follow the last column`);
-  const columns = Buffer.from(payload.subarray(start)); // a copy, see EncodedRows
   return {
     account: m.account,
     id: m.id,
@@ -519,7 +620,7 @@ export function decodeDataset(payload: Buffer, source: string): DatasetState {
     definition: m.definition,
     created_at: m.created_at,
     updated_at: m.updated_at,
-    rows: new LazyRows({ rows: m.rows, fields: m.fields, columns, source }),
+    rows: new LazyRows({ rows: m.rows, fields: m.fields, source, offset: at.offset, length: payload.length, crc: at.crc, columnsStart: start }),
     nextRow: m.nextRow,
   };
 }
@@ -567,7 +668,7 @@ export function estimateDatasetBytes(ds: DatasetState): number {
   const fields = fieldOrder(ds.definition);
   const meta = 16 + JSON.stringify(metaOf(ds, ds.rows.size, fields)).length;
   const pending = ds.rows instanceof LazyRows ? ds.rows.pending : undefined;
-  if (pending !== undefined) return meta + pending.columns.length;
+  if (pending !== undefined) return meta + pending.length - pending.columnsStart;
   const n = ds.rows.size;
   const every = Math.max(1, Math.floor(n / SAMPLE_ROWS));
   const keys: FieldValue[] = [];

@@ -1,8 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
-import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, rowsOf, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
-import { closeFd, errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
+import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, releaseCaptured, rowsOf, SnapshotSource, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
+import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
 
 /*
  * Snapshots: the folded state as of a log position P (every frame with global index < P applied), in
@@ -133,14 +133,16 @@ export async function writeSnapshot(
   const captured = source instanceof Map ? captureState(source) : source;
   const target = snapshotFile(dir, position);
   const tmp = `${target}.tmp`;
-  await fs.promises.mkdir(snapshotDir(dir), { recursive: true });
-  await step('write-temp');
   let bytes: number;
   try {
+    await fs.promises.mkdir(snapshotDir(dir), { recursive: true });
+    await step('write-temp');
     bytes = await writeTemp(tmp, position, captured, version, { ...nodeSnapshotIo, ...io }, step, signal);
   } catch (err) {
     await fs.promises.rm(tmp, { force: true }).catch(() => undefined);
     throw err;
+  } finally {
+    releaseCaptured(captured.datasets);
   }
   await step('rename');
   await fs.promises.rename(tmp, target);
@@ -285,21 +287,38 @@ function datasetFromJson(payload: Buffer, n: number): DatasetState | string {
   };
 }
 
-/** Loads and verifies a snapshot file; throws SnapshotInvalidError when anything about it is wrong. */
-export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; state: State }> {
+/** A loaded snapshot. */
+export interface LoadedSnapshot {
+  readonly info: SnapshotInfo;
+  readonly state: State;
+  /**
+   * Closes the snapshot file, which stays open while datasets of `state` are still encoded in it (see
+   * SnapshotSource); call it when the state is no longer used. Such datasets cannot be decoded after.
+   */
+  readonly close: () => void;
+}
+
+/**
+ * Loads and verifies a snapshot file; throws SnapshotInvalidError when anything about it is wrong. Every
+ * frame is read and checked, but the rows of a format-2 dataset stay in the file until first used.
+ */
+export async function readSnapshot(file: string): Promise<LoadedSnapshot> {
   let fd: number;
   try {
     fd = await openFile(file, fs.constants.O_RDONLY);
   } catch (err) {
     throw new SnapshotInvalidError(`cannot open snapshot ${file}: ${errorText(err)}`);
   }
+  const source = new SnapshotSource(file, fd);
+  source.retain(); // the load's own reference: the file stays open at least until the load ends
+  let loaded = false;
   try {
     const size = await fstatSize(fd);
     const state: State = new Map();
     let header: Header | undefined;
     let datasets = 0;
     let records = 0;
-    const scan = await scanFrames(fd, size, (payload) => {
+    const scan = await scanFrames(fd, size, (payload, at) => {
       if (header === undefined) {
         let h: Partial<Header> | null;
         try {
@@ -318,7 +337,7 @@ export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; 
       if (header.version === 1) ds = datasetFromJson(payload, datasets + 1);
       else {
         try {
-          ds = decodeDataset(payload, file);
+          ds = decodeDataset(payload, at, source);
         } catch (err) {
           if (!(err instanceof SnapshotDecodeError)) throw err;
           ds = `bad dataset frame ${datasets + 1}: ${err.message}`;
@@ -340,8 +359,11 @@ export async function readSnapshot(file: string): Promise<{ info: SnapshotInfo; 
     if (datasets !== header.datasets) {
       throw new SnapshotInvalidError(`snapshot ${file} is incomplete: ${datasets} of ${header.datasets} datasets`);
     }
-    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state };
+    loaded = true;
+    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state, close: () => source.close() };
   } finally {
-    await closeFd(fd);
+    // Closes the file unless datasets of the state still read from it; a failed load closes it whatever.
+    if (loaded) source.release();
+    else source.close();
   }
 }
