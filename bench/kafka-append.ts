@@ -14,6 +14,7 @@
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { encodeEventBatch } from '@pushbase/contracts';
 import { decideAppend, decideDefine, type DatasetSummary } from '@pushbase/domain';
 import { createKafka, ensureTopic, KafkaEventAppender, parseBrokers } from '@pushbase/kafka';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
@@ -43,7 +44,6 @@ const connection = { brokers, clientId: 'pushbase-bench' };
 
 /** One pre-encoded 500-record event per dataset: what the record service hands the appender. */
 function workload(): { events: Parameters<KafkaEventAppender['append']>[0][]; encoded: Uint8Array[] } {
-  const encoder = new TextEncoder();
   const events: Parameters<KafkaEventAppender['append']>[0][] = [];
   const encoded: Uint8Array[] = [];
   for (let d = 0; d < DATASETS; d++) {
@@ -52,7 +52,7 @@ function workload(): { events: Parameters<KafkaEventAppender['append']>[0][]; en
     const dataset: DatasetSummary = defined.dataset;
     const event = decideAppend({ account: 'bench', id, body: JSON.parse(appendBody(d)), at: d }, dataset);
     events.push([event]);
-    encoded.push(encoder.encode(JSON.stringify([event])));
+    encoded.push(encodeEventBatch([event]));
   }
   return { events, encoded };
 }

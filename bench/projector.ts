@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
-import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
+import { decodeEvent, encodeEvent, type ProjectedHead, type ProjectedRow, type StreamPosition } from '@pushbase/contracts';
 import { decideAppend, decideDefine, streamKey, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, createKafka, ensureTopic, parseBrokers } from '@pushbase/kafka';
 import { loadProjectorConfig, project, runProjector, type ProjectedDataset } from '@pushbase/projector';
@@ -144,7 +144,7 @@ async function main(): Promise<void> {
     const heads: ProjectedHead[] = [];
     events.forEach((e, i) => {
       const key = streamKey(e.account, e.dataset);
-      const step = project(held.get(key), JSON.parse(JSON.stringify(e)) as DatasetEvent, positions[i]!);
+      const step = project(held.get(key), decodeEvent(encodeEvent(e)), positions[i]!);
       held.set(key, step.dataset);
       rows.push(...step.rows);
       if (step.head !== undefined) heads.push(step.head);

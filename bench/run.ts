@@ -36,6 +36,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { encodeEventBatchText } from '@pushbase/contracts';
 import { decideAppend, decideDefine, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
 import { FileEventLog } from '../services/embedded/src/file-event-log';
 import { TestServer } from '../test/helpers/server';
@@ -277,7 +278,7 @@ interface ParseFigures {
 /**
  * Records/s of the per-request CPU work, each step alone and then in sequence, on one body:
  * JSON.parse (the ceiling); validation and normalisation (decideAppend on the parsed body, as the record
- * service does); serialisation of the resulting event (JSON.stringify, as the event log's append does).
+ * service does); serialisation of the resulting event (the event codec, as the write workers do).
  */
 function parsePhase(): ParseFigures {
   const body = appendBody(1);
@@ -294,10 +295,10 @@ function parsePhase(): ParseFigures {
       sink += decideAppend({ account: 'bench', id: 'bench', body: parsed, at: 0 }, dataset).records.length;
     }, 2000),
     serialise: rate(() => {
-      sink += JSON.stringify([event]).length;
+      sink += encodeEventBatchText([event]).length;
     }, 2000),
     all: rate(() => {
-      sink += JSON.stringify([decideAppend({ account: 'bench', id: 'bench', body: JSON.parse(body), at: 0 }, dataset)]).length;
+      sink += encodeEventBatchText([decideAppend({ account: 'bench', id: 'bench', body: JSON.parse(body), at: 0 }, dataset)]).length;
     }, 2000),
   };
   if (sink === 0) line('(unreachable)');
@@ -313,7 +314,7 @@ function parsePhase(): ParseFigures {
   line(`(a) JSON.parse ceiling — one ${RECORDS_PER_REQUEST}-record append body of ${fmt(f.bodyBytes / 1024, 1)} KiB, in this process, one thread`);
   row('JSON.parse (the ceiling)', f.parse);
   row('validation alone (decideAppend, parsed body)', f.validate);
-  row('serialisation alone (JSON.stringify event)', f.serialise);
+  row('serialisation alone (event codec)', f.serialise);
   row('all three in sequence', f.all);
   line();
   return f;

@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { MemoryProjection } from '@pushbase/app';
-import { initialState, type DatasetEvent, type State } from '@pushbase/domain';
+import { EVENT_SCHEMA_VERSION, initialState, type DatasetEvent, type State } from '@pushbase/domain';
 import { createAdminApp } from '@pushbase/gateway';
 import { connectClickHouse } from '../../services/clickhouse/src/client';
 import { ClickHouseProjection } from '../../services/clickhouse/src/store';
@@ -14,7 +14,7 @@ import { emptyBatch, projectEvent, testDatabase, writeBatch, type TestDatabase }
  */
 const TOKEN = 'admin-token-for-tests-0123456789';
 
-const base = (dataset: string, incarnation: string) => ({ schema_version: 1 as const, account: 'acme', dataset, incarnation, at: 1_700_000_000_000 });
+const base = (dataset: string, incarnation: string) => ({ schema_version: EVENT_SCHEMA_VERSION as typeof EVENT_SCHEMA_VERSION, account: 'acme', dataset, incarnation, at: 1_700_000_000_000 });
 const EVENTS: DatasetEvent[] = [
   { ...base('sales', 'i1'), type: 'DatasetDefined', definition: { fields: { day: { type: 'date', name: 'Day', optional: false }, n: { type: 'number', name: 'N', optional: true } }, unique_by: ['day'] } },
   { ...base('sales', 'i1'), type: 'RecordsAppended', records: [{ day: '2024-01-01', n: 1 }, { day: '2024-01-02', n: null }], delete_by: null },

@@ -1,3 +1,4 @@
+import { encodeEventBatchText } from '@pushbase/contracts';
 import { decideAppend, decideReplace, parseJsonBody, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
 
 /*
@@ -19,7 +20,7 @@ export interface RawWriteCommand {
 
 export interface DecidedWrite {
   readonly events: readonly DatasetEvent[];
-  /** `JSON.stringify(events)` as UTF-8: what the event log stores. */
+  /** The events as the event log stores them (@pushbase/contracts encodeEventBatch), UTF-8. */
   readonly encoded: Uint8Array;
 }
 
@@ -32,7 +33,7 @@ export function decideWriteSync(cmd: RawWriteCommand, dataset: DatasetSummary | 
   const body = parseJsonBody(cmd.json);
   const command = { account: cmd.account, id: cmd.id, body, at: cmd.at };
   const events = [cmd.kind === 'append' ? decideAppend(command, dataset) : decideReplace(command, dataset)];
-  return { events, encoded: encoder.encode(JSON.stringify(events)) };
+  return { events, encoded: encoder.encode(encodeEventBatchText(events)) };
 }
 
 /** Decides on the calling thread. */

@@ -1,13 +1,26 @@
-import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
+import { EVENT_SCHEMA_VERSION, recordShape, type DatasetEvent, type DatasetRecord, type FieldValue, type RecordShape } from '@pushbase/domain';
 
 /*
  * The event envelope, one codec for every log adapter (the file log's frames, Kafka's messages, replay):
  *
  *   { "type", "schema_version", "account", "dataset", "incarnation", "at", …the type's payload fields }
  *
- * i.e. an event is stored as its own JSON, exactly as the domain declares it (services/domain/src/events.ts):
- * the envelope fields and the payload (`definition`, `records`, `delete_by`) side by side. The file log
- * stores a JSON array of the events of one append per frame; Kafka stores one event per message.
+ * The payload of DatasetDefined and DatasetDeleted is as the domain declares it (services/domain/src/events.ts).
+ * RecordsAppended and RecordsReplaced store their records by position (the domain's recordShape, which
+ * the snapshot uses too):
+ *
+ *   schema_version 2:  …, "fields": ["day", "units"], "rows": [["2024-01-01", 3], …], "delete_by": null
+ *   schema_version 1:  …, "records": [{ "day": "2024-01-01", "units": 3 }, …], "delete_by": null
+ *
+ * Version 2 is what is written; version 1 (every log and topic written before it) is still read, lifted by
+ * the upcaster below. In memory an event keeps its records as objects (DatasetEvent): the fold, the reads
+ * and the projector work on records by name, and turning rows back into objects costs less than parsing the
+ * keys did. The file log stores a JSON array of the events of one append per frame; Kafka stores one event
+ * per message; both are this encoding.
+ *
+ * Why by position (bench/run.ts's 500-record appends of 7 fields): the event is 40% smaller (42.7 KB instead
+ * of 70.7 KB), so 40% less to write, fsync, send to Kafka and replay; encoding it and decoding it (JSON plus
+ * rows to records) each cost less than JSON of the objects did.
  *
  * Decoding checks the envelope and the payload's shape, not every record: events are written only after
  * the domain decided them (records validated and normalised), so re-validating 500 records on every replay
@@ -25,31 +38,124 @@ export class EventDecodeError extends Error {
 type RawEvent = Record<string, unknown>;
 
 /**
- * Lifts an event of version `n` (the key it is registered under) to version `n + 1`. Registered when
- * EVENT_SCHEMA_VERSION is bumped, so events written by older writers keep being read; a chain of them
- * lifts any older version to the current one.
+ * Lifts an event of version `n` (the key it is registered under) to version `n + 1`, as stored (the raw
+ * JSON value). Registered when EVENT_SCHEMA_VERSION is bumped, so events written by older writers keep
+ * being read; a chain of them lifts any older version to the current one.
  */
 export type Upcaster = (event: RawEvent) => RawEvent;
 
 export interface EventCodecOptions {
   /** The version this reader folds. Default: the domain's EVENT_SCHEMA_VERSION. */
   readonly currentVersion?: number;
-  /** Upcasters by the version they lift from. Default none: version 1 is the only one ever written. */
+  /** Upcasters by the version they lift from. Default: EVENT_UPCASTERS. */
   readonly upcasters?: Readonly<Record<number, Upcaster>>;
 }
+
+/**
+ * Record shapes by field list. Field lists are per dataset definition, so there are few; the cache is still
+ * bounded (emptied when full) so a stream of odd ones cannot grow it without end. A cache, not state: any
+ * entry is rebuilt from its key.
+ */
+const shapes = new Map<string, RecordShape>();
+const MAX_SHAPES = 4096;
+
+function shapeOf(fields: readonly string[]): RecordShape {
+  // JSON, not join(','): a field name may hold a comma, and ["a,b"] is not ["a", "b"].
+  const key = JSON.stringify(fields);
+  const known = shapes.get(key);
+  if (known !== undefined) return known;
+  if (shapes.size >= MAX_SHAPES) shapes.clear();
+  const shape = recordShape([...fields]);
+  shapes.set(key, shape);
+  return shape;
+}
+
+/**
+ * The field order of the domain's normalised records of one dataset: the first record's keys, since they
+ * all hold exactly the dataset's fields.
+ */
+const fieldsOf = (records: readonly DatasetRecord[]): string[] => (records.length === 0 ? [] : Object.keys(records[0] as DatasetRecord));
+
+function toRows(fields: readonly string[], records: readonly DatasetRecord[]): FieldValue[][] {
+  const shape = shapeOf(fields);
+  const rows = new Array<FieldValue[]>(records.length);
+  for (let i = 0; i < records.length; i++) rows[i] = shape.toValues(records[i] as DatasetRecord);
+  return rows;
+}
+
+function toRecords(fields: readonly string[], rows: readonly (readonly FieldValue[])[]): DatasetRecord[] {
+  const shape = shapeOf(fields);
+  const records = new Array<DatasetRecord>(rows.length);
+  for (let i = 0; i < rows.length; i++) records[i] = shape.fromValues(rows[i] as FieldValue[]);
+  return records;
+}
+
+const isRecord = (v: unknown): v is DatasetRecord => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Version 1 → 2: records as objects → records by position. The fields are every key the records hold (the
+ * domain wrote them normalised, all with the same keys; a record without one of them reads as null there,
+ * as a normalised record would hold it), so nothing a version 1 event held is lost.
+ */
+function recordsByPosition(event: RawEvent): RawEvent {
+  if (event.type !== 'RecordsAppended' && event.type !== 'RecordsReplaced') return { ...event, schema_version: 2 };
+  const { records, ...rest } = event;
+  if (!Array.isArray(records) || !records.every(isRecord)) {
+    throw new EventDecodeError(`${String(event.type)}: records must be an array of objects, not ${describe(records)}`);
+  }
+  const seen = new Set<string>();
+  for (const r of records) for (const k of Object.keys(r)) seen.add(k);
+  const fields = [...seen];
+  return { ...rest, schema_version: 2, fields, rows: toRows(fields, records) };
+}
+
+/** The upcasters of every version this pushbase has written, by the version they lift from. */
+export const EVENT_UPCASTERS: Readonly<Record<number, Upcaster>> = Object.freeze({ 1: recordsByPosition });
 
 const EVENT_TYPES: ReadonlySet<string> = new Set<DatasetEvent['type']>(['DatasetDefined', 'RecordsAppended', 'RecordsReplaced', 'DatasetDeleted']);
 
 const isObject = (v: unknown): v is RawEvent => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * An event as it is stored: the current schema_version whatever the in-memory event says (the in-memory
+ * shape is the same for every version), records by position.
+ */
+function toWire(event: DatasetEvent): RawEvent {
+  const envelope = {
+    type: event.type,
+    schema_version: EVENT_SCHEMA_VERSION,
+    account: event.account,
+    dataset: event.dataset,
+    incarnation: event.incarnation,
+    at: event.at,
+  };
+  switch (event.type) {
+    case 'DatasetDefined':
+      return { ...envelope, definition: event.definition };
+    case 'RecordsAppended': {
+      const fields = fieldsOf(event.records);
+      return { ...envelope, fields, rows: toRows(fields, event.records), delete_by: event.delete_by };
+    }
+    case 'RecordsReplaced': {
+      const fields = fieldsOf(event.records);
+      return { ...envelope, fields, rows: toRows(fields, event.records) };
+    }
+    case 'DatasetDeleted':
+      return envelope;
+  }
+}
+
 export function encodeEvent(event: DatasetEvent): Buffer {
-  return Buffer.from(JSON.stringify(event), 'utf8');
+  return Buffer.from(JSON.stringify(toWire(event)), 'utf8');
 }
 
 /** The events of one append as one JSON array: the file log's frame payload. */
 export function encodeEventBatch(events: readonly DatasetEvent[]): Buffer {
-  return Buffer.from(JSON.stringify(events), 'utf8');
+  return Buffer.from(encodeEventBatchText(events), 'utf8');
 }
+
+/** encodeEventBatch as a string (for an encoder of its own, e.g. TextEncoder into a transferable buffer). */
+export const encodeEventBatchText = (events: readonly DatasetEvent[]): string => JSON.stringify(events.map(toWire));
 
 /** One event from its UTF-8 JSON (a Kafka message's value), upcast to the current version. */
 export function decodeEvent(bytes: Uint8Array | string, options: EventCodecOptions = {}): DatasetEvent {
@@ -73,7 +179,7 @@ export function decodeEventBatch(bytes: Uint8Array | string, options: EventCodec
 /** An already parsed event, upcast to the current version. */
 export function decodeEventValue(value: unknown, options: EventCodecOptions = {}): DatasetEvent {
   const current = options.currentVersion ?? EVENT_SCHEMA_VERSION;
-  const upcasters = options.upcasters ?? {};
+  const upcasters = options.upcasters ?? EVENT_UPCASTERS;
   if (!isObject(value)) throw new EventDecodeError(`an event must be a JSON object, not ${kind(value)}`);
   let event = value;
   let version = event.schema_version;
@@ -96,7 +202,14 @@ export function decodeEventValue(value: unknown, options: EventCodecOptions = {}
     version += 1;
   }
   checkShape(event);
-  return event as unknown as DatasetEvent;
+  return fromWire(event);
+}
+
+/** The in-memory event of a checked current-version event: its rows back into records. */
+function fromWire(e: RawEvent): DatasetEvent {
+  if (e.type !== 'RecordsAppended' && e.type !== 'RecordsReplaced') return e as unknown as DatasetEvent;
+  const { fields, rows, ...rest } = e as RawEvent & { fields: string[]; rows: FieldValue[][] };
+  return { ...rest, records: toRecords(fields, rows) } as unknown as DatasetEvent;
 }
 
 function checkShape(e: RawEvent): void {
@@ -115,16 +228,28 @@ function checkShape(e: RawEvent): void {
       return;
     }
     case 'RecordsAppended':
-      if (!Array.isArray(e.records)) throw new EventDecodeError(`RecordsAppended: records must be an array, not ${describe(e.records)}`);
+      checkRows(type, e);
       if (e.delete_by !== null && typeof e.delete_by !== 'string') {
         throw new EventDecodeError(`RecordsAppended: delete_by must be a field name or null, not ${describe(e.delete_by)}`);
       }
       return;
     case 'RecordsReplaced':
-      if (!Array.isArray(e.records)) throw new EventDecodeError(`RecordsReplaced: records must be an array, not ${describe(e.records)}`);
+      checkRows(type, e);
       return;
     case 'DatasetDeleted':
       return;
+  }
+}
+
+function checkRows(type: string, e: RawEvent): void {
+  const { fields, rows } = e;
+  if (!Array.isArray(fields) || !fields.every((f) => typeof f === 'string' && f !== '') || new Set(fields).size !== fields.length) {
+    throw new EventDecodeError(`${type}: fields must be an array of distinct field names, not ${describe(fields)}`);
+  }
+  if (!Array.isArray(rows)) throw new EventDecodeError(`${type}: rows must be an array, not ${describe(rows)}`);
+  for (let i = 0; i < rows.length; i++) {
+    const row: unknown = rows[i];
+    if (!Array.isArray(row) || row.length !== fields.length) throw new EventDecodeError(`${type}: row ${i} must be an array of ${fields.length} values`);
   }
 }
 

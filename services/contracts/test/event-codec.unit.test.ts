@@ -1,5 +1,5 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import { decodeEvent, decodeEventBatch, decodeEventValue, encodeEvent, encodeEventBatch, EventDecodeError, type Upcaster } from '../src/event-codec';
+import { decodeEvent, decodeEventBatch, decodeEventValue, encodeEvent, encodeEventBatch, EVENT_UPCASTERS, EventDecodeError, type Upcaster } from '../src/event-codec';
 
 const base = { schema_version: EVENT_SCHEMA_VERSION, account: 'acct', dataset: 'sales', incarnation: 'inc-7', at: 1_700_000_000_000 } as const;
 
@@ -16,6 +16,10 @@ const events: DatasetEvent[] = [
 ];
 
 const json = (v: unknown): string => JSON.stringify(v);
+/** An event as stored now (schema_version 2), as a plain value to tamper with. */
+const wire = (e: DatasetEvent): Record<string, unknown> => JSON.parse(encodeEvent(e).toString('utf8'));
+/** An event as the releases before schema_version 2 stored it: the in-memory event's own JSON. */
+const v1 = (e: DatasetEvent): Record<string, unknown> => ({ ...JSON.parse(JSON.stringify(e)), schema_version: 1 });
 const decodeError = (run: () => unknown): string => {
   try {
     run();
@@ -31,10 +35,57 @@ describe('event codec', () => {
     for (const event of events) expect(decodeEvent(encodeEvent(event))).toEqual(event);
   });
 
-  it('writes the envelope as the event JSON itself, so file frames and Kafka values share it', () => {
-    const value = JSON.parse(encodeEvent(events[1]!).toString('utf8'));
-    expect(Object.keys(value)).toEqual(['schema_version', 'account', 'dataset', 'incarnation', 'at', 'type', 'records', 'delete_by']);
-    expect(encodeEventBatch(events).toString('utf8')).toBe(JSON.stringify(events));
+  it('writes records by position: the field names once, then one row of values per record', () => {
+    const appended: DatasetEvent = { ...base, type: 'RecordsAppended', records: [{ day: '2024-01-02', n: 1, note: null }, { day: '2024-01-03', n: 2.5, note: 'x' }], delete_by: 'day' };
+    const value = wire(appended);
+    expect(Object.keys(value)).toEqual(['type', 'schema_version', 'account', 'dataset', 'incarnation', 'at', 'fields', 'rows', 'delete_by']);
+    expect(value).toMatchObject({ schema_version: 2, fields: ['day', 'n', 'note'], rows: [['2024-01-02', 1, null], ['2024-01-03', 2.5, 'x']] });
+    expect(Object.keys(wire(events[3]!))).toEqual(['type', 'schema_version', 'account', 'dataset', 'incarnation', 'at', 'fields', 'rows']);
+    expect(wire(events[0]!)).toEqual({ ...events[0], schema_version: 2 });
+    expect(wire(events[4]!)).toEqual({ ...events[4], schema_version: 2 });
+  });
+
+  it('writes the current schema_version whatever the in-memory event says', () => {
+    expect(wire({ ...events[1]!, schema_version: 1 } as unknown as DatasetEvent).schema_version).toBe(EVENT_SCHEMA_VERSION);
+  });
+
+  it('encodes a batch (a file-log frame) as the array of the events a Kafka message each holds', () => {
+    expect(encodeEventBatch(events).toString('utf8')).toBe(`[${events.map((e) => encodeEvent(e).toString('utf8')).join(',')}]`);
+  });
+
+  it('reads a record whose keys come in another order than the first record\'s by name', () => {
+    const e: DatasetEvent = { ...base, type: 'RecordsReplaced', records: [{ a: 1, b: 'x' }, { b: 'y', a: 2 }] };
+    expect(decodeEvent(encodeEvent(e))).toEqual(e);
+  });
+
+  it('keeps field lists apart that join to the same text', () => {
+    const one: DatasetEvent = { ...base, type: 'RecordsReplaced', records: [{ 'a,b': 1 }] };
+    const two: DatasetEvent = { ...base, type: 'RecordsReplaced', records: [{ a: 2, b: 3 }] };
+    for (const e of [one, two, one]) expect(decodeEvent(encodeEvent(e))).toEqual(e);
+  });
+
+  describe('schema_version 1 (records as objects, written before the positional encoding)', () => {
+    it('reads every event type as the same in-memory event', () => {
+      for (const event of events) expect(decodeEvent(json(v1(event)))).toEqual(event);
+      expect(decodeEventBatch(json(events.map(v1)))).toEqual(events);
+    });
+
+    it('keeps every key of records that do not all hold the same ones; a key a record lacks reads as null', () => {
+      const odd = { ...v1(events[1]!), records: [{ a: 1 }, { b: 2 }] };
+      expect(decodeEvent(json(odd))).toEqual({ ...events[1], records: [{ a: 1, b: null }, { a: null, b: 2 }] });
+    });
+
+    it.each([
+      ['records not an array', { records: {} }, /RecordsAppended: records must be an array of objects, not object/],
+      ['a record that is no object', { records: [{ a: 1 }, 7] }, /RecordsAppended: records must be an array of objects/],
+      ['no delete_by', { delete_by: undefined }, /delete_by must be a field name or null/],
+    ])('refuses %s', (_name, change, expected) => {
+      expect(decodeError(() => decodeEvent(json({ ...v1(events[1]!), ...change })))).toMatch(expected);
+    });
+
+    it('refuses a replace without records', () => {
+      expect(decodeError(() => decodeEvent(json({ ...v1(events[3]!), records: undefined })))).toMatch(/RecordsReplaced: records must be an array of objects/);
+    });
   });
 
   it('round-trips a batch (a file-log frame), and names the event of a batch that is bad', () => {
@@ -66,9 +117,15 @@ describe('event codec', () => {
     ['an empty dataset', { ...events[4], dataset: '' }, /dataset must be a non-empty string/],
     ['a numeric incarnation', { ...events[4], incarnation: 7 }, /incarnation must be a non-empty string, not 7/],
     ['a string at', { ...events[4], at: '2024' }, /at must be a number/],
-    ['records not an array', { ...events[1], records: {} }, /RecordsAppended: records must be an array/],
-    ['no delete_by', { ...events[1], delete_by: undefined }, /delete_by must be a field name or null/],
-    ['replace without records', { ...events[3], records: undefined }, /RecordsReplaced: records must be an array/],
+    ['rows not an array', { ...wire(events[1]!), rows: {} }, /RecordsAppended: rows must be an array, not object/],
+    ['a row of the wrong length', { ...wire(events[1]!), rows: [[1], [2, 3]] }, /RecordsAppended: row 1 must be an array of 1 values/],
+    ['a row that is no array', { ...wire(events[1]!), rows: [{ amount: 1 }] }, /RecordsAppended: row 0 must be an array of 1 values/],
+    ['no fields', { ...wire(events[1]!), fields: undefined }, /RecordsAppended: fields must be an array of distinct field names/],
+    ['a field twice', { ...wire(events[1]!), fields: ['a', 'a'], rows: [] }, /fields must be an array of distinct field names/],
+    ['an empty field name', { ...wire(events[1]!), fields: [''], rows: [] }, /fields must be an array of distinct field names/],
+    ['records instead of rows', { ...events[1], schema_version: 2 }, /RecordsAppended: fields must be an array/],
+    ['no delete_by', { ...wire(events[1]!), delete_by: undefined }, /delete_by must be a field name or null/],
+    ['replace without rows', { ...wire(events[3]!), rows: undefined }, /RecordsReplaced: rows must be an array/],
     ['a definition without fields', { ...events[0], definition: { unique_by: [] } }, /definition must be an object/],
     ['an array', [events[1]], /must be a JSON object, not an array/],
     ['null', null, /must be a JSON object, not null/],
@@ -82,31 +139,27 @@ describe('event codec', () => {
   });
 
   describe('upcasting (a reader of a later version)', () => {
-    // A pretend version 3: v2 renamed `at` to `at_ms`, v3 added `source`.
-    const upcasters: Record<number, Upcaster> = {
-      1: ({ at, ...rest }) => ({ ...rest, at_ms: at, at, schema_version: 2 }),
-      2: (e) => ({ ...e, source: 'upcast', schema_version: 3 }),
-    };
+    // A pretend version 3 that added `source`, after the real 1 → 2.
+    const upcasters: Record<number, Upcaster> = { ...EVENT_UPCASTERS, 2: (e) => ({ ...e, source: 'upcast', schema_version: 3 }) };
 
     it('lifts an old event through every upcaster in turn', () => {
-      const v1 = events[1]!;
-      expect(decodeEventValue(v1, { currentVersion: 3, upcasters })).toEqual({ ...v1, at_ms: v1.at, source: 'upcast', schema_version: 3 });
-      const v2 = { ...v1, at_ms: v1.at, schema_version: 2 };
-      expect(decodeEventValue(v2, { currentVersion: 3, upcasters })).toEqual({ ...v2, source: 'upcast', schema_version: 3 });
+      const event = events[1]!;
+      expect(decodeEventValue(v1(event), { currentVersion: 3, upcasters })).toEqual({ ...event, source: 'upcast', schema_version: 3 });
+      expect(decodeEventValue(wire(event), { currentVersion: 3, upcasters })).toEqual({ ...event, source: 'upcast', schema_version: 3 });
     });
 
     it('refuses a version no upcaster lifts, and an upcaster that lands on the wrong version', () => {
-      expect(decodeError(() => decodeEventValue(events[1], { currentVersion: 3, upcasters: { 2: upcasters[2]! } }))).toMatch(
+      expect(decodeError(() => decodeEventValue(v1(events[1]!), { currentVersion: 3, upcasters: { 2: upcasters[2]! } }))).toMatch(
         /no upcaster from schema_version 1 to 2/,
       );
-      expect(decodeError(() => decodeEventValue(events[1], { currentVersion: 2, upcasters: { 1: (e) => ({ ...e, schema_version: 3 }) } }))).toMatch(
+      expect(decodeError(() => decodeEventValue(v1(events[1]!), { currentVersion: 2, upcasters: { 1: (e) => ({ ...e, schema_version: 3 }) } }))).toMatch(
         /upcaster from schema_version 1 gave version 3, not 2/,
       );
     });
 
     it('checks the upcast event, so an upcaster cannot hand the fold a broken one', () => {
-      expect(decodeError(() => decodeEventValue(events[1], { currentVersion: 2, upcasters: { 1: (e) => ({ ...e, records: 'x', schema_version: 2 }) } }))).toMatch(
-        /records must be an array/,
+      expect(decodeError(() => decodeEventValue(wire(events[1]!), { currentVersion: 3, upcasters: { 2: (e) => ({ ...e, rows: 'x', schema_version: 3 }) } }))).toMatch(
+        /rows must be an array/,
       );
     });
   });

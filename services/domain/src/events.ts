@@ -1,7 +1,11 @@
 import type { DatasetDefinition, DatasetRecord } from './types';
 
-/** Bumped when an event's shape changes; readers upcast older versions. */
-export const EVENT_SCHEMA_VERSION = 1;
+/**
+ * Bumped when an event's stored shape changes; readers upcast older versions (services/contracts/src/
+ * event-codec.ts). 2: records stored by position (fields once, then rows of values) instead of as objects;
+ * the in-memory shape below did not change.
+ */
+export const EVENT_SCHEMA_VERSION = 2;
 
 interface EventBase {
   readonly schema_version: typeof EVENT_SCHEMA_VERSION;

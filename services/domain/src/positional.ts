@@ -30,9 +30,34 @@ export function recordShape(fields: readonly string[]): RecordShape {
   // and spreading it copies that layout. (Field keys are plain identifiers, never `__proto__`.)
   const template = JSON.parse(JSON.stringify(Object.fromEntries(fields.map((f) => [f, null])))) as Record<string, FieldValue>;
   const blank = (): Record<string, FieldValue> => ({ ...template });
+  // A name Object.prototype also has takes the generic path: `{"__proto__": …}` in a literal sets the
+  // prototype, and `r["constructor"]` of a record without that field reads the prototype's function.
+  const plain = fields.every((f) => !(f in Object.prototype));
+  // Stryker disable next-line ConditionalExpression: the generic path gives the same answers, only slower
+  return { fields, blank, ...(plain ? generated(fields) : generic(fields, blank)) };
+}
+
+/*
+ * The conversions of a shape of plain keys are generated (new Function), one straight-line function per
+ * field list, instead of looping over the names: the loop writes (or reads) a different key at one site
+ * for every field, which V8 runs as a megamorphic keyed access. Measured on 500-record events of 7 fields
+ * (bench/workload.ts): JSON.parse of the rows plus fromValues 135 µs against 170 µs with the loop (and
+ * 195 µs to parse the same records as objects); toValues plus JSON.stringify 106 µs against 180 µs with the
+ * loop (165 µs to stringify the objects). Events are turned to rows and back on every write, so this is the
+ * difference between the positional encoding paying for itself and not. Names reach the generated code
+ * only as JSON.stringify quotes them, which is a valid JavaScript string literal for any string.
+ */
+function generated(fields: readonly string[]): Pick<RecordShape, 'fromValues' | 'toValues'> {
+  const names = fields.map((f) => JSON.stringify(f));
+  /* eslint-disable @typescript-eslint/no-implied-eval -- names only as quoted string literals; see above */
+  const fromValues = new Function('v', `return {${names.map((n, i) => `${n}: v[${i}] ?? null`).join(', ')}};`) as RecordShape['fromValues'];
+  const toValues = new Function('r', `return [${names.map((n) => `r[${n}] ?? null`).join(', ')}];`) as RecordShape['toValues'];
+  /* eslint-enable @typescript-eslint/no-implied-eval */
+  return { fromValues, toValues };
+}
+
+function generic(fields: readonly string[], blank: () => Record<string, FieldValue>): Pick<RecordShape, 'fromValues' | 'toValues'> {
   return {
-    fields,
-    blank,
     fromValues(values) {
       const r = blank();
       for (let i = 0; i < fields.length; i++) r[fields[i]!] = values[i] ?? null;
@@ -40,7 +65,7 @@ export function recordShape(fields: readonly string[]): RecordShape {
     },
     toValues(record) {
       const out = new Array<FieldValue>(fields.length);
-      for (let i = 0; i < fields.length; i++) out[i] = record[fields[i]!] ?? null;
+      for (let i = 0; i < fields.length; i++) out[i] = Object.hasOwn(record, fields[i]!) ? (record[fields[i]!] ?? null) : null;
       return out;
     },
   };

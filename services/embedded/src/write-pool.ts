@@ -1,15 +1,16 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { WriteDecider } from '@pushbase/app';
-import { DomainError, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
+import { decodeEventBatch } from '@pushbase/contracts';
+import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import Piscina from 'piscina';
 import type { WriteTask, WriteTaskError } from './write-worker';
 
 /*
  * The embedded server decides writes (parse + validate + serialise: most of a write's CPU) in worker
- * threads, so the event loop only does TLS, HTTP, the log and the fold. The main thread still parses the
- * encoded event once, for the fold: cheaper than the raw body (normalised, no validation) and unavoidable,
- * since the projection lives here. Piscina runs the pool.
+ * threads, so the event loop only does TLS, HTTP, the log and the fold. The main thread still decodes the
+ * encoded event once, for the fold: cheaper than the raw body (normalised, records by position, no
+ * validation) and unavoidable, since the projection lives here. Piscina runs the pool.
  */
 
 export const WRITE_WORKER_FILE = path.join(__dirname, 'write-worker.js');
@@ -19,8 +20,6 @@ export interface WritePool {
   readonly threads: number;
   close(): Promise<void>;
 }
-
-const decoder = new TextDecoder();
 
 /** A pool of `threads` workers, or undefined when the bundled worker is not there (running from sources). */
 export function createWritePool(threads: number, filename: string = WRITE_WORKER_FILE): WritePool | undefined {
@@ -38,7 +37,7 @@ export function createWritePool(threads: number, filename: string = WRITE_WORKER
         : { account: dataset.account, id: dataset.id, incarnation: dataset.incarnation, definition: dataset.definition, created_at: dataset.created_at, updated_at: dataset.updated_at };
     const result = await pool.run({ cmd: { ...cmd, json }, dataset: schema }, { transferList: [json.buffer] });
     if (!(result instanceof Uint8Array)) throw new DomainError(result.error.code, result.error.message, result.error.path);
-    return { events: JSON.parse(decoder.decode(result)) as DatasetEvent[], encoded: result };
+    return { events: decodeEventBatch(result), encoded: result };
   };
   return { decider, threads, close: () => pool.destroy() };
 }

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { runUntilKilled } from './crash-child';
 import { crc32 } from 'node:zlib';
+import { decodeEventBatch, encodeEventBatch } from '@pushbase/contracts';
 import { DomainError, EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import {
   EventLogCorruptError,
@@ -61,11 +62,12 @@ async function open(opts: Partial<FileEventLogOptions> = {}): Promise<{ log: Fil
 }
 
 /** Writes `frames` appends through a log and returns the file bytes and each frame's end offset. */
-async function writeFrames(frames: DatasetEvent[][]): Promise<{ bytes: Buffer; ends: number[] }> {
+/** `raw` gives the payload of some frames as bytes of their own (events no codec would write). */
+async function writeFrames(frames: DatasetEvent[][], raw = new Map<DatasetEvent[], Buffer>()): Promise<{ bytes: Buffer; ends: number[] }> {
   const { log } = await open();
   const ends: number[] = [];
   for (const f of frames) {
-    await log.append(f);
+    await log.append(f, raw.get(f));
     ends.push(log.stats().bytes);
   }
   await log.close();
@@ -75,9 +77,10 @@ async function writeFrames(frames: DatasetEvent[][]): Promise<{ bytes: Buffer; e
 /**
  * An independent decoder of the on-disk format, to check what the log wrote: one batch per commit
  * ([magic][body length][frame count][first index lo][hi][crc32 of those 20 bytes and the body]), holding
- * [u32 length][JSON array] frames. Each frame comes with its batch's start and end offsets.
+ * [u32 length][JSON array] frames. Each frame comes with its batch's start and end offsets, its payload
+ * and its events as the codec every log shares reads them.
  */
-function parseFrames(bytes: Buffer, firstIndex = 0): { events: unknown; index: number; start: number; end: number }[] {
+function parseFrames(bytes: Buffer, firstIndex = 0): { events: DatasetEvent[]; payload: Buffer; index: number; start: number; end: number }[] {
   const out = [];
   let pos = 0;
   let index = firstIndex;
@@ -92,7 +95,8 @@ function parseFrames(bytes: Buffer, firstIndex = 0): { events: unknown; index: n
     let at = 0;
     for (let i = 0; i < count; i++) {
       const length = body.readUInt32LE(at);
-      out.push({ events: JSON.parse(body.subarray(at + 4, at + 4 + length).toString('utf8')), index: index++, start: pos, end: pos + 24 + bodyBytes });
+      const payload = body.subarray(at + 4, at + 4 + length);
+      out.push({ events: decodeEventBatch(payload), payload, index: index++, start: pos, end: pos + 24 + bodyBytes });
       at += 4 + length;
     }
     expect(at).toBe(bodyBytes);
@@ -111,6 +115,9 @@ describe('FileEventLog format', () => {
     const bytes = await readFile(logFile());
     const frames = parseFrames(bytes);
     expect(frames.map((f) => f.events)).toEqual([[event(1)], [event(2), event(3)]]);
+    // The encoding of events every log shares (a Kafka message holds one of these array elements).
+    expect(frames.map((f) => f.payload)).toEqual([encodeEventBatch([event(1)]), encodeEventBatch([event(2), event(3)])]);
+    expect(JSON.parse(frames[0]!.payload.toString('utf8'))).toMatchObject([{ schema_version: EVENT_SCHEMA_VERSION, fields: ['seq', 'note'], rows: [[1, 'n1']] }]);
     expect(frames.map((f) => f.index)).toEqual([0, 1]);
     expect(log.stats()).toMatchObject({ bytes: bytes.length, frames: 2 });
   });
@@ -212,10 +219,12 @@ describe('FileEventLog start: torn tails and corruption', () => {
     ['a newer schema_version', { schema_version: EVENT_SCHEMA_VERSION + 1 }, `schema_version ${EVENT_SCHEMA_VERSION + 1}, newer than this reader knows`],
     ['an unknown event type', { type: 'RecordsMerged' }, 'unknown event type "RecordsMerged"'],
   ])('refuses to start on a whole frame holding %s, and cuts nothing (it is no torn tail)', async (_what, change, message) => {
-    const unreadable = { ...event(1), ...change } as unknown as DatasetEvent;
-    for (const frames of [[[event(0)], [unreadable]], [[event(0)], [unreadable], [event(2)]]]) {
+    // Written as another writer would have: the codec of this one writes only what it can read.
+    const unreadable = [event(1)];
+    const raw = new Map([[unreadable, Buffer.from(JSON.stringify([{ ...JSON.parse(encodeEventBatch(unreadable).toString('utf8'))[0], ...change }]))]]);
+    for (const frames of [[[event(0)], unreadable], [[event(0)], unreadable, [event(2)]]]) {
       await rm(path.join(dir, 'log'), { recursive: true, force: true });
-      const { bytes } = await writeFrames(frames);
+      const { bytes } = await writeFrames(frames, raw);
       const log = newLog();
       const delivered: number[] = [];
       await expect(log.start((events) => delivered.push(...events.map((e) => e.at)))).rejects.toThrow(EventLogCorruptError);
@@ -356,8 +365,9 @@ describe('FileEventLog start: a group commit torn by a power loss', () => {
 
 describe('FileEventLog: segments written before the batch format (v1 frames)', () => {
   /** What the log wrote before batches: one [u32 length][u32 crc32][JSON array] frame per append. */
+  // With the events of that time too: schema_version 1, records as objects.
   const v1Frame = (events: DatasetEvent[]): Buffer => {
-    const payload = Buffer.from(JSON.stringify(events), 'utf8');
+    const payload = Buffer.from(JSON.stringify(events.map((e) => ({ ...e, schema_version: 1 }))), 'utf8');
     const header = Buffer.alloc(8);
     header.writeUInt32LE(payload.length, 0);
     header.writeUInt32LE(crc32(payload), 4);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
 import fc from 'fast-check';
-import { fold, type DatasetDefinition, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
+import { EVENT_SCHEMA_VERSION, fold, type DatasetDefinition, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
 import { EmbeddedStore } from '../src/embedded-store';
 import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, snapshotFile, SnapshotInvalidError, writeSnapshot } from '../src/snapshot';
 import { LazyRows } from '../src/snapshot-codec';
@@ -205,7 +205,7 @@ describe('a store started from a format-2 snapshot', () => {
 
     const store = await open();
     expect(store.projection.currentState().get('acme')!.get('ds0')!.rows).toBeInstanceOf(LazyRows);
-    await store.eventLog.append([{ schema_version: 1, type: 'DatasetDeleted', account: 'acme', dataset: 'ds4', incarnation: 'inc-ds4', at: 3 }]);
+    await store.eventLog.append([{ schema_version: EVENT_SCHEMA_VERSION, type: 'DatasetDeleted', account: 'acme', dataset: 'ds4', incarnation: 'inc-ds4', at: 3 }]);
     await store.compactNow();
     expect((await listSnapshots(dir)).map((s) => s.position)).toEqual([1]); // the loaded one is gone
     expect((store.projection.currentState().get('acme')!.get('ds0')!.rows as LazyRows).pending).toBeDefined(); // written without decoding

@@ -26,8 +26,8 @@ const CLOSE_BRACKET = 0x5d;
  * The messages of one append. All its events must belong to one dataset: Kafka stores a produce request's
  * messages for one partition as one record batch, atomically, but nothing is atomic across partitions
  * (short of transactions), and the port promises an append is stored whole or not at all.
- * `encoded` is `JSON.stringify(events)` made in a worker thread: for the usual single event its value is
- * that array's inside, sliced without a copy.
+ * `encoded` is encodeEventBatch(events) made in a worker thread (the file log's frame): for the usual single
+ * event its value is that array's inside, sliced without a copy.
  */
 export function appendMessages(events: readonly DatasetEvent[], encoded?: Uint8Array): OutgoingMessage[] {
   const first = events[0];

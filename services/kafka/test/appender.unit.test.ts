@@ -192,7 +192,7 @@ describe('KafkaEventAppender', () => {
     const broker = new FakeBroker(1);
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 60_000, maxBatchBytes: 4000, session: broker.session });
     // ~1 KB each: four fill a request; a minute's linger would time the test out if size did not trigger it.
-    await Promise.all(Array.from({ length: 12 }, (_, i) => appender.append([event(i, 'ds', 40)])));
+    await Promise.all(Array.from({ length: 12 }, (_, i) => appender.append([event(i, 'ds', 110)])));
     expect(broker.requests.length).toBeGreaterThanOrEqual(3);
     for (const r of broker.requests) expect(r.reduce((n, m) => n + m.value.length + m.key.length + 64, 0)).toBeLessThanOrEqual(4000);
     expect(broker.requests.flatMap(seqsOf)).toEqual(Array.from({ length: 12 }, (_, i) => i));

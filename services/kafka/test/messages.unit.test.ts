@@ -1,3 +1,4 @@
+import { encodeEvent, encodeEventBatch } from '@pushbase/contracts';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { APPEND_HEADER, appendMessages, decodeMessage, offsetNumber, partitionerFor, PoisonEventError, type IncomingMessage } from '../src/messages';
 
@@ -35,7 +36,10 @@ describe('Kafka messages', () => {
     const [m, ...rest] = appendMessages([event(1)]);
     expect(rest).toEqual([]);
     expect(m!.key).toBe('acct/sales');
-    expect(JSON.parse(m!.value.toString('utf8'))).toEqual(event(1));
+    // The file log's encoding: its frame of this one-event append is `[<this value>]`.
+    expect(m!.value.toString('utf8')).toBe(encodeEvent(event(1)).toString('utf8'));
+    expect(`[${m!.value.toString('utf8')}]`).toBe(encodeEventBatch([event(1)]).toString('utf8'));
+    expect(JSON.parse(m!.value.toString('utf8'))).toMatchObject({ schema_version: EVENT_SCHEMA_VERSION, fields: ['n'], rows: [[1]] });
     expect(m!.headers).toBeUndefined();
     expect(decodeMessage('t', 2, received(m!, '41'))).toEqual({ event: event(1), position: { partition: 2, offset: 41 }, append: { index: 0, count: 1 } });
   });
@@ -52,8 +56,8 @@ describe('Kafka messages', () => {
 
   it('falls back to encoding the event when `encoded` is not a one-event array', () => {
     const e = event(1);
-    const [m] = appendMessages([e], new TextEncoder().encode(JSON.stringify(e)));
-    expect(m!.value.toString('utf8')).toBe(JSON.stringify(e));
+    const [m] = appendMessages([e], encodeEvent(e));
+    expect(m!.value.toString('utf8')).toBe(encodeEvent(e).toString('utf8'));
   });
 
   it('stops on a message it cannot read, naming topic, partition, offset and why', () => {
