@@ -59,7 +59,7 @@ const firstString = (metadata: Metadata | undefined, key: string): string | unde
 
 /*
  * "Never sent" must be proven, not guessed: a 503 promises the API client that the write will never be
- * applied. grpc-js (checked against 1.14; the tests in test/client.int.test.ts pin each case, so an upgrade
+ * applied. grpc-js (checked against 1.14; the tests in test/grpc.int.test.ts pin each case, so an upgrade
  * that changes them fails there, and would then merely degrade to outcome_unknown, never to a false 503)
  * fails a call before any byte of it left the client in exactly these ways:
  * - the load balancer found no connection and wait_for_ready is off: the picker fails the call with
