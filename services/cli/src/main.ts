@@ -3,6 +3,9 @@ import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { loadGatewayConfig } from '@pushbase/gateway/src/config';
+import { runGateway, type RunningGateway } from '@pushbase/gateway/src/main';
+import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { formatResult, jsonLog, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
 /** `pushbase serve`: every service in one process, on the embedded default. */
@@ -138,6 +141,93 @@ async function replay(flags: ReplayFlags): Promise<void> {
   process.exit(code);
 }
 
+/**
+ * `pushbase gateway`: the public API and the admin listener of the distributed mode. SIGTERM/SIGINT stop
+ * accepting, let in-flight requests finish, close the clients and exit 0; a second signal exits at once.
+ */
+async function gateway(): Promise<void> {
+  const server: { running?: RunningGateway; signalled?: string } = {};
+  const stop = (running: RunningGateway, signal: string): void => {
+    jsonLogger('shutting down', { signal });
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        jsonLogger('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
+        process.exit(1);
+      },
+    );
+  };
+  // In before the start, as for `serve`: a signal sent right after the "listening" line must not kill Node.
+  const shutdown = (signal: string): void => {
+    if (server.signalled !== undefined) {
+      if (server.running === undefined) process.exit(1);
+      return;
+    }
+    server.signalled = signal;
+    if (server.running !== undefined) stop(server.running, signal);
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  server.running = await runGateway(loadGatewayConfig());
+  if (server.signalled !== undefined) stop(server.running, server.signalled);
+}
+
+/**
+ * `pushbase distributed` (`npm run start:distributed`): migrate, then the projector, schema, records and
+ * gateway services as separate processes in the foreground, each line of theirs prefixed with its name
+ * (services/cli/src/distributed.ts). SIGINT/SIGTERM stop them in order and exit 0; a service that dies
+ * unexpectedly is reported, the others are stopped, and the exit status is 1.
+ */
+async function distributed(): Promise<void> {
+  const width = 'supervisor'.length;
+  const print = (service: ServiceName | 'migrate' | 'supervisor', line: string): void => {
+    process.stdout.write(`${service.padEnd(width)} | ${line}\n`);
+  };
+  const bundle = process.argv[1] ?? '';
+  let stack: DistributedStack | undefined;
+  let exitCode: number | undefined;
+  const stopAll = (code: number, why: string): void => {
+    if (exitCode !== undefined) {
+      // A second Ctrl-C: stop waiting for the services.
+      if (code === 0) process.exit(1);
+      return;
+    }
+    exitCode = code;
+    print('supervisor', `${why}; stopping the services (gateway, then records and schema, projector last)`);
+    void (stack?.stop() ?? Promise.resolve(undefined)).then(
+      (exits) => {
+        if (exits !== undefined) print('supervisor', `stopped: ${Object.entries(exits).map(([s, e]) => `${s} ${e.signal ?? e.code}`).join(', ')}`);
+        process.exit(code);
+      },
+      () => process.exit(1),
+    );
+  };
+  process.on('SIGINT', () => stopAll(0, 'SIGINT'));
+  process.on('SIGTERM', () => stopAll(0, 'SIGTERM'));
+  try {
+    stack = await DistributedStack.start({
+      bundle,
+      env: process.env,
+      detached: true,
+      onLine: print,
+      onUnexpectedExit: (service, exit) => stopAll(1, `${service} exited unexpectedly (${exit.signal ?? `code ${exit.code}`})`),
+    });
+  } catch (e) {
+    print('supervisor', `could not start: ${e instanceof Error ? e.message : String(e)}`);
+    process.exit(1);
+  }
+  // Services must not outlive a supervisor that ends without stopping them (an uncaught error).
+  process.on('exit', () => {
+    for (const service of SERVICES) {
+      const pid = stack?.pid(service);
+      if (pid !== undefined) process.kill(pid, 'SIGTERM');
+    }
+  });
+  if (exitCode !== undefined) return;
+  const { port, adminPort, certFile } = stack.gateway;
+  print('supervisor', JSON.stringify({ msg: 'listening', port, admin_port: adminPort, cert_file: certFile, schema_address: stack.addresses.schema, records_address: stack.addresses.records }));
+}
+
 const REPLAY_HELP = `
 Reads the topic (PUSHBASE_KAFKA_TOPIC) from its beginning up to the end offsets taken at the start, folds it
 with the projector's own code into a fresh ClickHouse database (<database>_replay_<id>) and a fresh Redis
@@ -174,6 +264,15 @@ program
   .command('projector')
   .description('fold dataset events from Kafka into ClickHouse as a consumer group member (PUSHBASE_KAFKA_*, PUSHBASE_CLICKHOUSE_*, PUSHBASE_PROJECTOR_*)')
   .action(projector);
+
+program
+  .command('gateway')
+  .description('the public API and the admin listener of the distributed mode (PUSHBASE_SCHEMA_ADDRESS, PUSHBASE_RECORDS_ADDRESS, PUSHBASE_REDIS_*, PUSHBASE_CLICKHOUSE_*)')
+  .action(gateway);
+program
+  .command('distributed')
+  .description('migrate, then run the projector, schema, records and gateway services as separate processes in the foreground (npm run start:distributed)')
+  .action(distributed);
 
 program
   .command('replay')

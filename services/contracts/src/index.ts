@@ -2,3 +2,4 @@ export * from './ports';
 export * from './proto';
 export * from './projection';
 export * from './event-codec';
+export * from './request-scope';

@@ -5,3 +5,4 @@ export * from './embedded-store';
 export { compact } from './compaction';
 export { listSegments } from './file-event-log';
 export { lockDataDir } from './data-dir-lock';
+export { loadOrCreateAdminToken } from './side-files';

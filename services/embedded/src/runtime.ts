@@ -1,11 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
-import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
-import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
 import path from 'node:path';
 import { createRecordService, createSchemaService, type MemoryProjection } from '@pushbase/app';
-import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter } from '@pushbase/gateway';
+import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
@@ -25,50 +22,6 @@ export interface RunningEmbedded {
 
 type Logger = (msg: string, fields?: Record<string, unknown>) => void;
 export const jsonLogger: Logger = (msg, fields = {}) => process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`);
-
-/** Tracks open sockets and in-flight requests so shutdown can drain instead of cutting requests off. */
-function drainable(server: HttpServer | HttpsServer): { close(timeoutMs: number): Promise<void> } {
-  const sockets = new Set<Socket>();
-  let inFlight = 0;
-  let idle: (() => void) | undefined;
-  server.on('connection', (s: Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  server.on('secureConnection', (s: Socket) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
-  });
-  server.on('request', (_req, res: import('node:http').ServerResponse) => {
-    inFlight++;
-    res.on('close', () => {
-      if (--inFlight === 0) idle?.();
-    });
-  });
-  return {
-    async close(timeoutMs: number): Promise<void> {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      if (inFlight > 0) {
-        await Promise.race([new Promise<void>((r) => (idle = r)), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
-      }
-      server.closeAllConnections();
-      for (const s of sockets) s.destroy();
-      await closed;
-    },
-  };
-}
-
-async function listen(server: HttpServer | HttpsServer, port: number, host: string): Promise<number> {
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return (server.address() as AddressInfo).port;
-}
 
 /** Every service in one process: the default `npm start`. */
 export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLogger): Promise<RunningEmbedded> {
@@ -134,22 +87,9 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
     trustedProxies: config.trustedProxies.trust,
     log: errorLog,
   });
-  const handleGateway = gateway.callback();
-  // HTTPS only, unless told that a TLS-terminating proxy is in front (then the gateway serves only requests
-  // from the trusted proxies that they forwarded as https). A plain-HTTP request to the HTTPS port is never served.
-  const publicServer =
-    tls === undefined
-      ? createHttpServer((req, res) => void handleGateway(req, res))
-      : createHttpsServer({ cert: tls.cert, key: tls.key }, (req, res) => void handleGateway(req, res));
-  publicServer.keepAliveTimeout = 65_000;
   const admin = createAdminApp({ readModel: projection, token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)), log: errorLog });
-  const handleAdmin = admin.callback();
-  const adminServer = createHttpServer((req, res) => void handleAdmin(req, res));
-  const publicDrain = drainable(publicServer);
-  const adminDrain = drainable(adminServer);
-
-  const port = await listen(publicServer, config.port, config.host);
-  const adminPort = await listen(adminServer, config.adminPort, config.adminHost);
+  const listeners = await startListeners(gateway, admin, { ...config, tls });
+  const { port, adminPort } = listeners;
   log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });
 
   let stopping: Promise<void> | undefined;
@@ -160,7 +100,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
     projection,
     stop: () =>
       (stopping ??= (async () => {
-        await Promise.all([publicDrain.close(config.shutdownTimeoutMs), adminDrain.close(1000)]);
+        await listeners.close();
         await store.close();
         await writePool?.close();
         await lock.release();

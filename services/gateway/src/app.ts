@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
-import type { KeyStore, RecordService, SchemaService } from '@pushbase/contracts';
+import type { KeyStore, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
@@ -28,6 +28,11 @@ export interface GatewayDeps {
   /** Behind the proxy: the peers whose X-Forwarded-* headers count; loopback when not given. */
   readonly trustedProxies?: ProxyTrust;
   readonly log?: (line: string) => void;
+  /**
+   * Each request runs inside this scope with its request id, so the ports' adapters behind it (the gRPC
+   * clients) can send the id on without the port interfaces taking it. Give the same instance to them.
+   */
+  readonly requestScope?: RequestScope;
 }
 
 const rateLimitMessage = (limit: number): string => `You have exceeded the API rate limit of ${limit} requests per minute. Try sending data less frequently.`;
@@ -145,7 +150,8 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     const given = ctx.get('x-request-id');
     ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
     ctx.set('X-Request-Id', ctx.state.requestId as string);
-    await next();
+    if (deps.requestScope === undefined) await next();
+    else await deps.requestScope.run({ requestId: ctx.state.requestId as string }, next);
   });
   app.use(errorMiddleware(log));
 

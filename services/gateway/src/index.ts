@@ -4,3 +4,5 @@ export * from './errors';
 export * from './keys';
 export * from './rate-limit';
 export * from './trusted-proxies';
+export * from './listeners';
+export * from './listener-config';

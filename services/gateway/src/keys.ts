@@ -54,3 +54,24 @@ export const safeEqual = (a: string, b: string): boolean => {
   const hb = createHash('sha256').update(b).digest();
   return timingSafeEqual(ha, hb);
 };
+
+/**
+ * Several key stores asked in order, the first that knows the key wins: the distributed gateway's keys from
+ * PUSHBASE_API_KEYS (in memory, as in embedded mode: removing one from the variable revokes it) before
+ * the shared Redis key store.
+ */
+export class CombinedKeyStore implements KeyStore {
+  private readonly stores: readonly KeyStore[];
+
+  constructor(...stores: KeyStore[]) {
+    this.stores = stores;
+  }
+
+  async resolve(apiKey: string): Promise<string | undefined> {
+    for (const store of this.stores) {
+      const account = await store.resolve(apiKey);
+      if (account !== undefined) return account;
+    }
+    return undefined;
+  }
+}

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { clickhouseEnv, MAX_INSERT_ROWS } from '@pushbase/clickhouse';
 import { parseBrokers } from '@pushbase/kafka';
+import { redisEnv } from '@pushbase/redis';
 import { MAX_ROWS_PER_EVENT } from './project';
 
 /*
@@ -41,21 +42,7 @@ const projectorEnv = {
   PUSHBASE_KAFKA_TOPIC: name('pushbase.dataset-events', 'PUSHBASE_KAFKA_TOPIC'),
   PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
   ...clickhouseEnv,
-  PUSHBASE_REDIS_URL: z.preprocess(
-    blankToUndefined,
-    z
-      .string()
-      .default('redis://127.0.0.1:6379')
-      .refine((u) => URL.canParse(u) && /^rediss?:$/.test(new URL(u).protocol), 'PUSHBASE_REDIS_URL must be a redis:// or rediss:// URL such as redis://127.0.0.1:6379'),
-  ),
-  PUSHBASE_REDIS_PREFIX: z.preprocess(
-    blankToUndefined,
-    z
-      .string()
-      .default('pushbase:')
-      // Letters, digits and . _ - : only, so the prefix is never a glob pattern when keys are scanned.
-      .refine((v) => /^[A-Za-z0-9._:-]{1,100}:$/.test(v) && !v.includes('*'), 'PUSHBASE_REDIS_PREFIX must be 1 to 100 of A-Z a-z 0-9 . _ - : ending in ":"'),
-  ),
+  ...redisEnv,
   PUSHBASE_PROJECTOR_MAX_ROWS: integer(1_000_000, 1, Number.MAX_SAFE_INTEGER),
   PUSHBASE_PROJECTOR_FLUSH_ROWS: integer(50_000, 1, MAX_FLUSH_ROWS),
   PUSHBASE_PROJECTOR_FLUSH_MS: integer(1000, 10, 60_000),

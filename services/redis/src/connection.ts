@@ -9,8 +9,20 @@ import { Redis, ReplyError } from 'ioredis';
  * error) is a bug and stays a plain Error.
  */
 
-export function connectRedis(url: string): Redis {
-  return new Redis(url, { maxRetriesPerRequest: 3, connectTimeout: 5000, lazyConnect: true });
+export interface RedisConnectOptions {
+  /**
+   * For a client that answers requests (the gateway): a command fails at once while Redis is not connected
+   * instead of waiting in ioredis's offline queue through reconnection attempts, and a command Redis does
+   * not answer within `commandTimeoutMs` fails too, so a request gets its 503 in milliseconds, not seconds.
+   * The client keeps reconnecting in the background and serves again as soon as Redis is back.
+   */
+  readonly failFast?: boolean;
+  readonly commandTimeoutMs?: number;
+}
+
+export function connectRedis(url: string, options: RedisConnectOptions = {}): Redis {
+  const failFast = options.failFast === true ? { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: options.commandTimeoutMs ?? 3000 } : {};
+  return new Redis(url, { maxRetriesPerRequest: 3, connectTimeout: 5000, lazyConnect: true, ...failFast });
 }
 
 /** Wraps a failure of `what` so the caller can tell "retry later" from "this is a bug". */
@@ -21,8 +33,8 @@ export function redisError(url: string, what: string, e: unknown): Error {
 }
 
 /** Connects now (a lazy client connects on its first command): fails at once, naming the URL. */
-export async function openRedis(url: string): Promise<Redis> {
-  const redis = connectRedis(url);
+export async function openRedis(url: string, options: RedisConnectOptions = {}): Promise<Redis> {
+  const redis = connectRedis(url, options);
   try {
     await redis.connect();
     await redis.ping();
@@ -32,3 +44,6 @@ export async function openRedis(url: string): Promise<Redis> {
   }
   return redis;
 }
+
+/** host:port of a client, for messages (its URL may hold a password). */
+export const where = (redis: Redis): string => `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;

@@ -4,5 +4,6 @@ export * from './rate-limiter';
 export * from './schema-store';
 export * from './key-store';
 export * from './connection';
+export * from './config';
 export * from './generations';
 export type { Redis } from 'ioredis';

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { KeyStore } from '@pushbase/contracts';
 import type { Redis } from 'ioredis';
+import { redisError, where } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
 
 /** SHA-256 in hex, the gateway's `hashApiKey`: keys are high-entropy, so no slow hash is needed. */
@@ -21,7 +22,11 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async resolve(apiKey: string): Promise<string | undefined> {
-    return (await this.redis.hget(this.key, hashOf(apiKey))) ?? undefined;
+    try {
+      return (await this.redis.hget(this.key, hashOf(apiKey))) ?? undefined;
+    } catch (e) {
+      throw redisError(where(this.redis), 'an API key', e);
+    }
   }
 
   /** Registers a key by its hash (the key itself never reaches this store). */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RateDecision, RateLimiter } from '@pushbase/contracts';
 import type { Redis, Result } from 'ioredis';
+import { redisError, where } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
 
 /*
@@ -73,7 +74,14 @@ export class RedisRateLimiter implements RateLimiter {
 
   async consume(key: string): Promise<RateDecision> {
     const member = `${this.instance}-${this.sequence++}`;
-    const [allowed, remaining, resetMs] = await this.redis.pushbaseRateConsume(this.prefix + key, this.limit, this.windowMs, member);
+    let answer: [number, number, number];
+    try {
+      answer = await this.redis.pushbaseRateConsume(this.prefix + key, this.limit, this.windowMs, member);
+    } catch (e) {
+      // Unreachable Redis: `unavailable`, which the gateway answers 503 before the request goes anywhere.
+      throw redisError(where(this.redis), 'the rate limit', e);
+    }
+    const [allowed, remaining, resetMs] = answer;
     return { allowed: allowed === 1, limit: this.limit, remaining, resetMs };
   }
 }

@@ -1,0 +1,292 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+/*
+ * The distributed stack as separate processes: `pushbase distributed` (`npm run start:distributed`) and
+ * the tests (e2e against the distributed stack, fault tests) use this one supervisor.
+ *
+ * API (kept small and stable; the fault tests build on it):
+ *
+ *   const stack = await DistributedStack.start({ bundle, env, onLine, onUnexpectedExit });
+ *       Runs `pushbase migrate` (topic + ClickHouse tables) to completion, then starts `pushbase projector`,
+ *       `pushbase schema` and `pushbase records` (gRPC ports from PUSHBASE_SCHEMA_GRPC_PORT /
+ *       PUSHBASE_RECORDS_GRPC_PORT, 0 = picked by each process and read from its "listening" line), then
+ *       `pushbase gateway` with PUSHBASE_SCHEMA_ADDRESS / PUSHBASE_RECORDS_ADDRESS pointing at them.
+ *       Resolves once every service is ready: the three servers wrote their "listening" line, the
+ *       projector was assigned its partitions. `env` is the environment of every process (all PUSHBASE_*:
+ *       topic, ClickHouse database, Redis prefix, ports, TLS, keys, limits).
+ *   stack.gateway            { port, adminPort, certFile } of the running gateway (certFile null behind a TLS proxy)
+ *   stack.addresses          { schema, records }: host:port of the gRPC services
+ *   stack.env                the environment the services got (with the gRPC addresses filled in)
+ *   stack.pid(service)       the pid of a running service, undefined when it is not running
+ *   stack.signal(service, s) sends SIGTERM / SIGKILL / … to ONE service and resolves with its exit
+ *                            { code, signal } once it is gone; an exit asked for this way is not "unexpected"
+ *   stack.kill(service)      signal(service, 'SIGKILL')
+ *   stack.restart(service)   starts a stopped (or killed) service again with the same environment and the
+ *                            same ports (so the gateway's addresses and the clients' URL stay valid), and
+ *                            resolves once it is ready; a running service is stopped with SIGTERM first
+ *   stack.stop()             SIGTERM in order: the gateway, then records and schema, the projector last
+ *                            (so every acknowledged write is projected before it goes); SIGKILL after
+ *                            `stopTimeoutMs`. Resolves with each service's exit.
+ *
+ * Services: 'gateway' | 'schema' | 'records' | 'projector'. `startService` starts one `pushbase <service>`
+ * process on its own (e.g. a second gateway on the same servers).
+ *
+ * A service that exits without being asked to (a crash, an OOM kill) is reported to `onUnexpectedExit`
+ * and NOT restarted: the supervisor is for a foreground process on one machine and for tests, where a
+ * silent restart would hide the crash. `pushbase distributed` then stops the others and exits 1; in
+ * production an orchestrator (one container per service) restarts what dies.
+ */
+
+export const SERVICES = ['projector', 'schema', 'records', 'gateway'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+export interface GatewayEndpoint {
+  readonly port: number;
+  readonly adminPort: number;
+  /** Path of the certificate the gateway serves; null behind a TLS-terminating proxy (plain HTTP). */
+  readonly certFile: string | null;
+}
+
+export interface ServiceExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+export interface StartServiceOptions {
+  /** The bundle, dist/pushbase.js. */
+  readonly bundle: string;
+  readonly env: NodeJS.ProcessEnv;
+  /** Every line the process writes on stdout or stderr. */
+  readonly onLine?: (line: string) => void;
+  /** Extra node flags (e.g. --cpu-prof). */
+  readonly nodeArgs?: readonly string[];
+  readonly readyTimeoutMs?: number;
+  readonly cwd?: string;
+  /**
+   * Start the process in a process group of its own, so a Ctrl-C at the terminal reaches only the
+   * supervisor, which then stops the services in order (the foreground `pushbase distributed`).
+   */
+  readonly detached?: boolean;
+}
+
+/** A running `pushbase <service>` process. */
+export class ServiceProcess {
+  /** The service's "listening" line (servers) or its first partition assignment (the projector). */
+  ready!: Record<string, unknown>;
+  readonly exited: Promise<ServiceExit>;
+  private expected = false;
+
+  private constructor(
+    readonly service: ServiceName,
+    readonly child: ChildProcess,
+  ) {
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  get pid(): number | undefined {
+    return this.child.exitCode === null && this.child.signalCode === null ? this.child.pid : undefined;
+  }
+
+  /** Whether the process has exited although nobody asked it to. */
+  get expectedExit(): boolean {
+    return this.expected;
+  }
+
+  /** Sends `sig` and resolves once the process is gone; a process already gone resolves at once. */
+  async signal(sig: NodeJS.Signals, killAfterMs?: number): Promise<ServiceExit> {
+    this.expected = true;
+    if (this.pid !== undefined) this.child.kill(sig);
+    if (killAfterMs !== undefined && sig !== 'SIGKILL') {
+      const timer = setTimeout(() => this.child.kill('SIGKILL'), killAfterMs);
+      timer.unref();
+      void this.exited.then(() => clearTimeout(timer));
+    }
+    return this.exited;
+  }
+
+  static async start(service: ServiceName, options: StartServiceOptions): Promise<ServiceProcess> {
+    const child = spawn(process.execPath, [...(options.nodeArgs ?? []), '--enable-source-maps', options.bundle, service], {
+      cwd: options.cwd ?? process.cwd(),
+      env: options.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.detached === true,
+    });
+    const proc = new ServiceProcess(service, child);
+    const onLine = options.onLine ?? (() => undefined);
+    const tail: string[] = [];
+    const remember = (line: string): void => {
+      tail.push(line);
+      if (tail.length > 40) tail.shift();
+      onLine(line);
+    };
+    createInterface({ input: child.stderr }).on('line', remember);
+    const timeoutMs = options.readyTimeoutMs ?? 60_000;
+    proc.ready = await new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`${service} was not ready within ${timeoutMs / 1000} s:\n${tail.join('\n')}`));
+      }, timeoutMs);
+      void proc.exited.then(({ code, signal }) => {
+        clearTimeout(timer);
+        reject(new Error(`${service} exited (${signal ?? code}) before it was ready:\n${tail.join('\n')}`));
+      });
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        remember(line);
+        const msg = parseLine(line);
+        if (msg !== undefined && isReady(service, msg)) {
+          clearTimeout(timer);
+          resolve(msg);
+        }
+      });
+    });
+    return proc;
+  }
+}
+
+function parseLine(line: string): Record<string, unknown> | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    const v: unknown = JSON.parse(line);
+    return typeof v === 'object' && v !== null ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// The projector writes no "listening" line (it serves nothing); it is ready once it reads its partitions.
+const isReady = (service: ServiceName, msg: Record<string, unknown>): boolean => msg.msg === (service === 'projector' ? 'partitions assigned' : 'listening');
+
+/** Where to connect to a service listening on `host` (a wildcard address means this machine). */
+const connectHost = (host: string | undefined): string => (host === undefined || host === '' || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host);
+
+export interface StackOptions extends Omit<StartServiceOptions, 'onLine' | 'nodeArgs'> {
+  /** Every line of every process, with the name of its service ('migrate' for the migration). */
+  readonly onLine?: (service: ServiceName | 'migrate', line: string) => void;
+  /** A service exited without being asked to; it is not restarted. */
+  readonly onUnexpectedExit?: (service: ServiceName, exit: ServiceExit) => void;
+  /** Node flags per service. */
+  readonly nodeArgs?: Partial<Record<ServiceName, readonly string[]>>;
+  /** How long stop() waits for a service after SIGTERM before SIGKILL; 30 s by default. */
+  readonly stopTimeoutMs?: number;
+}
+
+export class DistributedStack {
+  private readonly running = new Map<ServiceName, ServiceProcess>();
+  private readonly serviceEnv = new Map<ServiceName, NodeJS.ProcessEnv>();
+  private stopping: Promise<Record<ServiceName, ServiceExit>> | undefined;
+  env: NodeJS.ProcessEnv;
+  addresses = { schema: '', records: '' };
+  gateway: GatewayEndpoint = { port: 0, adminPort: 0, certFile: null };
+
+  private constructor(private readonly options: StackOptions) {
+    this.env = { ...options.env };
+  }
+
+  static async start(options: StackOptions): Promise<DistributedStack> {
+    const stack = new DistributedStack(options);
+    try {
+      await stack.migrate();
+      const env = stack.env;
+      const grpcHost = connectHost(env.PUSHBASE_GRPC_HOST);
+      const [, schema, records] = await Promise.all([
+        stack.launch('projector', env),
+        stack.launch('schema', { ...env, PUSHBASE_SCHEMA_GRPC_PORT: env.PUSHBASE_SCHEMA_GRPC_PORT ?? '0' }),
+        stack.launch('records', { ...env, PUSHBASE_RECORDS_GRPC_PORT: env.PUSHBASE_RECORDS_GRPC_PORT ?? '0' }),
+      ]);
+      stack.addresses = { schema: `${grpcHost}:${String(schema.ready.grpc_port)}`, records: `${grpcHost}:${String(records.ready.grpc_port)}` };
+      stack.env = { ...env, PUSHBASE_SCHEMA_ADDRESS: stack.addresses.schema, PUSHBASE_RECORDS_ADDRESS: stack.addresses.records };
+      await stack.launch('gateway', stack.env);
+      return stack;
+    } catch (e) {
+      await stack.stop();
+      throw e;
+    }
+  }
+
+  pid(service: ServiceName): number | undefined {
+    return this.running.get(service)?.pid;
+  }
+
+  /** Sends `sig` to one service; resolves with its exit. */
+  async signal(service: ServiceName, sig: NodeJS.Signals): Promise<ServiceExit> {
+    const proc = this.running.get(service);
+    if (proc === undefined) throw new Error(`${service} was never started`);
+    return proc.signal(sig);
+  }
+
+  kill(service: ServiceName): Promise<ServiceExit> {
+    return this.signal(service, 'SIGKILL');
+  }
+
+  /** Starts one service again with its environment and ports; resolves once it is ready. */
+  async restart(service: ServiceName): Promise<void> {
+    if (this.stopping !== undefined) throw new Error('the stack is stopping');
+    const previous = this.running.get(service);
+    if (previous?.pid !== undefined) await previous.signal('SIGTERM', this.options.stopTimeoutMs ?? 30_000);
+    const env = { ...(this.serviceEnv.get(service) ?? this.env) };
+    // The same ports again, so that whoever holds the address (the gateway, clients) finds it there.
+    if (service === 'schema' && previous !== undefined) env.PUSHBASE_SCHEMA_GRPC_PORT = String(previous.ready.grpc_port);
+    if (service === 'records' && previous !== undefined) env.PUSHBASE_RECORDS_GRPC_PORT = String(previous.ready.grpc_port);
+    if (service === 'gateway' && previous !== undefined) {
+      env.PUSHBASE_PORT = String(previous.ready.port);
+      env.PUSHBASE_ADMIN_PORT = String(previous.ready.admin_port);
+    }
+    await this.launch(service, env);
+  }
+
+  /** Stops every service: the gateway, then records and schema, the projector last. */
+  stop(): Promise<Record<ServiceName, ServiceExit>> {
+    const timeout = this.options.stopTimeoutMs ?? 30_000;
+    const stopOne = (service: ServiceName): Promise<ServiceExit> => this.running.get(service)?.signal('SIGTERM', timeout) ?? Promise.resolve({ code: null, signal: null });
+    return (this.stopping ??= (async () => {
+      const gateway = await stopOne('gateway');
+      const [records, schema] = await Promise.all([stopOne('records'), stopOne('schema')]);
+      const projector = await stopOne('projector');
+      return { gateway, records, schema, projector };
+    })());
+  }
+
+  private async launch(service: ServiceName, env: NodeJS.ProcessEnv): Promise<ServiceProcess> {
+    const onLine = this.options.onLine;
+    const { bundle, readyTimeoutMs, cwd, detached } = this.options;
+    const proc = await ServiceProcess.start(service, {
+      bundle,
+      ...(readyTimeoutMs === undefined ? {} : { readyTimeoutMs }),
+      ...(cwd === undefined ? {} : { cwd }),
+      ...(detached === undefined ? {} : { detached }),
+      env,
+      nodeArgs: this.options.nodeArgs?.[service] ?? [],
+      ...(onLine === undefined ? {} : { onLine: (line: string) => onLine(service, line) }),
+    });
+    this.running.set(service, proc);
+    this.serviceEnv.set(service, env);
+    if (service === 'gateway') {
+      const r = proc.ready;
+      this.gateway = { port: Number(r.port), adminPort: Number(r.admin_port), certFile: typeof r.cert_file === 'string' ? r.cert_file : null };
+    }
+    void proc.exited.then((exit) => {
+      if (!proc.expectedExit && this.stopping === undefined) this.options.onUnexpectedExit?.(service, exit);
+    });
+    return proc;
+  }
+
+  /** `pushbase migrate`: the topic and the ClickHouse tables, idempotent. */
+  private async migrate(): Promise<void> {
+    const onLine = this.options.onLine;
+    const child = spawn(process.execPath, ['--enable-source-maps', this.options.bundle, 'migrate'], {
+      cwd: this.options.cwd ?? process.cwd(),
+      env: this.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const lines: string[] = [];
+    const take = (line: string): void => {
+      lines.push(line);
+      onLine?.('migrate', line);
+    };
+    createInterface({ input: child.stdout }).on('line', take);
+    createInterface({ input: child.stderr }).on('line', take);
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    if (code !== 0) throw new Error(`pushbase migrate failed (exit ${code}):\n${lines.join('\n')}`);
+  }
+}

@@ -1,0 +1,48 @@
+import { z } from 'zod';
+import { clickhouseEnv } from '@pushbase/clickhouse';
+import { redisEnv } from '@pushbase/redis';
+import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
+
+/*
+ * `pushbase gateway`, the distributed gateway: the listeners' variables of `pushbase serve` (README →
+ * Configuration), where the two gRPC services answer, and the Redis and ClickHouse it reads. One schema,
+ * parsed once at start.
+ */
+const address = (name: string) =>
+  z.preprocess(
+    blankToUndefined,
+    z
+      .string({ error: `${name} is required: host:port of the service (the "listening" line of its process shows its grpc_port)` })
+      .refine((v) => /^[^\s:]+:\d{1,5}$|^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/.test(v), `${name} must be host:port, such as 127.0.0.1:50051`),
+  );
+
+const schema = z
+  .object({
+    ...listenerEnv,
+    ...redisEnv,
+    ...clickhouseEnv,
+    PUSHBASE_SCHEMA_ADDRESS: address('PUSHBASE_SCHEMA_ADDRESS'),
+    PUSHBASE_RECORDS_ADDRESS: address('PUSHBASE_RECORDS_ADDRESS'),
+  })
+  .refine(...tlsPairRefinement);
+
+export interface GatewayConfig extends ListenerConfig {
+  readonly schemaAddress: string;
+  readonly recordsAddress: string;
+  readonly redis: { readonly url: string; readonly prefix: string };
+  readonly clickhouse: { readonly url: string; readonly database: string };
+}
+
+/** Parses the environment; a bad or missing value throws with every problem listed. */
+export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) throw configProblems(parsed.error);
+  const c = parsed.data;
+  return Object.freeze({
+    ...listenerConfigOf(c),
+    schemaAddress: c.PUSHBASE_SCHEMA_ADDRESS,
+    recordsAddress: c.PUSHBASE_RECORDS_ADDRESS,
+    redis: Object.freeze({ url: c.PUSHBASE_REDIS_URL, prefix: c.PUSHBASE_REDIS_PREFIX }),
+    clickhouse: Object.freeze({ url: c.PUSHBASE_CLICKHOUSE_URL, database: c.PUSHBASE_CLICKHOUSE_DATABASE }),
+  });
+}

@@ -1,0 +1,91 @@
+import { z } from 'zod';
+import { DEFAULT_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from './trusted-proxies';
+
+/*
+ * The variables of the public and admin listeners, the same for `pushbase serve` and `pushbase gateway`
+ * (README → Configuration): each service's one config schema spreads `listenerEnv` into its own, refines it
+ * with `tlsPairRefinement` and maps it with `listenerConfigOf`. Unset and empty variables both mean "use
+ * the default".
+ */
+export const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+const port = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(65535).default(def));
+const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
+const optionalString = z.preprocess(blankToUndefined, z.string().optional());
+
+export const listenerEnv = {
+  PUSHBASE_PORT: port(8443),
+  PUSHBASE_HOST: z.preprocess(blankToUndefined, z.string().default('0.0.0.0')),
+  PUSHBASE_ADMIN_PORT: port(8444),
+  PUSHBASE_ADMIN_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
+  PUSHBASE_ADMIN_TOKEN: z.preprocess(blankToUndefined, z.string().min(16, 'PUSHBASE_ADMIN_TOKEN must be at least 16 characters').optional()),
+  // Where the generated certificate and admin token live (and, embedded, the event log).
+  PUSHBASE_DATA_DIR: z.preprocess(blankToUndefined, z.string().default('./.data')),
+  PUSHBASE_API_KEYS: z.preprocess(blankToUndefined, z.string().default('')),
+  PUSHBASE_TLS_CERT: optionalString,
+  PUSHBASE_TLS_KEY: optionalString,
+  PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),
+  PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(100),
+  PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
+  // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
+  PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
+  // Behind the proxy: the peers whose X-Forwarded-* headers count; any other peer is refused.
+  PUSHBASE_TRUSTED_PROXIES: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default(DEFAULT_TRUSTED_PROXIES)
+      .transform((spec, ctx) => {
+        try {
+          return parseTrustedProxies(spec);
+        } catch (e: unknown) {
+          ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
+          return z.NEVER;
+        }
+      }),
+  ),
+};
+
+type ListenerEnv = z.output<z.ZodObject<typeof listenerEnv>>;
+
+export const tlsPairRefinement = [
+  (c: Pick<ListenerEnv, 'PUSHBASE_TLS_CERT' | 'PUSHBASE_TLS_KEY'>): boolean => (c.PUSHBASE_TLS_CERT === undefined) === (c.PUSHBASE_TLS_KEY === undefined),
+  { message: 'Set both PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY, or neither (then a self-signed certificate is generated)' },
+] as const;
+
+export interface ListenerConfig {
+  readonly port: number;
+  readonly host: string;
+  readonly adminPort: number;
+  readonly adminHost: string;
+  readonly adminToken: string | undefined;
+  readonly dataDir: string;
+  readonly apiKeys: string;
+  readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
+  readonly rateLimitPerMinute: number;
+  readonly authFailuresPerMinute: number;
+  readonly shutdownTimeoutMs: number;
+  readonly behindTlsProxy: boolean;
+  readonly trustedProxies: TrustedProxies;
+}
+
+export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
+  port: c.PUSHBASE_PORT,
+  host: c.PUSHBASE_HOST,
+  adminPort: c.PUSHBASE_ADMIN_PORT,
+  adminHost: c.PUSHBASE_ADMIN_HOST,
+  adminToken: c.PUSHBASE_ADMIN_TOKEN,
+  dataDir: c.PUSHBASE_DATA_DIR,
+  apiKeys: c.PUSHBASE_API_KEYS,
+  tls: c.PUSHBASE_TLS_CERT !== undefined && c.PUSHBASE_TLS_KEY !== undefined ? { certFile: c.PUSHBASE_TLS_CERT, keyFile: c.PUSHBASE_TLS_KEY } : undefined,
+  rateLimitPerMinute: c.PUSHBASE_RATE_LIMIT_PER_MINUTE,
+  authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
+  shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+  behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
+  trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
+});
+
+/** Every problem of a failed parse, one a line, as each service's config reports them. */
+export function configProblems(error: z.ZodError): Error {
+  const problems = error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+  return new Error(`Invalid configuration:\n  ${problems}`);
+}

@@ -1,0 +1,121 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
+import { RequestScope } from '@pushbase/contracts';
+import { jsonLogger, loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
+import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
+import { openRedis, RedisKeyStore, RedisRateLimiter } from '@pushbase/redis';
+import { createAdminApp } from './admin';
+import { createGatewayApp } from './app';
+import type { GatewayConfig } from './config';
+import { CombinedKeyStore, hashApiKey, MemoryKeyStore, newApiKey, parseBootstrapKeys } from './keys';
+import { startListeners } from './listeners';
+import { memoryRateLimiter } from './rate-limit';
+
+/*
+ * The composition root of `pushbase gateway`: the embedded mode's gateway and admin apps, unchanged, over
+ * the distributed adapters — the Redis rate limiter (one rolling window across every gateway) and key
+ * store, gRPC clients to the schema and record services, the ClickHouse read model behind the admin
+ * listener. Stateless but for its certificate and admin token when they are generated (PUSHBASE_DATA_DIR),
+ * so any number of gateways can serve one deployment.
+ */
+
+type Logger = (msg: string, fields?: Record<string, unknown>) => void;
+
+export interface RunningGateway {
+  readonly port: number;
+  readonly adminPort: number;
+  /** Undefined behind a TLS-terminating proxy. */
+  readonly certFile: string | undefined;
+  /** Stops accepting, lets in-flight requests finish, closes the clients. */
+  stop(): Promise<void>;
+}
+
+export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger): Promise<RunningGateway> {
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  // Behind a TLS-terminating proxy there is no certificate of ours to serve.
+  const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
+  const adminToken = config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log));
+
+  // Fails the start when Redis cannot be reached; once started, an outage is a 503 per request.
+  const redis = await openRedis(config.redis.url, { failFast: true });
+  const closers: (() => Promise<unknown> | void)[] = [() => redis.quit().catch(() => redis.disconnect())];
+  const closeAll = async (): Promise<void> => {
+    for (const close of closers.reverse()) await close();
+  };
+  try {
+    const keys = await keyStore(config, new RedisKeyStore(redis, { prefix: config.redis.prefix }), log);
+    const requestScope = new RequestScope();
+    const schemas = connectSchemaService(config.schemaAddress, { requestScope });
+    closers.push(() => schemas.close());
+    const records = connectRecordService(config.recordsAddress, { requestScope });
+    closers.push(() => records.close());
+    const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
+    closers.push(() => clickhouse.close());
+
+    const errorLog = (line: string): void => log('request failed', { detail: line });
+    const gateway = createGatewayApp({
+      schemas,
+      records,
+      keys,
+      rateLimiter: new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix }),
+      // Per gateway process, as in embedded mode: it bounds the noise one address makes here.
+      authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
+      behindTlsProxy: config.behindTlsProxy,
+      trustedProxies: config.trustedProxies.trust,
+      requestScope,
+      log: errorLog,
+    });
+    const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog });
+    const listeners = await startListeners(gateway, admin, { ...config, tls });
+    log('listening', {
+      port: listeners.port,
+      admin_port: listeners.adminPort,
+      host: config.host,
+      admin_host: config.adminHost,
+      cert_file: tls?.certFile ?? null,
+      behind_tls_proxy: config.behindTlsProxy,
+      trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null,
+      schema_address: config.schemaAddress,
+      records_address: config.recordsAddress,
+      redis_prefix: config.redis.prefix,
+      clickhouse_database: config.clickhouse.database,
+      data_dir: path.resolve(config.dataDir),
+    });
+    let stopping: Promise<void> | undefined;
+    return {
+      port: listeners.port,
+      adminPort: listeners.adminPort,
+      certFile: tls?.certFile,
+      stop: () =>
+        (stopping ??= (async () => {
+          await listeners.close();
+          await closeAll();
+          log('stopped');
+        })()),
+    };
+  } catch (e) {
+    await closeAll();
+    throw e;
+  }
+}
+
+/**
+ * The keys of PUSHBASE_API_KEYS (in memory, as `pushbase serve` holds them) before the shared Redis key
+ * store. With neither, one key for the account `default` is generated into Redis and shown once, as the
+ * embedded mode's first start does, so `npm run start:distributed` is usable straight away.
+ */
+async function keyStore(config: GatewayConfig, shared: RedisKeyStore, log: Logger): Promise<CombinedKeyStore> {
+  const bootstrap = new MemoryKeyStore();
+  for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
+    bootstrap.add(hashApiKey(key), account);
+    // The failed-auth guard bounds noise, not guessing: a short key is guessable.
+    if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
+  }
+  if (bootstrap.size === 0 && (await shared.export()).length === 0) {
+    const key = newApiKey();
+    await shared.add(hashApiKey(key), 'default');
+    log('generated an API key for account "default"; it is shown only this once, only its hash is stored (in Redis)', { api_key: key, redis_prefix: config.redis.prefix });
+  }
+  return new CombinedKeyStore(bootstrap, shared);
+}

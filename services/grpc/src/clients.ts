@@ -1,0 +1,145 @@
+import { Metadata, credentials, type ChannelOptions, type Client, type MethodDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
+import {
+  SCHEMA_SERVICE_NAME,
+  pushbaseServices,
+  type DatasetBody,
+  type DatasetRef,
+  type FindOrCreateResult,
+  type PushbaseServices,
+  type RawDatasetBody,
+  type RecordService,
+  type RequestScope,
+  type SchemaService,
+} from '@pushbase/contracts';
+import type { DatasetSummary } from '@pushbase/domain';
+import { fromGrpcError, isServiceError, type CallKind } from './errors';
+import { summaryFromMessage, type DatasetSummaryMessage } from './messages';
+import { CLIENT_CHANNEL_OPTIONS } from './options';
+import { REQUEST_ID_KEY } from './request-id';
+
+/**
+ * How long a read (SchemaService.Get) may take, retries included. A few seconds: the schema service
+ * answers it from Redis in about a millisecond; beyond this the gateway had better answer 503.
+ */
+export const DEFAULT_READ_DEADLINE_MS = 5_000;
+/**
+ * How long a write (FindOrCreate, Delete, Append, Replace) may take. The services answer a write only
+ * once Kafka acknowledged it or its outcome was resolved: the Kafka appender gives up after 30 s
+ * (`appendTimeoutMs`) and the outcome of a timed-out produce is then resolved, so the services must
+ * answer within about 50 s. A deadline shorter than the service's own bound would turn writes the
+ * service still settles correctly into outcome_unknown (500); one much longer only holds a gateway
+ * request open. Keep this above the services' bound when changing either.
+ */
+export const DEFAULT_WRITE_DEADLINE_MS = 60_000;
+
+export interface GrpcClientOptions {
+  /** The gateway's request scope: each call sends the current request id as `x-request-id`. */
+  readonly requestScope?: RequestScope;
+  readonly readDeadlineMs?: number;
+  readonly writeDeadlineMs?: number;
+  /** Extra channel options (tests shorten backoffs); they override pushbase's defaults. */
+  readonly channelOptions?: ChannelOptions;
+  /** The loaded protos; loaded anew when not given. */
+  readonly protos?: PushbaseServices;
+}
+
+/** A port adapter that holds a channel: close it when done (pending calls fail with CANCELLED). */
+export interface Closable {
+  close(): void;
+}
+
+/**
+ * Only SchemaService.Get is idempotent, so only Get is retried, and only on UNAVAILABLE (the service or
+ * its store could not answer; any other status is an answer). grpc-js applies this retry policy itself,
+ * within the call's deadline. The writes are never retried: a write repeated after an unknown outcome
+ * could be applied twice (an append of the same records twice), and the gateway cannot tell.
+ */
+const SCHEMA_SERVICE_CONFIG = JSON.stringify({
+  methodConfig: [
+    {
+      name: [{ service: SCHEMA_SERVICE_NAME, method: 'Get' }],
+      retryPolicy: { maxAttempts: 4, initialBackoff: '0.1s', maxBackoff: '1s', backoffMultiplier: 2, retryableStatusCodes: ['UNAVAILABLE'] },
+    },
+  ],
+});
+
+interface Channel {
+  readonly client: Client;
+  call<Res>(method: string, request: unknown, kind: CallKind): Promise<Res>;
+}
+
+function openChannel(address: string, ctor: ServiceClientConstructor, service: string, opts: GrpcClientOptions, extra: ChannelOptions = {}): Channel {
+  const client = new ctor(address, credentials.createInsecure(), { ...CLIENT_CHANNEL_OPTIONS, ...extra, ...opts.channelOptions });
+  // Connect now rather than on the first request, so that request does not pay for the handshake.
+  client.getChannel().getConnectivityState(true);
+  const deadlineMs: Record<CallKind, number> = {
+    read: opts.readDeadlineMs ?? DEFAULT_READ_DEADLINE_MS,
+    write: opts.writeDeadlineMs ?? DEFAULT_WRITE_DEADLINE_MS,
+  };
+  return {
+    client,
+    call: <Res>(method: string, request: unknown, kind: CallKind) => {
+      const def = ctor.service[method] as MethodDefinition<unknown, Res> | undefined;
+      if (def === undefined) return Promise.reject(new Error(`${service} has no method ${method}`));
+      const metadata = new Metadata();
+      const requestId = opts.requestScope?.current()?.requestId;
+      if (requestId !== undefined) metadata.set(REQUEST_ID_KEY, requestId);
+      return new Promise<Res>((resolve, reject) => {
+        // waitForReady stays off (the default): with no connection a call fails at once, provably unsent,
+        // instead of queueing until its deadline and leaving the gateway unable to tell.
+        client.makeUnaryRequest<unknown, Res>(
+          def.path,
+          def.requestSerialize,
+          def.responseDeserialize,
+          request,
+          metadata,
+          { deadline: Date.now() + deadlineMs[kind] },
+          (err, res) => {
+            if (err !== null && err !== undefined) reject(isServiceError(err) ? fromGrpcError(err, kind, service) : err);
+            else if (res === undefined) reject(new Error(`${service}.${method} answered nothing`));
+            else resolve(res);
+          },
+        );
+      });
+    },
+  };
+}
+
+// JSON.stringify(undefined) is undefined: an empty body stays empty, and the service parses it as the
+// embedded mode would (parseJsonBody of nothing).
+const bodyBytes = (body: unknown): Buffer => Buffer.from(JSON.stringify(body) ?? '', 'utf8');
+
+/**
+ * SchemaService over gRPC. The definition's body is small (ten fields at most) and arrives parsed (the
+ * gateway's JSON errors stay the gateway's); it travels re-serialised as `body_json`.
+ */
+export function connectSchemaService(address: string, opts: GrpcClientOptions = {}): SchemaService & Closable {
+  const protos = opts.protos ?? pushbaseServices();
+  const ch = openChannel(address, protos.SchemaService, 'schema', opts, { 'grpc.service_config': SCHEMA_SERVICE_CONFIG });
+  return {
+    findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
+      const res = await ch.call<{ created: boolean; dataset: DatasetSummaryMessage | null }>('FindOrCreate', { account, id, body_json: bodyBytes(body) }, 'write');
+      return { created: res.created, dataset: summaryFromMessage(res.dataset) };
+    },
+    get: async ({ account, id }: DatasetRef): Promise<DatasetSummary> => {
+      const res = await ch.call<{ dataset: DatasetSummaryMessage | null }>('Get', { account, id }, 'read');
+      return summaryFromMessage(res.dataset);
+    },
+    delete: async ({ account, id }: DatasetRef): Promise<void> => {
+      await ch.call('Delete', { account, id }, 'write');
+    },
+    close: () => ch.client.close(),
+  };
+}
+
+/** RecordService over gRPC: the request body's bytes travel as they came, parsed only by the service. */
+export function connectRecordService(address: string, opts: GrpcClientOptions = {}): RecordService & Closable {
+  const protos = opts.protos ?? pushbaseServices();
+  const ch = openChannel(address, protos.RecordService, 'records', opts);
+  const write =
+    (method: 'Append' | 'Replace') =>
+    async ({ account, id, json }: RawDatasetBody): Promise<void> => {
+      await ch.call(method, { account, id, body_json: json }, 'write');
+    };
+  return { append: write('Append'), replace: write('Replace'), close: () => ch.client.close() };
+}

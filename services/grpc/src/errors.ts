@@ -1,0 +1,106 @@
+import { Metadata, status as Status, type ServiceError, type StatusObject } from '@grpc/grpc-js';
+import { DomainError, type DomainErrorCode } from '@pushbase/domain';
+
+/*
+ * Both directions of the error mapping between pushbase's domain codes and gRPC statuses. The server
+ * side turns a handler's failure into a status here, and nowhere else; the client adapters turn a status
+ * back into a DomainError, so the gateway's one error middleware answers it over HTTP exactly as the
+ * embedded mode does. No HTTP number ever travels inside a gRPC error.
+ */
+
+/** Trailing metadata with the domain code: the status code alone cannot tell `dataset_limit` apart from a quota. */
+export const ERROR_CODE_KEY = 'pushbase-error-code';
+/** Trailing metadata with the domain error's path (`data[3].amount`), when it has one. */
+export const ERROR_PATH_KEY = 'pushbase-error-path';
+
+// The one place where a domain code becomes a gRPC status (proto/pushbase/v1/common.proto lists it too).
+const GRPC_STATUS_OF: Readonly<Record<DomainErrorCode, Status>> = Object.freeze({
+  invalid: Status.INVALID_ARGUMENT,
+  not_found: Status.NOT_FOUND,
+  conflict: Status.ALREADY_EXISTS,
+  // Not a rate limit to the API client (the gateway answers 400), but a quota in gRPC's words.
+  dataset_limit: Status.RESOURCE_EXHAUSTED,
+  unavailable: Status.UNAVAILABLE,
+  // The service handed the write on (to Kafka) and cannot tell whether it is stored: gRPC's own word for
+  // "the outcome is unknown" (a retry-safe UNAVAILABLE would promise the write was not applied).
+  outcome_unknown: Status.UNKNOWN,
+});
+
+const DOMAIN_CODES = new Set<string>(Object.keys(GRPC_STATUS_OF));
+const isDomainCode = (v: unknown): v is DomainErrorCode => typeof v === 'string' && DOMAIN_CODES.has(v);
+
+/** The status a failed handler answers with. Handlers' callbacks take it as their error. */
+export type GrpcErrorStatus = Pick<StatusObject, 'code' | 'details' | 'metadata'>;
+
+/** What the API client may read of an unexpected failure: no stack, no internal message. */
+export const INTERNAL_DETAILS = 'Internal error in the service';
+
+/**
+ * The gRPC status of a handler's failure: a DomainError keeps its message and travels with its code (and
+ * path) in the trailers; anything else is INTERNAL with a fixed message, its stack left to the server log.
+ */
+export function toGrpcStatus(err: unknown): GrpcErrorStatus {
+  const metadata = new Metadata();
+  if (err instanceof DomainError) {
+    metadata.set(ERROR_CODE_KEY, err.code);
+    if (err.path !== undefined) metadata.set(ERROR_PATH_KEY, err.path);
+    return { code: GRPC_STATUS_OF[err.code], details: err.message, metadata };
+  }
+  return { code: Status.INTERNAL, details: INTERNAL_DETAILS, metadata };
+}
+
+/** A read can be repeated at will; a write's outcome matters once it may have reached the service. */
+export type CallKind = 'read' | 'write';
+
+const firstString = (metadata: Metadata | undefined, key: string): string | undefined => {
+  const v = metadata?.get(key)[0];
+  return typeof v === 'string' ? v : undefined;
+};
+
+/*
+ * "Never sent" must be proven, not guessed: a 503 promises the API client that the write will never be
+ * applied. grpc-js (checked against 1.14; the tests in test/client.int.test.ts pin each case, so an upgrade
+ * that changes them fails there, and would then merely degrade to outcome_unknown, never to a false 503)
+ * fails a call before any byte of it left the client in exactly these ways:
+ * - the load balancer found no connection and wait_for_ready is off: the picker fails the call with
+ *   UNAVAILABLE "No connection established…" (pick_first; "round_robin: No connection established" for
+ *   round robin). The call is failed at the pick, before a stream exists (load-balancing-call.ts).
+ * - the deadline passed while the call still waited for a connection: DEADLINE_EXCEEDED whose details
+ *   list "Waiting for LB pick" (the load-balancing call had no child stream yet).
+ * - the server refused the stream (HTTP/2 REFUSED_STREAM, which RFC 9113 §8.7 defines as "no application
+ *   processing"): UNAVAILABLE "Stream refused by server", after grpc-js's one transparent retry.
+ * Everything else — "Connection dropped", a deadline after the stream started, a server-side status
+ * without our trailer — may have reached the handler.
+ */
+export function provenNeverSent(err: Pick<StatusObject, 'code' | 'details'>): boolean {
+  const details = err.details ?? '';
+  if (err.code === Status.UNAVAILABLE) return /(^|: )No connection established/.test(details) || details === 'Stream refused by server';
+  if (err.code === Status.DEADLINE_EXCEEDED) return details.includes('Waiting for LB pick');
+  return false;
+}
+
+// Statuses of a read that mean the service could not answer now, rather than a bug on either side.
+const TRANSIENT = new Set<Status>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.UNKNOWN, Status.RESOURCE_EXHAUSTED, Status.ABORTED]);
+
+/**
+ * The error a client adapter rejects with for a failed call of `service` (`schema`, `records`):
+ * - the service's own answer (our trailer present): the DomainError it stood for, message and path kept;
+ * - proven never sent: `unavailable` (the write will never be applied);
+ * - a write that may have reached the service: `outcome_unknown`;
+ * - a read: `unavailable` when the service could not answer, a plain Error (a 500) for anything that
+ *   means a bug (INTERNAL, UNIMPLEMENTED…), so it is logged rather than dressed up as an outage.
+ */
+export function fromGrpcError(err: Pick<ServiceError, 'code' | 'details' | 'metadata'>, kind: CallKind, service: string): Error {
+  const code = firstString(err.metadata, ERROR_CODE_KEY);
+  if (isDomainCode(code)) return new DomainError(code, err.details, firstString(err.metadata, ERROR_PATH_KEY));
+  if (provenNeverSent(err)) return new DomainError('unavailable', `The ${service} service cannot be reached; the request was not sent`);
+  if (kind === 'write') {
+    return new DomainError('outcome_unknown', `The ${service} service did not confirm the write (${Status[err.code] ?? err.code}); it may or may not have been applied`);
+  }
+  if (TRANSIENT.has(err.code)) return new DomainError('unavailable', `The ${service} service cannot answer now (${Status[err.code] ?? err.code})`);
+  return new Error(`The ${service} service failed: ${Status[err.code] ?? err.code} ${err.details}`);
+}
+
+/** A grpc-js call error: it carries a numeric status code. */
+export const isServiceError = (e: unknown): e is ServiceError =>
+  e instanceof Error && typeof (e as Partial<ServiceError>).code === 'number' && 'details' in e;

@@ -1,0 +1,7 @@
+export * from './errors';
+export * from './log';
+export * from './options';
+export * from './request-id';
+export * from './server';
+export * from './clients';
+export { summaryFromMessage, summaryToMessage } from './messages';

@@ -1,0 +1,162 @@
+import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import {
+  RECORD_SERVICE_NAME,
+  RequestScope,
+  SCHEMA_SERVICE_NAME,
+  pushbaseServices,
+  type PushbaseServices,
+  type RecordService,
+  type SchemaService,
+} from '@pushbase/contracts';
+import { DomainError, parseJsonBody } from '@pushbase/domain';
+import { toGrpcStatus } from './errors';
+import { requestLogger, type Logger } from './log';
+import { summaryToMessage } from './messages';
+import { SERVER_CHANNEL_OPTIONS } from './options';
+import { requestIdOf } from './request-id';
+
+export interface GrpcServerDeps {
+  /** Served as pushbase.v1.SchemaService when given. */
+  readonly schema?: SchemaService;
+  /** Served as pushbase.v1.RecordService when given. */
+  readonly records?: RecordService;
+  readonly log: Logger;
+  /**
+   * Every call runs inside this scope with the caller's `x-request-id`, so the services' own loggers
+   * (`requestLogger(log, scope)`) write the gateway's request id. One is made when not given.
+   */
+  readonly requestScope?: RequestScope;
+  /** The loaded protos; loaded anew when not given (tests starting many servers pass one). */
+  readonly protos?: PushbaseServices;
+}
+
+export interface GrpcServer {
+  /** Binds and serves; resolves with the actual port (`port` 0 picks a free one). Health turns SERVING. */
+  listen(host: string, port: number): Promise<number>;
+  /**
+   * Health turns NOT_SERVING first (so probes and balancers stop sending), then the server stops taking
+   * calls and waits for those in flight; after `graceMs` the rest are cancelled. Resolves once stopped.
+   */
+  shutdown(graceMs: number): Promise<void>;
+  /** The scope the calls run in (the one given, or the server's own). */
+  readonly requestScope: RequestScope;
+}
+
+interface BodyRequest {
+  account: string;
+  id: string;
+  body_json: Buffer;
+}
+interface RefRequest {
+  account: string;
+  id: string;
+}
+
+/** `host:port` for bindAsync; an IPv6 literal needs brackets. */
+const bindAddress = (host: string, port: number): string => `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
+
+/**
+ * An unstarted gRPC server for the schema and/or record service, with the standard health service
+ * (grpc.health.v1: the overall status "" and each service's full name). The services are the very
+ * objects the embedded mode calls in-process; this only translates messages and errors.
+ */
+export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
+  if (deps.schema === undefined && deps.records === undefined) throw new Error('createGrpcServer needs a schema service, a record service or both');
+  const scope = deps.requestScope ?? new RequestScope();
+  const log = requestLogger(deps.log, scope);
+  const protos = deps.protos ?? pushbaseServices();
+  const server = new Server({ ...SERVER_CHANNEL_OPTIONS });
+  const names = [...(deps.schema === undefined ? [] : [SCHEMA_SERVICE_NAME]), ...(deps.records === undefined ? [] : [RECORD_SERVICE_NAME])];
+  const health = new HealthImplementation(Object.fromEntries(['', ...names].map((n) => [n, 'NOT_SERVING'])));
+  health.addToServer(server);
+
+  /**
+   * A unary handler around a port method: runs it in the caller's request scope and answers its failure
+   * through the one mapping (toGrpcStatus). Only failures the service did not mean to send are logged
+   * here with their stack; the API client's own mistakes (invalid, not_found…) are not noise for the log.
+   */
+  const unary =
+    <Req, Res>(method: string, handle: (req: Req) => Promise<Res>) =>
+    (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
+      const requestId = requestIdOf(call.metadata);
+      scope.run({ requestId }, () => {
+        handle(call.request).then(
+          (res) => callback(null, res),
+          (err: unknown) => {
+            const status = toGrpcStatus(err);
+            if (status.code === Status.INTERNAL) {
+              log('error', 'call failed', { method, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+            } else if (err instanceof DomainError && (err.code === 'unavailable' || err.code === 'outcome_unknown')) {
+              log('warn', 'call failed', { method, code: err.code, error: err.message });
+            }
+            callback(status);
+          },
+        );
+      });
+    };
+
+  if (deps.schema !== undefined) {
+    const schema = deps.schema;
+    const impl: UntypedServiceImplementation = {
+      FindOrCreate: unary('FindOrCreate', async (req: BodyRequest) => {
+        const { created, dataset } = await schema.findOrCreate({ account: req.account, id: req.id, body: parseJsonBody(req.body_json) });
+        return { created, dataset: summaryToMessage(dataset) };
+      }),
+      Get: unary('Get', async (req: RefRequest) => ({ dataset: summaryToMessage(await schema.get({ account: req.account, id: req.id })) })),
+      Delete: unary('Delete', async (req: RefRequest) => {
+        await schema.delete({ account: req.account, id: req.id });
+        return {};
+      }),
+    };
+    server.addService(protos.SchemaService.service, impl);
+  }
+  if (deps.records !== undefined) {
+    const records = deps.records;
+    const impl: UntypedServiceImplementation = {
+      Append: unary('Append', async (req: BodyRequest) => {
+        await records.append({ account: req.account, id: req.id, json: req.body_json });
+        return {};
+      }),
+      Replace: unary('Replace', async (req: BodyRequest) => {
+        await records.replace({ account: req.account, id: req.id, json: req.body_json });
+        return {};
+      }),
+    };
+    server.addService(protos.RecordService.service, impl);
+  }
+
+  let stopping: Promise<void> | undefined;
+  return {
+    requestScope: scope,
+    listen: (host, port) =>
+      new Promise<number>((resolve, reject) => {
+        // Plain HTTP/2: the services listen on an internal network (loopback by default) and are reached
+        // only by the gateway; TLS between them is the network's or a mesh's job, as for Kafka and Redis.
+        server.bindAsync(bindAddress(host, port), ServerCredentials.createInsecure(), (err, actualPort) => {
+          if (err !== null) {
+            reject(err);
+            return;
+          }
+          for (const name of ['', ...names]) health.setStatus(name, 'SERVING');
+          resolve(actualPort);
+        });
+      }),
+    shutdown: (graceMs) =>
+      (stopping ??= new Promise<void>((resolve) => {
+        for (const name of ['', ...names]) health.setStatus(name, 'NOT_SERVING');
+        // tryShutdown closes the listeners and sends GOAWAY: clients take no new stream here and reconnect
+        // elsewhere, calls in flight run to their end. Open health Watch streams never end by themselves,
+        // so a watcher keeps the drain waiting until the grace runs out and forceShutdown cancels it.
+        const force = setTimeout(() => {
+          log('warn', 'shutdown grace ran out; cancelling the calls still in flight', { grace_ms: graceMs });
+          server.forceShutdown();
+          resolve();
+        }, graceMs);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      })),
+  };
+}

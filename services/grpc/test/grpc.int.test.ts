@@ -1,0 +1,255 @@
+/*
+ * Real gRPC servers and clients on loopback, in this process (no Kafka needed): health and graceful
+ * shutdown, deadlines, what a transport failure becomes for a read and a write, Get's retries, the
+ * request id across metadata, and the message size a 4 MiB body needs.
+ */
+import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, type RecordService, type SchemaService } from '@pushbase/contracts';
+import { DomainError, type DatasetSummary } from '@pushbase/domain';
+import { connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcServer } from '../src';
+import { eventually, freePort, healthClient, latch, silentListener } from './support';
+
+const protos = pushbaseServices();
+const HOST = '127.0.0.1';
+
+const summary = (account: string, id: string): DatasetSummary => ({
+  account,
+  id,
+  incarnation: 'inc-1',
+  definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] },
+  created_at: 1_700_000_000_000,
+  updated_at: 1_700_000_000_000,
+});
+
+/** Services whose every method does what the test sets, counting calls. */
+function fakes() {
+  const calls: { method: string; req: unknown }[] = [];
+  let getImpl: (req: DatasetRef) => Promise<DatasetSummary> = (req) => Promise.resolve(summary(req.account, req.id));
+  let writeImpl: (req: RawDatasetBody) => Promise<void> = () => Promise.resolve();
+  const schema: SchemaService = {
+    findOrCreate: (req) => {
+      calls.push({ method: 'findOrCreate', req });
+      return Promise.resolve({ created: true, dataset: summary(req.account, req.id) });
+    },
+    get: (req) => {
+      calls.push({ method: 'get', req });
+      return getImpl(req);
+    },
+    delete: (req) => {
+      calls.push({ method: 'delete', req });
+      return Promise.resolve();
+    },
+  };
+  const records: RecordService = {
+    append: (req) => {
+      calls.push({ method: 'append', req });
+      return writeImpl(req);
+    },
+    replace: (req) => {
+      calls.push({ method: 'replace', req });
+      return writeImpl(req);
+    },
+  };
+  return {
+    schema,
+    records,
+    calls,
+    count: (method: string) => calls.filter((c) => c.method === method).length,
+    onGet: (f: typeof getImpl) => (getImpl = f),
+    onWrite: (f: typeof writeImpl) => (writeImpl = f),
+  };
+}
+
+interface Started {
+  server: GrpcServer;
+  address: string;
+  f: ReturnType<typeof fakes>;
+  lines: Record<string, unknown>[];
+}
+
+const running: GrpcServer[] = [];
+const closers: (() => void)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0)) close();
+  await Promise.all(running.splice(0).map((s) => s.shutdown(0)));
+});
+
+async function start(scope?: RequestScope): Promise<Started> {
+  const f = fakes();
+  const lines: Record<string, unknown>[] = [];
+  const log = jsonLogger('test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
+  const server = createGrpcServer({ schema: f.schema, records: f.records, log, protos, ...(scope === undefined ? {} : { requestScope: scope }) });
+  running.push(server);
+  const port = await server.listen(HOST, 0);
+  expect(port).toBeGreaterThan(0);
+  return { server, address: `${HOST}:${port}`, f, lines };
+}
+
+function clients(address: string, opts: Parameters<typeof connectSchemaService>[1] = {}) {
+  const schema = connectSchemaService(address, { protos, ...opts });
+  const records = connectRecordService(address, { protos, ...opts });
+  closers.push(() => schema.close(), () => records.close());
+  return { schema, records };
+}
+
+const body = (json: unknown): Uint8Array => Buffer.from(JSON.stringify(json));
+const rejection = async (p: Promise<unknown>): Promise<unknown> => p.then(() => new Error('resolved, expected a rejection'), (e: unknown) => e);
+
+describe('gRPC server and clients on loopback', () => {
+  it('serves both services through the adapters, messages intact', async () => {
+    const { address, f } = await start();
+    const { schema, records } = clients(address);
+    await expect(schema.findOrCreate({ account: 'acme', id: 'sales', body: { fields: { n: { type: 'number', name: 'N' } } } })).resolves.toEqual({
+      created: true,
+      dataset: summary('acme', 'sales'),
+    });
+    await expect(schema.get({ account: 'acme', id: 'sales' })).resolves.toEqual(summary('acme', 'sales'));
+    await schema.delete({ account: 'acme', id: 'sales' });
+    await records.append({ account: 'acme', id: 'sales', json: body({ data: [{ n: 1 }] }) });
+    await records.replace({ account: 'acme', id: 'sales', json: body({ data: [] }) });
+    expect(f.calls.map((c) => c.method)).toEqual(['findOrCreate', 'get', 'delete', 'append', 'replace']);
+    expect(f.calls[0]!.req).toEqual({ account: 'acme', id: 'sales', body: { fields: { n: { type: 'number', name: 'N' } } } });
+    const appended = f.calls[3]!.req as RawDatasetBody;
+    expect(JSON.parse(Buffer.from(appended.json).toString('utf8'))).toEqual({ data: [{ n: 1 }] });
+  });
+
+  it('carries a 4 MiB body (above gRPC’s default message limit)', async () => {
+    const { address, f } = await start();
+    const { records } = clients(address);
+    const json = Buffer.alloc(4 * 1024 * 1024, 0x20);
+    await records.append({ account: 'acme', id: 'big', json });
+    expect((f.calls[0]!.req as RawDatasetBody).json.length).toBe(json.length);
+  });
+
+  it('health: SERVING once listening, NOT_SERVING on shutdown before draining; the call in flight completes', async () => {
+    const { server, address, f } = await start();
+    const health = healthClient(address);
+    closers.push(() => health.close());
+    expect(await health.check('')).toBe('SERVING');
+    expect(await health.check('pushbase.v1.SchemaService')).toBe('SERVING');
+    expect(await health.check('pushbase.v1.RecordService')).toBe('SERVING');
+    const watch = health.watch('');
+    await eventually(() => watch.statuses.length === 1, 5_000, 'the first health status');
+
+    const release = latch();
+    f.onWrite(() => release.promise);
+    const { records } = clients(address);
+    const inFlight = records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
+    await eventually(() => f.count('append') === 1, 5_000, 'the append to reach the handler');
+
+    let stopped = false;
+    const stopping = server.shutdown(30_000).then(() => (stopped = true));
+    await eventually(() => watch.statuses.includes('NOT_SERVING'), 5_000, 'NOT_SERVING');
+    expect(watch.statuses).toEqual(['SERVING', 'NOT_SERVING']);
+    // The watch stream itself would hold the drain until the grace ends; a real watcher goes away too.
+    watch.cancel();
+    // Draining: the call in flight holds the server open.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(stopped).toBe(false);
+    // A new call is refused without reaching the service: provably unsent.
+    await expect(records.replace({ account: 'acme', id: 'x', json: body({ data: [] }) })).rejects.toMatchObject({ code: 'unavailable' });
+    expect(f.count('replace')).toBe(0);
+
+    release.resolve();
+    await expect(inFlight).resolves.toBeUndefined();
+    await stopping;
+    expect(stopped).toBe(true);
+  });
+
+  it('cancels calls still running when the grace runs out: a write is outcome_unknown', async () => {
+    const { server, address, f } = await start();
+    f.onWrite(() => new Promise(() => undefined));
+    const { records } = clients(address);
+    const inFlight = rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+    await eventually(() => f.count('append') === 1, 5_000, 'the append to reach the handler');
+    const t0 = Date.now();
+    await server.shutdown(300);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(await inFlight).toMatchObject({ name: 'DomainError', code: 'outcome_unknown' });
+  });
+
+  it('deadline exceeded on a hung handler: outcome_unknown for a write, unavailable for Get', async () => {
+    const { address, f } = await start();
+    f.onWrite(() => new Promise(() => undefined));
+    f.onGet(() => new Promise(() => undefined));
+    const { schema, records } = clients(address, { readDeadlineMs: 300, writeDeadlineMs: 300 });
+    const write = await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+    expect(write).toMatchObject({ name: 'DomainError', code: 'outcome_unknown' });
+    const read = await rejection(schema.get({ account: 'acme', id: 'x' }));
+    expect(read).toMatchObject({ name: 'DomainError', code: 'unavailable' });
+    // A deadline is not retried: Get ran once.
+    expect(f.count('get')).toBe(1);
+  });
+
+  it('server not running: every call is unavailable at once, no hang until the deadline', async () => {
+    const address = `${HOST}:${await freePort()}`;
+    const { schema, records } = clients(address, { readDeadlineMs: 20_000, writeDeadlineMs: 20_000 });
+    const t0 = Date.now();
+    for (const call of [
+      () => records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }),
+      () => records.replace({ account: 'acme', id: 'x', json: body({ data: [] }) }),
+      () => schema.findOrCreate({ account: 'acme', id: 'x', body: {} }),
+      () => schema.delete({ account: 'acme', id: 'x' }),
+      () => schema.get({ account: 'acme', id: 'x' }),
+    ]) {
+      const e = await rejection(call());
+      expect(e).toBeInstanceOf(DomainError);
+      expect(e).toMatchObject({ code: 'unavailable' });
+    }
+    // Get's retries back off for well under its deadline; the rest fail at the first failed connect.
+    expect(Date.now() - t0).toBeLessThan(10_000);
+  });
+
+  it('a write whose deadline passes while no connection is up is unavailable (never sent)', async () => {
+    const silent = await silentListener();
+    try {
+      const { records } = clients(`${HOST}:${silent.port}`, { writeDeadlineMs: 500 });
+      const e = await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+      expect(e).toMatchObject({ name: 'DomainError', code: 'unavailable' });
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('retries Get across a transient UNAVAILABLE, and never a write', async () => {
+    const { address, f } = await start();
+    let failures = 2;
+    f.onGet((req) => (failures-- > 0 ? Promise.reject(new DomainError('unavailable', 'The schema store cannot answer now')) : Promise.resolve(summary(req.account, req.id))));
+    f.onWrite(() => Promise.reject(new DomainError('unavailable', 'Kafka cannot take the write now')));
+    const { schema, records } = clients(address);
+    await expect(schema.get({ account: 'acme', id: 'x' })).resolves.toEqual(summary('acme', 'x'));
+    expect(f.count('get')).toBe(3);
+    await expect(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) })).rejects.toMatchObject({
+      code: 'unavailable',
+      message: 'Kafka cannot take the write now',
+    });
+    expect(f.count('append')).toBe(1);
+  });
+
+  it('carries the request id in metadata; the service logs with it', async () => {
+    const serverScope = new RequestScope();
+    const { address, f, lines, server } = await start(serverScope);
+    expect(server.requestScope).toBe(serverScope);
+    const seen: (string | undefined)[] = [];
+    const serviceLog = requestLogger(jsonLogger('records', (line) => lines.push(JSON.parse(line) as Record<string, unknown>)), serverScope);
+    f.onWrite(() => {
+      seen.push(serverScope.current()?.requestId);
+      serviceLog('info', 'appending');
+      return Promise.reject(new TypeError('secret internals at /srv/x.ts:1'));
+    });
+    const gatewayScope = new RequestScope();
+    const { records } = clients(address, { requestScope: gatewayScope });
+    const e = await rejection(gatewayScope.run({ requestId: 'req-abc.123' }, () => records.append({ account: 'acme', id: 'x', json: body({ data: [] }) })));
+    // An unexpected failure of a write leaves its outcome unknown to the gateway; no internals travel.
+    expect(e).toMatchObject({ code: 'outcome_unknown' });
+    expect((e as Error).message).not.toContain('secret');
+    expect(seen).toEqual(['req-abc.123']);
+    expect(lines).toContainEqual(expect.objectContaining({ service: 'records', msg: 'appending', request_id: 'req-abc.123' }));
+    const failed = lines.find((l) => l.msg === 'call failed');
+    expect(failed).toMatchObject({ level: 'error', method: 'Append', request_id: 'req-abc.123' });
+    expect(String(failed?.error)).toContain('secret internals');
+
+    // Outside any request the server makes an id of its own, so its log lines still group by call.
+    await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+    expect(seen[1]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
