@@ -38,11 +38,10 @@ import { parseArgs } from 'node:util';
 import { ClickHouseProjection, connectClickHouse, dropDatabase, migrate } from '@pushbase/clickhouse';
 import type { ProjectedHead, ProjectedRow } from '@pushbase/contracts';
 import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
-import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { project, type ProjectedDataset } from '@pushbase/projector';
-import { openRedis } from '@pushbase/redis';
+import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
+import { TestStack } from '../test/helpers/distributed-stack';
 import { forkLoad, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
-import { startBenchStack, type BenchStack } from './stack';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
 
 // ── Options ──────────────────────────────────────────────────────────────────────────────────────────
@@ -106,18 +105,33 @@ const TARGETS = { recordsPerS: 50_000, rawRatio: 0.5, halfAckP99Ms: 50, freshP99
 // ── Bookkeeping: everything started is stopped, whatever happens ─────────────────────────────────────
 
 const generators = new Set<ChildProcess>();
-let stack: BenchStack | undefined;
+let stack: TestStack | undefined;
 const overall = setTimeout(() => {
   process.stderr.write(`bench:distributed: over --max-seconds ${opts.maxSeconds}; stopping everything\n`);
   for (const g of generators) g.kill('SIGKILL');
-  void (stack?.kill() ?? Promise.resolve()).finally(() => process.exit(3));
+  void killStack().finally(() => process.exit(3));
 }, opts.maxSeconds * 1000);
 overall.unref();
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.once(sig, () => {
     for (const g of generators) g.kill('SIGKILL');
-    void (stack?.kill() ?? Promise.resolve()).finally(() => process.exit(130));
+    void killStack().finally(() => process.exit(130));
   });
+}
+
+async function killStack(): Promise<void> {
+  const s = stack;
+  if (s === undefined) return;
+  await Promise.all(SERVICES.filter((n) => s.pid(n) !== undefined).map((n) => s.kill(n)));
+  await s.drop().catch(() => undefined);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After the command name: utime and stime are fields 14 and 15 (1-based) → indices 11, 12 here.
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
 }
 
 const line = (s = ''): boolean => process.stdout.write(`${s}\n`);
@@ -146,7 +160,7 @@ interface Observation {
   readonly counts: ReadonlyMap<string, number>;
 }
 
-function adminGet(s: BenchStack, urlPath: string): Promise<{ status: number; body: unknown }> {
+function adminGet(s: TestStack, urlPath: string): Promise<{ status: number; body: unknown }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest({ host: '127.0.0.1', port: s.adminPort, path: urlPath, headers: { authorization: `Bearer ${s.adminToken}` }, timeout: 30_000 }, (res) => {
       const chunks: Buffer[] = [];
@@ -161,7 +175,7 @@ function adminGet(s: BenchStack, urlPath: string): Promise<{ status: number; bod
 }
 
 /** Polls the watched accounts' listings until `stop` resolves; returns every observation. */
-async function watch(s: BenchStack, accounts: readonly string[], stop: Promise<unknown>): Promise<{ observations: Observation[]; errors: number }> {
+async function watch(s: TestStack, accounts: readonly string[], stop: Promise<unknown>): Promise<{ observations: Observation[]; errors: number }> {
   let stopped = false;
   void stop.finally(() => {
     stopped = true;
@@ -285,7 +299,7 @@ interface Phase {
   readonly watchErrors: number;
 }
 
-async function phase(s: BenchStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
+async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
   const running = load(req);
   const watched = await watch(s, watchedAccounts, running);
   // Let the last appends become visible before judging freshness: polls go on for a bounded while.
@@ -306,27 +320,19 @@ async function main(): Promise<void> {
   const suffix = randomBytes(4).toString('hex');
   const accounts = Array.from({ length: opts.accounts }, (_, i) => `bench-${suffix}-${i}`);
   const keys = accounts.map(() => `bench-${randomBytes(16).toString('base64url')}`);
-  const topic = `pb-bench-dist-${suffix}`;
-  const database = `pb_bench_dist_${suffix}`;
-  const redisPrefix = `pb-bench-dist-${suffix}:`;
-  const env: Record<string, string> = {
-    PUSHBASE_API_KEYS: accounts.map((a, i) => `${keys[i]}:${a}`).join(','),
-    PUSHBASE_RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT),
-    PUSHBASE_KAFKA_TOPIC: topic,
-    PUSHBASE_CLICKHOUSE_DATABASE: database,
-    PUSHBASE_REDIS_PREFIX: redisPrefix,
-    PUSHBASE_PROJECTOR_GROUP: `pb-bench-dist-${suffix}`,
-    ...opts.env,
-  };
+  const env: Record<string, string> = { PUSHBASE_RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT), ...opts.env };
   line(`bench:distributed — ${opts.accounts} accounts × ${opts.datasets} datasets, ${RECORDS_PER_REQUEST}-record appends, concurrency ${opts.concurrency}, ${opts.seconds} s (+${opts.warmup} s warm-up) per phase`);
   line(`  rate limit raised to ${fmt(RATE_LIMIT)}/min per key (PUSHBASE_RATE_LIMIT_PER_MINUTE) so the load is not capped at 60/min`);
-  line(`  servers: ${process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'}, ${process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123'}, ${process.env.PUSHBASE_REDIS_URL ?? 'redis://127.0.0.1:6379'}; topic ${topic}`);
+  line(`  servers: ${process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'}, ${process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123'}, ${process.env.PUSHBASE_REDIS_URL ?? 'redis://127.0.0.1:6379'}`);
   if (Object.keys(opts.env).length > 0) line(`  extra service environment: ${JSON.stringify(opts.env)}`);
 
   try {
-    stack = await startBenchStack({ env, cpuProfDir: opts.cpuProf === '' ? undefined : path.resolve(opts.cpuProf) });
-    const s = stack;
-    line(`  stack up in ${fmt((performance.now() - t0) / 1000, 1)} s: ${Object.entries(s.pids()).map(([n, p]) => `${n} pid ${p}`).join(', ')}`);
+    const nodeArgs = (service: ServiceName): string[] => (opts.cpuProf === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf, service)}`]);
+    stack = new TestStack({ keys: Object.fromEntries(accounts.map((a, i) => [a, keys[i]!])), env, nodeArgs: Object.fromEntries(SERVICES.map((n) => [n, nodeArgs(n)])) });
+    const s = await stack.start();
+    const pids = Object.fromEntries(SERVICES.map((n) => [n, s.pid(n)!])) as Record<ServiceName, number>;
+    const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
+    line(`  stack up in ${fmt((performance.now() - t0) / 1000, 1)} s (topic ${s.names.topic}): ${SERVICES.map((n) => `${n} pid ${pids[n]}`).join(', ')}`);
 
     const bodies = [JSON.stringify(DATASET_DEFINITION), ...Array.from({ length: 32 }, (_, i) => appendBody(i))];
     const common = { origin: `https://127.0.0.1:${s.port}`, ca: s.ca, keys, bodies, concurrency: opts.concurrency };
@@ -379,31 +385,12 @@ async function main(): Promise<void> {
     line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakRecords / raw.perBatchRecordsPerS, 2)} — ${verdict(peakRecords / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakRecords / raw.flushSizeRecordsPerS, 2)})`);
     line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms: ${fmt(freshP99)} ms — ${verdict(freshP99 <= TARGETS.freshP99Ms)}`);
-    line(`  load generator CPU: ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds, 1)} s; services' CPU: ${Object.entries(s.cpuSeconds()).map(([n, c]) => `${n} ${fmt(c, 1)} s`).join(', ')}`);
+    line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
   } finally {
     await stack?.stop();
     if (opts.cpuProf !== '') line(`CPU profiles in ${path.resolve(opts.cpuProf)}/<service>/ (node --import tsx bench/cpuprofile.ts FILE)`);
-    await removeNames(topic, database, redisPrefix);
+    await stack?.drop();
   }
-}
-
-/** Drops what the run made on the shared servers: its topic, database and Redis keys. */
-async function removeNames(topic: string, database: string, redisPrefix: string): Promise<void> {
-  const admin = createKafka({ brokers: parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'pushbase-bench' }).admin();
-  await admin.connect();
-  await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
-  await admin.disconnect();
-  const conn = connectClickHouse(process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123');
-  await dropDatabase(conn, database).catch(() => undefined);
-  await conn.close();
-  const redis = openRedis(process.env.PUSHBASE_REDIS_URL ?? 'redis://127.0.0.1:6379');
-  let cursor = '0';
-  do {
-    const [next, found] = await redis.scan(cursor, 'MATCH', `${redisPrefix}*`, 'COUNT', 1000);
-    cursor = next;
-    if (found.length > 0) await redis.del(...found);
-  } while (cursor !== '0');
-  redis.disconnect();
 }
 
 main().then(
