@@ -334,13 +334,13 @@ async function main(): Promise<void> {
     const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
     line(`  stack up in ${fmt((performance.now() - t0) / 1000, 1)} s (topic ${s.names.topic}): ${SERVICES.map((n) => `${n} pid ${pids[n]}`).join(', ')}`);
 
-    const bodies = [JSON.stringify(DATASET_DEFINITION), ...Array.from({ length: 32 }, (_, i) => appendBody(i))];
+    const bodies = Array.from({ length: 32 }, (_, i) => appendBody(i));
     const common = { origin: `https://127.0.0.1:${s.port}`, ca: s.ca, keys, bodies, concurrency: opts.concurrency };
     const half = Math.floor(opts.datasets / 2);
     const ids = Array.from({ length: opts.datasets }, (_, d) => `ds-${d}`);
     const creates: Job[] = accounts.flatMap((_, k) => ids.map((id) => ({ key: k, method: 'PUT' as const, path: `/datasets/${id}`, body: 0 })));
     let t = performance.now();
-    requireClean('creating datasets', await load({ ...common, mode: 'jobs', jobs: creates, deadlineMs: 300_000 }));
+    requireClean('creating datasets', await load({ ...common, bodies: [JSON.stringify(DATASET_DEFINITION)], mode: 'jobs', jobs: creates, deadlineMs: 300_000 }));
     line(`  created ${fmt(creates.length)} datasets in ${fmt((performance.now() - t) / 1000, 1)} s`);
 
     const watched = new Set(accounts.slice(0, opts.watch).map((_, k) => k));
@@ -365,7 +365,7 @@ async function main(): Promise<void> {
     requireClean('half', halfPhase.result);
 
     // ── raw ──
-    const raw = await rawInsert(bodies.slice(1), Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
+    const raw = await rawInsert(bodies, Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
 
     const appendsPerDataset = (peak.result.requests + 2) / peakTargets.length;
     line('');
