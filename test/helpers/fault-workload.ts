@@ -44,6 +44,11 @@ interface DatasetLoop {
   readonly id: string;
   readonly kind: Kind;
   readonly sent: Sent[];
+  /**
+   * Where the script stands: `define` until a definition is acknowledged, `live` while the dataset exists,
+   * `deleting` while a delete's outcome is open (the next request repeats it: 200, or 404 if it was applied).
+   */
+  stage: 'define' | 'live' | 'deleting';
   /** Requests sent since the last (re)definition; the script's clock. */
   step: number;
   variant: number;
@@ -84,8 +89,8 @@ function recordsFor(kind: Kind, rnd: () => number, count: number, serial: number
 
 /** The next request of a dataset's script (deterministic in its seed and position). */
 function nextOperation(ds: DatasetLoop, rnd: () => number, serial: number): Operation {
-  const defined = ds.sent.some((s) => s.op.kind === 'define');
-  if (!defined || ds.sent.at(-1)?.op.kind === 'delete') return { kind: 'define', body: definitionOf(ds.kind, ds.variant) };
+  if (ds.stage === 'define') return { kind: 'define', body: definitionOf(ds.kind, ds.variant) };
+  if (ds.stage === 'deleting') return { kind: 'delete' };
   ds.step++;
   if (ds.step % 37 === 0) return { kind: 'delete' };
   const heavy = ds.kind === 'heavy';
@@ -129,7 +134,7 @@ export class FaultWorkload {
     for (const [account, key] of Object.entries(opts.keys)) {
       for (let d = 0; d < opts.datasetsPerAccount; d++, n++) {
         const kind: Kind = heavyEvery > 0 && n % heavyEvery === heavyEvery - 1 ? 'heavy' : n % 2 === 0 ? 'plain' : 'unique';
-        this.datasets.push({ account, key, id: `${kind}-${d}-${randomBytes(3).toString('hex')}`, kind, sent: [], step: 0, variant: 0, unknowns: 0 });
+        this.datasets.push({ account, key, id: `${kind}-${d}-${randomBytes(3).toString('hex')}`, kind, sent: [], stage: 'define', step: 0, variant: 0, unknowns: 0 });
       }
     }
   }
@@ -183,10 +188,7 @@ export class FaultWorkload {
       const outcome = outcomeOf(answer);
       ds.sent.push({ op, answer, outcome });
       if (outcome === 'unknown') ds.unknowns++;
-      if (op.kind === 'delete' && outcome === 'acknowledged') {
-        ds.variant++;
-        ds.step = 0;
-      }
+      advance(ds, op, answer, outcome);
       const waiters = this.waiters;
       this.waiters = [];
       for (const w of waiters) w();
@@ -309,6 +311,23 @@ export class FaultWorkload {
       req.on('error', (e) => resolve({ status: 0, text: String(e), body: undefined }));
       req.end();
     });
+  }
+}
+
+/** Moves a dataset's script on after an answer. */
+function advance(ds: DatasetLoop, op: Operation, answer: Answer, outcome: Outcome): void {
+  if (op.kind === 'define') {
+    // A refused or unknown create is sent again: find-or-create answers 200 if the first one was applied.
+    if (outcome === 'acknowledged') ds.stage = 'live';
+    return;
+  }
+  if (op.kind !== 'delete') return;
+  if (outcome === 'unknown') ds.stage = 'deleting';
+  // 404 to a repeated delete: the unknown one was applied.
+  else if (outcome === 'acknowledged' || (ds.stage === 'deleting' && answer.status === 404)) {
+    ds.stage = 'define';
+    ds.variant++;
+    ds.step = 0;
   }
 }
 
