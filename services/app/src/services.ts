@@ -1,5 +1,5 @@
 import type { DatasetBody, DatasetRef, EventLog, FindOrCreateResult, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
-import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetSummary } from '@pushbase/domain';
+import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetDefined, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
 import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
 
@@ -11,40 +11,79 @@ export interface IdSource {
   newIncarnation(): string;
 }
 
-export interface SchemaServiceDeps {
-  readonly log: EventLog;
+/** A schema decision: the event that makes it take effect (none when nothing changes) and the answer. */
+export interface SchemaDecision<T> {
+  readonly event?: DatasetDefined | DatasetDeleted;
+  readonly answer: T;
+}
+
+/**
+ * How schema decisions take effect. `decide` runs alone for its account — no other decision of that account
+ * runs meanwhile, in this process or (distributed) in any replica — against a store that holds every
+ * earlier decision of the account; its event is then stored in the log and visible in the store before
+ * `decided` resolves with the answer.
+ * Rejections: `unavailable` only when the event is not and will never be stored; `outcome_unknown` when it
+ * was handed on and its fate cannot be told.
+ */
+export interface SchemaChanges {
+  decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T>;
+}
+
+/**
+ * The embedded mode's changes: one process decides, so a per-account mutex serialises decisions, and the
+ * log's listener updates the store before `append` resolves.
+ */
+export function logSchemaChanges(log: EventLog): SchemaChanges {
+  const accountLock = new KeyedMutex();
+  return {
+    decided: (account, decide) =>
+      accountLock.run(account, async () => {
+        const { event, answer } = await decide();
+        if (event !== undefined) await log.append([event]);
+        return answer;
+      }),
+  };
+}
+
+interface SchemaServiceCommonDeps {
   readonly store: SchemaStore;
   readonly clock: Clock;
   readonly ids: IdSource;
 }
 
+/** Either an event log whose listener feeds `store` (embedded), or the changes of a distributed schema service. */
+export type SchemaServiceDeps = SchemaServiceCommonDeps & ({ readonly log: EventLog } | { readonly changes: SchemaChanges });
+
 /**
- * The schema service: find-or-create, get, delete. Decisions that depend on other datasets of the account
- * are serialised per account; the store is updated by the log's listener before `append` resolves.
+ * The schema service: find-or-create, get, delete. The decisions are the domain's (decideDefine,
+ * decideDelete) made from what `store` holds; how they are serialised and made durable and visible is
+ * `changes`' part, the one thing the embedded and the distributed schema service do differently.
  */
-export function createSchemaService({ log, store, clock, ids }: SchemaServiceDeps): SchemaService {
-  const accountLock = new KeyedMutex();
+export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
+  const { store, clock, ids } = deps;
+  const changes = 'changes' in deps ? deps.changes : logSchemaChanges(deps.log);
   return {
-    findOrCreate: ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> =>
-      accountLock.run(account, async () => {
-        const safeId = parseDatasetId(id);
+    findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
+      const safeId = parseDatasetId(id);
+      return changes.decided(account, async (): Promise<SchemaDecision<FindOrCreateResult>> => {
         const [existing, count] = await Promise.all([store.get(account, safeId), store.count(account)]);
         const decision = decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, existing, count);
-        if (decision.outcome === 'found') return { created: false, dataset: decision.dataset };
-        await log.append([decision.event]);
-        return { created: true, dataset: decision.dataset };
-      }),
+        if (decision.outcome === 'found') return { answer: { created: false, dataset: decision.dataset } };
+        return { event: decision.event, answer: { created: true, dataset: decision.dataset } };
+      });
+    },
     get: async ({ account, id }: DatasetRef): Promise<DatasetSummary> => {
       const ds = await store.get(account, parseDatasetId(id));
       if (ds === undefined) throw notFound();
       return ds;
     },
-    delete: ({ account, id }: DatasetRef): Promise<void> =>
-      accountLock.run(account, async () => {
-        const safeId = parseDatasetId(id);
+    delete: async ({ account, id }: DatasetRef): Promise<void> => {
+      const safeId = parseDatasetId(id);
+      return changes.decided(account, async () => {
         const event = decideDelete({ account, id: safeId, at: clock.now() }, await store.get(account, safeId));
-        await log.append([event]);
-      }),
+        return { event, answer: undefined };
+      });
+    },
   };
 }
 

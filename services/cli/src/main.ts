@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { loadSchemaConfig, runSchema, type RunningSchema } from '@pushbase/schema';
 import { loadGatewayConfig } from '@pushbase/gateway/src/config';
 import { runGateway, type RunningGateway } from '@pushbase/gateway/src/main';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
@@ -121,6 +122,38 @@ async function projector(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+/**
+ * `pushbase schema`: the distributed schema service (find-or-create, get, delete) over gRPC. SIGTERM/SIGINT
+ * turn its health NOT_SERVING, drain the calls in flight, close Kafka and Redis and exit 0; a second signal
+ * ends the process at once (a change cut short is repaired by the next one: services/schema/src/changes.ts).
+ */
+async function schemaService(): Promise<void> {
+  // Handlers first, as for serve: a SIGTERM right after the "listening" line must not kill Node on the spot.
+  const state: { running?: RunningSchema; signalled?: string } = {};
+  const stop = (running: RunningSchema, signal: string): void => {
+    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', service: 'schema', msg: 'shutting down', signal })}\n`);
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        process.stderr.write(`pushbase schema: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  const shutdown = (signal: string): void => {
+    if (state.signalled !== undefined) {
+      process.exit(1);
+      return;
+    }
+    state.signalled = signal;
+    if (state.running !== undefined) stop(state.running, signal);
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  state.running = await runSchema(loadSchemaConfig());
+  if (state.signalled !== undefined) stop(state.running, state.signalled);
 }
 
 /**
@@ -265,6 +298,10 @@ program
   .description('fold dataset events from Kafka into ClickHouse as a consumer group member (PUSHBASE_KAFKA_*, PUSHBASE_CLICKHOUSE_*, PUSHBASE_PROJECTOR_*)')
   .action(projector);
 
+program
+  .command('schema')
+  .description('serve the distributed schema service over gRPC (PUSHBASE_GRPC_HOST, PUSHBASE_SCHEMA_*, PUSHBASE_KAFKA_*, PUSHBASE_REDIS_*)')
+  .action(schemaService);
 program
   .command('gateway')
   .description('the public API and the admin listener of the distributed mode (PUSHBASE_SCHEMA_ADDRESS, PUSHBASE_RECORDS_ADDRESS, PUSHBASE_REDIS_*, PUSHBASE_CLICKHOUSE_*)')

@@ -77,7 +77,12 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
   }
 
   async get(account: string, id: string): Promise<DatasetSummary | undefined> {
-    const h = await this.redis.hgetall(this.datasetKey(account, id));
+    let h: Record<string, string>;
+    try {
+      h = await this.redis.hgetall(this.datasetKey(account, id));
+    } catch (e) {
+      throw redisError(this.where(), 'reading a dataset', e);
+    }
     if (h.incarnation === undefined || h.definition === undefined) return undefined;
     return {
       account,
@@ -89,8 +94,12 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
     };
   }
 
-  count(account: string): Promise<number> {
-    return this.redis.scard(`${this.prefix}live:${account}`);
+  async count(account: string): Promise<number> {
+    try {
+      return await this.redis.scard(`${this.prefix}live:${account}`);
+    } catch (e) {
+      throw redisError(this.where(), "counting an account's datasets", e);
+    }
   }
 
   /**

@@ -1,0 +1,143 @@
+import { randomBytes } from 'node:crypto';
+import { DomainError } from '@pushbase/domain';
+import { checkPrefix, redisError, type Redis } from '@pushbase/redis';
+import type { Result } from 'ioredis';
+
+/*
+ * A per-account lease in Redis that serialises the schema decisions of one account across every schema
+ * replica: `SET key token NX PX ttl` takes it, a script that compares the token before it acts extends or
+ * releases it, so a replica never extends or releases a lease that expired and was taken by another.
+ *
+ * Written here rather than taken from a locking library because the token is used inside the schema
+ * service's own scripts as a fence (the write-ahead intent is written only while the lease is still held,
+ * see changes.ts), and the three commands involved are shorter than an adapter around a library would be.
+ * One Redis (not Redlock over several): the schema store the decisions are made from lives in that Redis
+ * too, so a quorum of other servers would add nothing.
+ *
+ *   <prefix>schema-lock:<account>   string: the holder's random token, with the lease's expiry
+ *
+ * Outside `<prefix>schema:` on purpose: `pushbase replay` swaps and compares every key under that namespace
+ * as a generation of the schema store, and a lease or an intent must survive a swap untouched.
+ */
+
+/** A lease held: its key and the holder's token. */
+export interface AccountLease {
+  readonly account: string;
+  readonly key: string;
+  readonly token: string;
+}
+
+export interface RedisAccountLockOptions {
+  /** The deployment's key prefix (`pushbase:` by default), as the schema store and the projector use it. */
+  readonly prefix: string;
+  /**
+   * How long a lease lasts unless extended. Must be well above the longest time a holder can spend
+   * between two fence checks (an append's timeout): see changes.ts.
+   */
+  readonly ttlMs: number;
+  /** How long acquire() keeps trying before it gives up with `unavailable`. */
+  readonly waitMs: number;
+}
+
+// KEYS[1] the lease, ARGV[1] the token, ARGV[2] the new TTL in ms. 1 when still held (and extended), else 0.
+const EXTEND = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+`;
+
+// KEYS[1] the lease, ARGV[1] the token. Deletes the lease only if it is still the caller's.
+const RELEASE = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    pushbaseLeaseExtend(key: string, token: string, ttlMs: number): Result<number, Context>;
+    pushbaseLeaseRelease(key: string, token: string): Result<number, Context>;
+  }
+}
+
+/** First retry after this long, doubling up to MAX_BACKOFF_MS, with jitter so waiters do not move in step. */
+const MIN_BACKOFF_MS = 2;
+const MAX_BACKOFF_MS = 50;
+
+export class RedisAccountLock {
+  private readonly namespace: string;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly options: RedisAccountLockOptions,
+  ) {
+    this.namespace = `${checkPrefix(options.prefix)}schema-lock:`;
+    redis.defineCommand('pushbaseLeaseExtend', { numberOfKeys: 1, lua: EXTEND });
+    redis.defineCommand('pushbaseLeaseRelease', { numberOfKeys: 1, lua: RELEASE });
+  }
+
+  get ttlMs(): number {
+    return this.options.ttlMs;
+  }
+
+  keyOf(account: string): string {
+    return `${this.namespace}${account}`;
+  }
+
+  /** Takes the lease if it is free now; undefined when another holder has it. */
+  async tryAcquire(account: string): Promise<AccountLease | undefined> {
+    const lease = { account, key: this.keyOf(account), token: randomBytes(16).toString('hex') };
+    let taken: string | null;
+    try {
+      taken = await this.redis.set(lease.key, lease.token, 'PX', this.options.ttlMs, 'NX');
+    } catch (e) {
+      // The SET may have run with its answer lost (a command timeout): give the lease back if it is ours,
+      // or the account would wait a whole TTL for a lease nobody holds.
+      void this.release(lease).catch(() => undefined);
+      throw redisError(this.where(), `taking the schema lock of account ${JSON.stringify(account)}`, e);
+    }
+    return taken === 'OK' ? lease : undefined;
+  }
+
+  /**
+   * Waits for the lease up to `waitMs`. Giving up is `unavailable`: nothing was decided, so nothing will be
+   * stored. (Redis has no blocking SET NX; a short jittered poll is cheap next to the decision it guards,
+   * and the caller queues its own requests per account before they get here, so few poll at once.)
+   */
+  async acquire(account: string): Promise<AccountLease> {
+    const deadline = Date.now() + this.options.waitMs;
+    let backoff = MIN_BACKOFF_MS;
+    for (;;) {
+      const lease = await this.tryAcquire(account);
+      if (lease !== undefined) return lease;
+      if (Date.now() >= deadline) {
+        throw new DomainError('unavailable', `Another schema decision for this account held its lock for over ${this.options.waitMs} ms; nothing was changed`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, backoff / 2 + Math.random() * backoff));
+      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+  }
+
+  /** True, with the lease's expiry pushed to a full TTL from now, while the lease is still the caller's. */
+  async extend(lease: AccountLease): Promise<boolean> {
+    try {
+      return (await this.redis.pushbaseLeaseExtend(lease.key, lease.token, this.options.ttlMs)) === 1;
+    } catch (e) {
+      throw redisError(this.where(), 'checking the schema lock', e);
+    }
+  }
+
+  /** Frees the lease if it is still the caller's (one that expired and was taken since is left alone). */
+  async release(lease: AccountLease): Promise<void> {
+    try {
+      await this.redis.pushbaseLeaseRelease(lease.key, lease.token);
+    } catch (e) {
+      throw redisError(this.where(), 'releasing the schema lock', e);
+    }
+  }
+
+  private where(): string {
+    return `${this.redis.options.host ?? '?'}:${this.redis.options.port ?? '?'}`;
+  }
+}

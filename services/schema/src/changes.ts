@@ -1,0 +1,302 @@
+import type { SchemaChanges, SchemaDecision } from '@pushbase/app';
+import { KeyedMutex } from '@pushbase/app';
+import type { EventAppender, SchemaStoreWriter } from '@pushbase/contracts';
+import { DomainError, type DatasetDefined, type DatasetDeleted } from '@pushbase/domain';
+import type { Logger } from '@pushbase/grpc';
+import { checkPrefix, redisError, type Redis } from '@pushbase/redis';
+import type { Result } from 'ioredis';
+import type { AccountLease, RedisAccountLock } from './account-lock';
+
+/*
+ * How the distributed schema service makes a decision take effect, so that every replica decides from a
+ * store holding every earlier decision of the account (the 100-dataset limit exact, one incarnation per
+ * create) and a crash at any point leaves nothing half done for long:
+ *
+ *   1. take the account's lease in Redis (account-lock.ts), after this process's earlier requests for the
+ *      account (a local mutex: replicas poll Redis, a replica's own requests queue in memory);
+ *   2. roll forward an INTENT left by a holder that did not finish (see below);
+ *   3. read the store (get + count), decide with the domain's decideDefine / decideDelete;
+ *   4. write the decided event as the account's intent — only while the lease is still ours (fenced in one
+ *      script);
+ *   5. check the lease is still ours and extend it, then append the event to Kafka and wait for the
+ *      broker's acknowledgment;
+ *   6. apply the event to the Redis schema store (the store the records service and the gateway read);
+ *   7. delete the intent, release the lease, answer.
+ *
+ *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
+ *
+ * Repair. An intent present at step 2 belongs to a holder that stopped between 4 and 7: its event may or
+ * may not be in Kafka. Rolling forward re-appends the SAME event (same incarnation) and applies it, so both
+ * cases end as "stored once or twice, applied". Twice is harmless by construction: the fold (and so the
+ * projector and replay) ignores a definition of the live incarnation and a deletion of an incarnation that
+ * is not live, and RedisSchemaStore.apply is idempotent per incarnation (schema.unit and int tests pin
+ * both). A background sweep rolls forward intents of accounts nobody writes to.
+ *
+ * Answers. `unavailable` (503) only when the event is not stored and never will be: the append was refused
+ * (the appender's contract: `unavailable` means never stored) and the intent was removed, or nothing was
+ * written yet. When the append's fate cannot be told, the intent stays (the next holder or the sweep rolls
+ * it forward, so the change WILL take effect) and the answer is `outcome_unknown`; also when the event is
+ * in Kafka but Redis could not be updated — the change is stored, not yet visible, and a retry answers
+ * from the repaired store.
+ *
+ * Fencing, and the window left. The lease's token is checked (and the lease extended to a full TTL) right
+ * before each append, and the intent is written only under the lease. What remains: a holder paused for
+ * longer than the TTL between that check and the broker's write (a stop-the-world pause, a produce stuck
+ * in retries) could have its append land after a later holder's decisions. Two things keep that out in
+ * practice: the TTL (default 60 s) is well above the appender's timeout (the config refuses less than
+ * twice it), and a holder whose append's fate is unknown does NOT release the lease — it lets it expire,
+ * so the next holder starts only after the late write could still arrive. With a transactional appender
+ * (a zombie producer's transaction is aborted when its successor starts), the window closes entirely.
+ */
+
+type SchemaEvent = DatasetDefined | DatasetDeleted;
+
+export interface RedisSchemaChangesOptions {
+  readonly redis: Redis;
+  /** The deployment's key prefix, as the schema store and the projector use it. */
+  readonly prefix: string;
+  readonly lock: RedisAccountLock;
+  /** Where decided events go: Kafka in production. Its `unavailable` must mean "never stored". */
+  readonly appender: EventAppender;
+  /** The Redis schema store the decisions are read from; applying is idempotent per incarnation. */
+  readonly store: SchemaStoreWriter;
+  readonly log?: Logger;
+  /** Test seam: runs once the append was acknowledged, before Redis is updated (where a crash needs repair). */
+  readonly afterAppend?: (event: SchemaEvent) => Promise<void>;
+}
+
+// KEYS[1] the lease, KEYS[2] the intent; ARGV[1] the lease's token, ARGV[2] the intent. 1 written, 0 not ours.
+const WRITE_INTENT = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+`;
+
+// KEYS[1] the intent, ARGV[1] the intent as written. Removes it only if it is still that one.
+const RETRACT_INTENT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    pushbaseSchemaWriteIntent(lease: string, intent: string, token: string, value: string): Result<number, Context>;
+    pushbaseSchemaRetractIntent(intent: string, value: string): Result<number, Context>;
+  }
+}
+
+/** What one holder of a lease learnt that outlives the call: whether it must let the lease expire. */
+interface Holding {
+  readonly lease: AccountLease;
+  /** An append whose fate is unknown may still land: the lease is kept until it expires. */
+  keepLease: boolean;
+}
+
+const neverStored = (e: unknown): boolean => e instanceof DomainError && (e.code === 'unavailable' || e.code === 'invalid');
+const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+export class RedisSchemaChanges implements SchemaChanges {
+  private readonly local = new KeyedMutex();
+  private readonly intentNamespace: string;
+  private readonly redis: Redis;
+  private readonly lock: RedisAccountLock;
+  private readonly appender: EventAppender;
+  private readonly store: SchemaStoreWriter;
+  private readonly log: Logger;
+  private readonly afterAppend: ((event: SchemaEvent) => Promise<void>) | undefined;
+
+  constructor(options: RedisSchemaChangesOptions) {
+    this.redis = options.redis;
+    this.lock = options.lock;
+    this.appender = options.appender;
+    this.store = options.store;
+    this.log = options.log ?? (() => undefined);
+    this.afterAppend = options.afterAppend;
+    this.intentNamespace = `${checkPrefix(options.prefix)}schema-intent:`;
+    this.redis.defineCommand('pushbaseSchemaWriteIntent', { numberOfKeys: 2, lua: WRITE_INTENT });
+    this.redis.defineCommand('pushbaseSchemaRetractIntent', { numberOfKeys: 1, lua: RETRACT_INTENT });
+  }
+
+  intentKey(account: string): string {
+    return `${this.intentNamespace}${account}`;
+  }
+
+  decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T> {
+    return this.local.run(account, async () => {
+      const holding: Holding = { lease: await this.lock.acquire(account), keepLease: false };
+      try {
+        await this.rollForward(holding);
+        const { event, answer } = await decide();
+        if (event !== undefined) await this.commit(holding, event);
+        return answer;
+      } finally {
+        if (!holding.keepLease) await this.lock.release(holding.lease).catch((e: unknown) => this.log('warn', 'schema lock not released; it expires by itself', { account, error: message(e) }));
+      }
+    });
+  }
+
+  /**
+   * Rolls forward the intents left in Redis, for accounts whose lease is free now (a busy account's next
+   * decision does it anyway). Resolves with the number rolled forward.
+   */
+  async sweep(): Promise<number> {
+    let repaired = 0;
+    for (const key of await this.intentKeys()) {
+      const account = key.slice(this.intentNamespace.length);
+      const done = await this.local.run(account, async () => {
+        const lease = await this.lock.tryAcquire(account);
+        if (lease === undefined) return false;
+        const holding: Holding = { lease, keepLease: false };
+        try {
+          return await this.rollForward(holding);
+        } finally {
+          if (!holding.keepLease) await this.lock.release(lease).catch(() => undefined);
+        }
+      });
+      if (done) repaired += 1;
+    }
+    return repaired;
+  }
+
+  /** Sweeps every `intervalMs` until the returned function is called (which waits for a running sweep). */
+  startSweeping(intervalMs: number): () => Promise<void> {
+    let running: Promise<void> = Promise.resolve();
+    const timer = setInterval(() => {
+      running = running.then(
+        () =>
+          this.sweep().then(
+            (n) => {
+              if (n > 0) this.log('info', 'schema intents rolled forward by the sweep', { intents: n });
+            },
+            (e: unknown) => this.log('warn', 'schema intent sweep failed; it runs again', { error: message(e) }),
+          ),
+        () => undefined,
+      );
+    }, intervalMs);
+    timer.unref();
+    return async () => {
+      clearInterval(timer);
+      await running;
+    };
+  }
+
+  private async intentKeys(): Promise<string[]> {
+    // The prefix is checked by the config; glob characters are escaped all the same, as generations.ts does.
+    const match = `${this.intentNamespace.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}*`;
+    const keys = new Set<string>();
+    let cursor = '0';
+    try {
+      do {
+        const [next, batch] = await this.redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+        for (const k of batch) keys.add(k);
+        cursor = next;
+      } while (cursor !== '0');
+    } catch (e) {
+      throw redisError(this.where(), 'listing schema intents', e);
+    }
+    return [...keys];
+  }
+
+  /**
+   * Finishes the change a former holder left as the account's intent. Any failure here answers the
+   * current request `unavailable`: its own decision was not made, so it will never be applied.
+   */
+  private async rollForward(holding: Holding): Promise<boolean> {
+    const key = this.intentKey(holding.lease.account);
+    let written: string | null;
+    try {
+      written = await this.redis.get(key);
+    } catch (e) {
+      throw redisError(this.where(), 'reading the schema intent', e);
+    }
+    if (written === null) return false;
+    const { event } = JSON.parse(written) as { event: SchemaEvent };
+    try {
+      await this.appendUnderLease(holding, event);
+    } catch (e) {
+      // The intent stays whatever happened: its original append may be stored.
+      throw new DomainError('unavailable', `An earlier change of this account could not be completed (${message(e)}); nothing was changed`);
+    }
+    try {
+      await this.store.apply([event]);
+      await this.redis.pushbaseSchemaRetractIntent(key, written);
+    } catch (e) {
+      throw redisError(this.where(), 'completing an earlier change of this account', e);
+    }
+    this.log('info', 'schema intent rolled forward', { account: event.account, dataset: event.dataset, type: event.type, incarnation: event.incarnation });
+    return true;
+  }
+
+  private async commit(holding: Holding, event: SchemaEvent): Promise<void> {
+    const { lease } = holding;
+    const key = this.intentKey(lease.account);
+    const intent = JSON.stringify({ token: lease.token, event });
+    let ours: number;
+    try {
+      ours = await this.redis.pushbaseSchemaWriteIntent(lease.key, key, lease.token, intent);
+    } catch (e) {
+      // The script may have run before the connection failed: only a retraction proves it left nothing.
+      await this.retractOrUnknown(key, intent, e);
+      throw redisError(this.where(), 'recording the schema change', e);
+    }
+    if (ours !== 1) throw new DomainError('unavailable', 'The schema lock of this account expired before the change was recorded; nothing was changed');
+
+    try {
+      await this.appendUnderLease(holding, event);
+    } catch (e) {
+      if (!neverStored(e)) throw e;
+      await this.retractOrUnknown(key, intent, e);
+      throw e;
+    }
+    await this.afterAppend?.(event);
+    try {
+      await this.store.apply([event]);
+    } catch (e) {
+      throw new DomainError('outcome_unknown', `The change is stored in the event log but the schema store could not be updated (${message(e)}); it is completed by the next change of this account`);
+    }
+    try {
+      await this.redis.pushbaseSchemaRetractIntent(key, intent);
+    } catch (e) {
+      // Done and visible; the intent left behind is rolled forward later, which changes nothing.
+      this.log('warn', 'schema intent not removed; it is rolled forward later', { account: lease.account, error: message(e) });
+    }
+  }
+
+  /**
+   * Appends `event` if the lease is still ours (extending it, so the append has a full TTL ahead of it).
+   * Rejects with the appender's own error when the event was never stored, else with `outcome_unknown`,
+   * marking the lease to be kept until it expires.
+   */
+  private async appendUnderLease(holding: Holding, event: SchemaEvent): Promise<void> {
+    let held: boolean;
+    try {
+      held = await this.lock.extend(holding.lease);
+    } catch (e) {
+      throw new DomainError('outcome_unknown', `The schema lock could not be checked (${message(e)}); the change is completed by the next change of this account`);
+    }
+    if (!held) {
+      // The intent is written: whoever holds the lease now rolls it forward.
+      throw new DomainError('outcome_unknown', 'The schema lock of this account expired while the change was being made; it is completed by the next change of this account');
+    }
+    try {
+      await this.appender.append([event]);
+    } catch (e) {
+      if (neverStored(e)) throw e;
+      holding.keepLease = true;
+      throw new DomainError('outcome_unknown', `The event log may or may not have stored the change (${message(e)}); it is completed by the next change of this account`);
+    }
+  }
+
+  /** Removes the intent after a failure; if even that fails, the intent may still be rolled forward: unknown. */
+  private async retractOrUnknown(key: string, intent: string, cause: unknown): Promise<void> {
+    try {
+      await this.redis.pushbaseSchemaRetractIntent(key, intent);
+    } catch (e) {
+      throw new DomainError('outcome_unknown', `The change failed (${message(cause)}) and its record could not be removed (${message(e)}); it may still be completed`);
+    }
+  }
+
+  private where(): string {
+    return `${this.redis.options.host ?? '?'}:${this.redis.options.port ?? '?'}`;
+  }
+}

@@ -1,0 +1,75 @@
+import { z } from 'zod';
+import { parseBrokers } from '@pushbase/kafka';
+import { redisEnv } from '@pushbase/redis';
+
+/*
+ * The schema service's settings (`pushbase schema`), one schema parsed once at start. Unset and empty
+ * variables both mean "use the default". Kafka and Redis variables mean what they mean to the projector
+ * (services/projector/src/config.ts): the same topic, the same Redis key prefix, so the store this service
+ * writes is the one the projector feeds and the records service and the gateway read.
+ */
+const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
+const text = (fallback: string) => z.preprocess(blankToUndefined, z.string().default(fallback));
+
+const schema = z
+  .object({
+    PUSHBASE_KAFKA_BROKERS: z.preprocess(
+      blankToUndefined,
+      z
+        .string()
+        .default('127.0.0.1:9092')
+        .transform((list, ctx) => {
+          try {
+            return parseBrokers(list);
+          } catch (e) {
+            ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
+            return z.NEVER;
+          }
+        }),
+    ),
+    PUSHBASE_KAFKA_TOPIC: text('pushbase.dataset-events').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -'),
+    PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: text('pushbase-schema').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_KAFKA_CLIENT_ID must be 1 to 249 of A-Z a-z 0-9 . _ -'),
+    ...redisEnv,
+    PUSHBASE_GRPC_HOST: text('127.0.0.1'),
+    // 0: the system picks a free port; the "listening" line says which.
+    PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),
+    // From append() to the broker's acknowledgment; later, the change is refused or its outcome unknown.
+    PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: integer(10_000, 100, 120_000),
+    // The per-account lease that serialises decisions across replicas (services/schema/src/changes.ts).
+    PUSHBASE_SCHEMA_LOCK_TTL_MS: integer(60_000, 1000, 600_000),
+    // How long a decision waits for the account's lease before answering 503 (nothing changed).
+    PUSHBASE_SCHEMA_LOCK_WAIT_MS: integer(10_000, 10, 600_000),
+    // How often intents left by a crashed holder are rolled forward for accounts nobody writes to.
+    PUSHBASE_SCHEMA_SWEEP_MS: integer(10_000, 100, 3_600_000),
+    // As `npm start`'s: how long SIGTERM waits for calls in flight before cancelling them.
+    PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
+  })
+  .refine((e) => e.PUSHBASE_SCHEMA_LOCK_TTL_MS >= 2 * e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS, {
+    // A lease must outlive an append whose fate is unknown, or a late write could land after the next
+    // holder's decisions (changes.ts, "Fencing").
+    message: 'PUSHBASE_SCHEMA_LOCK_TTL_MS must be at least twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS',
+    path: ['PUSHBASE_SCHEMA_LOCK_TTL_MS'],
+  })
+  .transform((e) =>
+    Object.freeze({
+      kafka: Object.freeze({ brokers: e.PUSHBASE_KAFKA_BROKERS, topic: e.PUSHBASE_KAFKA_TOPIC, clientId: e.PUSHBASE_SCHEMA_KAFKA_CLIENT_ID, appendTimeoutMs: e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS }),
+      redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
+      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT }),
+      lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
+      sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
+      shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+    }),
+  );
+
+export type SchemaConfig = z.output<typeof schema>;
+
+/** Parses the environment; a bad value throws with every problem listed. */
+export function loadSchemaConfig(env: NodeJS.ProcessEnv = process.env): SchemaConfig {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+    throw new Error(`Invalid configuration:\n  ${problems}`);
+  }
+  return result.data;
+}

@@ -1,0 +1,68 @@
+import { jsonLogger, type Logger } from '@pushbase/grpc';
+import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { openRedis } from '@pushbase/redis';
+import type { SchemaConfig } from './config';
+import { createSchemaServer, type SchemaServer } from './server';
+
+export interface RunningSchema {
+  readonly port: number;
+  readonly server: SchemaServer;
+  /** Health NOT_SERVING, calls in flight drained (cancelled after the shutdown timeout), sweep stopped, Kafka and Redis closed. */
+  stop(): Promise<void>;
+}
+
+export interface SchemaHooks {
+  readonly log?: Logger;
+}
+
+/**
+ * The composition root of `pushbase schema`: Redis (the schema store, the account leases and intents),
+ * the Kafka appender, the schema service behind its gRPC server, the sweep of intents left by a crash.
+ * Writes `{"msg":"listening","grpc_port":N}` once it serves.
+ */
+export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): Promise<RunningSchema> {
+  const log = hooks.log ?? jsonLogger('schema');
+  // Fail fast, as the gateway's clients do: a decision that cannot reach Redis answers 503 at once (nothing
+  // was decided), instead of waiting in ioredis's offline queue through reconnection attempts.
+  const redis = await openRedis(config.redis.url, { failFast: true });
+  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+  const appender = new KafkaEventAppender({
+    connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
+    topic: config.kafka.topic,
+    appendTimeoutMs: config.kafka.appendTimeoutMs,
+    // A schema change is one small event and rare: no reason to wait for others to share its request.
+    lingerMs: 0,
+  });
+  const server = createSchemaServer({ redis, prefix: config.redis.prefix, appender, lock: config.lock, log });
+  let port: number;
+  try {
+    port = await server.grpc.listen(config.grpc.host, config.grpc.port);
+  } catch (e) {
+    await appender.close();
+    redis.disconnect();
+    throw e;
+  }
+  const stopSweeping = server.changes.startSweeping(config.sweepIntervalMs);
+  log('info', 'listening', {
+    grpc_port: port,
+    grpc_host: config.grpc.host,
+    topic: config.kafka.topic,
+    redis_prefix: config.redis.prefix,
+    lock_ttl_ms: config.lock.ttlMs,
+  });
+  let stopped: Promise<void> | undefined;
+  return {
+    port,
+    server,
+    stop: () =>
+      (stopped ??= (async () => {
+        await server.grpc.shutdown(config.shutdownTimeoutMs);
+        await stopSweeping();
+        try {
+          await appender.close();
+        } finally {
+          await redis.quit().catch(() => redis.disconnect());
+        }
+      })()),
+  };
+}

@@ -1,0 +1,309 @@
+import { randomBytes } from 'node:crypto';
+import type { EventAppender } from '@pushbase/contracts';
+import { DomainError, EVENT_SCHEMA_VERSION, fold, type DatasetDefined, type DatasetEvent } from '@pushbase/domain';
+import { ensureTopic } from '@pushbase/kafka';
+import { RedisSchemaStore } from '@pushbase/redis';
+import type { Admin } from 'kafkajs';
+import type { Redis } from 'ioredis';
+import { connectTestRedis, deleteUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
+import { deleteTopics, eventually, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { create, outcome, readTopic, startReplica, type Replica } from './support';
+
+/*
+ * The distributed schema service against the shared Kafka and Redis: two replicas (two service instances,
+ * each with its own Redis connection and Kafka producer) deciding for one account at once, the repair of a
+ * change left between Kafka and Redis, and the answers when Kafka refuses. Every test has its own topic
+ * (one partition, so the whole topic can be read back in order) and key prefix.
+ */
+
+let admin: Admin;
+let redis: Redis;
+const topics: string[] = [];
+const prefixes: string[] = [];
+const replicas: Replica[] = [];
+
+beforeAll(async () => {
+  await requireKafka();
+  admin = await testAdmin();
+  redis = await connectTestRedis();
+});
+afterEach(async () => {
+  await Promise.all(replicas.splice(0).map((r) => r.close()));
+});
+afterAll(async () => {
+  for (const p of prefixes) await deleteUnder(redis, p);
+  await deleteTopics(admin, topics);
+  await admin.disconnect();
+  redis.disconnect();
+});
+
+async function setting(): Promise<{ topic: string; prefix: string; account: string; store: RedisSchemaStore }> {
+  const topic = randomName('pushbase-schema');
+  topics.push(topic);
+  await ensureTopic(admin, { topic, partitions: 1 });
+  const prefix = randomPrefix();
+  prefixes.push(prefix);
+  return { topic, prefix, account: `acct:${randomBytes(4).toString('hex')}`, store: new RedisSchemaStore(redis, { prefix }) };
+}
+
+async function replica(options: Parameters<typeof startReplica>[0]): Promise<Replica> {
+  const r = await startReplica(options);
+  replicas.push(r);
+  return r;
+}
+
+/** What the store holds for `account`, as the fold of the topic would say it. */
+async function storeMatchesTopic(store: RedisSchemaStore, account: string, events: readonly DatasetEvent[], ids: readonly string[]): Promise<void> {
+  const state = fold(events.map((e) => structuredClone(e))).get(account);
+  expect(await store.count(account)).toBe(state?.size ?? 0);
+  for (const id of ids) {
+    const folded = state?.get(id);
+    const stored = await store.get(account, id);
+    expect(stored?.incarnation).toBe(folded?.incarnation);
+    expect(stored?.definition).toEqual(folded?.definition);
+  }
+}
+
+/** The lease and intent keys left under `prefix` (none once every change finished). */
+const leftovers = async (prefix: string): Promise<string[]> => (await keysUnder(redis, prefix)).filter((k) => k.includes('schema-lock:') || k.includes('schema-intent:'));
+
+describe('the distributed schema service', () => {
+  it('keeps the 100-dataset limit exact under 150 concurrent creates sent to two replicas', async () => {
+    const { topic, prefix, account, store } = await setting();
+    const [a, b] = await Promise.all([replica({ topic, prefix }), replica({ topic, prefix })]);
+    const ids = Array.from({ length: 150 }, (_, i) => `ds-${i}`);
+    const outcomes = await Promise.all(ids.map((id, i) => outcome(create((i % 2 === 0 ? a : b).service, account, id))));
+    const tally = outcomes.reduce<Record<string, number>>((t, o) => ({ ...t, [o]: (t[o] ?? 0) + 1 }), {});
+    expect(tally).toEqual({ created: 100, dataset_limit: 50 });
+    // Both replicas created some: the limit held across them, not inside one.
+    expect(new Set(outcomes.flatMap((o, i) => (o === 'created' ? [i % 2] : []))).size).toBe(2);
+    expect(await store.count(account)).toBe(100);
+
+    const events = await readTopic(topic);
+    expect(events).toHaveLength(100);
+    expect(events.every((e) => e.type === 'DatasetDefined')).toBe(true);
+    expect(new Set(events.map((e) => e.incarnation)).size).toBe(100);
+    const createdIds = ids.filter((_, i) => outcomes[i] === 'created');
+    expect(events.map((e) => e.dataset).sort()).toEqual([...createdIds].sort());
+    await storeMatchesTopic(store, account, events, ids);
+    expect(await leftovers(prefix)).toEqual([]);
+  });
+
+  it('creates a dataset once when both replicas find-or-create it at once: one created, one found, one incarnation', async () => {
+    const { topic, prefix, account, store } = await setting();
+    const [a, b] = await Promise.all([replica({ topic, prefix }), replica({ topic, prefix })]);
+    for (let round = 0; round < 5; round++) {
+      const id = `same-${round}`;
+      const [x, y] = await Promise.all([create(a.service, account, id), create(b.service, account, id)]);
+      expect([x.created, y.created].sort()).toEqual([false, true]);
+      expect(x.dataset.incarnation).toBe(y.dataset.incarnation);
+      expect((await store.get(account, id))?.incarnation).toBe(x.dataset.incarnation);
+    }
+    const events = await readTopic(topic);
+    expect(events.map((e) => e.dataset)).toEqual(['same-0', 'same-1', 'same-2', 'same-3', 'same-4']);
+  });
+
+  it('gives a re-created dataset a new incarnation; get and the store follow at once, on either replica', async () => {
+    const { topic, prefix, account, store } = await setting();
+    const [a, b] = await Promise.all([replica({ topic, prefix }), replica({ topic, prefix })]);
+    const first = await create(a.service, account, 'sales');
+    await expect(b.service.get({ account, id: 'sales' })).resolves.toMatchObject({ incarnation: first.dataset.incarnation });
+    await b.service.delete({ account, id: 'sales' });
+    await expect(a.service.get({ account, id: 'sales' })).rejects.toMatchObject({ code: 'not_found' });
+    expect(await store.count(account)).toBe(0);
+    await expect(b.service.delete({ account, id: 'sales' })).rejects.toMatchObject({ code: 'not_found' });
+    const second = await create(a.service, account, 'sales');
+    expect(second.created).toBe(true);
+    expect(second.dataset.incarnation).not.toBe(first.dataset.incarnation);
+    await expect(b.service.get({ account, id: 'sales' })).resolves.toMatchObject({ incarnation: second.dataset.incarnation });
+
+    const events = await readTopic(topic);
+    expect(events.map((e) => [e.type, e.incarnation])).toEqual([
+      ['DatasetDefined', first.dataset.incarnation],
+      ['DatasetDeleted', first.dataset.incarnation],
+      ['DatasetDefined', second.dataset.incarnation],
+    ]);
+    await storeMatchesTopic(store, account, events, ['sales']);
+  });
+
+  it('repairs a crash between the Kafka append and the Redis update: the next change of the account rolls it forward', async () => {
+    const { topic, prefix, account, store } = await setting();
+    // Replica a "crashes" (stops for good) once its event is in Kafka, before Redis hears of it; its lease
+    // is left to expire. Released at the end, the zombie finishes harmlessly.
+    let crashed!: () => void;
+    const frozen = new Promise<void>((resolve) => (crashed = resolve));
+    let appended: DatasetEvent | undefined;
+    const a = await replica({
+      topic,
+      prefix,
+      lock: { ttlMs: 1500, waitMs: 30_000 },
+      afterAppend: async (event) => {
+        appended = event;
+        await frozen;
+      },
+    });
+    const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
+    const zombie = create(a.service, account, 'orphan');
+    await eventually('the crashed append', () => appended !== undefined);
+    expect(await store.get(account, 'orphan')).toBeUndefined();
+    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+
+    // The next decision for the account waits for the lease, finishes the crashed change first, then decides.
+    await expect(create(b.service, account, 'next')).resolves.toMatchObject({ created: true });
+    expect((await store.get(account, 'orphan'))?.incarnation).toBe(appended?.incarnation);
+    expect(await store.count(account)).toBe(2);
+    // And a find-or-create of the crashed id finds the rolled-forward dataset, same incarnation.
+    await expect(create(b.service, account, 'orphan')).resolves.toMatchObject({ created: false, dataset: { incarnation: appended?.incarnation } });
+    expect(await leftovers(prefix)).toEqual([]);
+
+    crashed();
+    await expect(zombie).resolves.toMatchObject({ created: true, dataset: { incarnation: appended?.incarnation } });
+    const events = await readTopic(topic);
+    // The crashed definition is stored twice (the original and the roll-forward), which the fold ignores.
+    expect(events.map((e) => [e.dataset, e.incarnation])).toEqual([
+      ['orphan', appended?.incarnation],
+      ['orphan', appended?.incarnation],
+      ['next', events[2]?.incarnation],
+    ]);
+    await storeMatchesTopic(store, account, events, ['orphan', 'next']);
+    expect(await leftovers(prefix)).toEqual([]);
+  });
+
+  it('repairs a crashed deletion by the sweep, with no further request for the account', async () => {
+    const { topic, prefix, account, store } = await setting();
+    const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
+    const made = await create(b.service, account, 'gone');
+    let crashed!: () => void;
+    const frozen = new Promise<void>((resolve) => (crashed = resolve));
+    let appended = false;
+    const a = await replica({
+      topic,
+      prefix,
+      lock: { ttlMs: 1500, waitMs: 30_000 },
+      afterAppend: async () => {
+        appended = true;
+        await frozen;
+      },
+    });
+    const zombie = a.service.delete({ account, id: 'gone' });
+    await eventually('the crashed append', () => appended);
+    expect(await store.count(account)).toBe(1);
+    // The sweep skips the account while the crashed holder's lease lasts, then rolls the deletion forward.
+    await eventually('the sweep to roll the deletion forward', async () => (await b.changes.sweep()) === 1, 20_000);
+    expect(await store.get(account, 'gone')).toBeUndefined();
+    expect(await store.count(account)).toBe(0);
+    expect(await leftovers(prefix)).toEqual([]);
+    crashed();
+    await zombie;
+    const events = await readTopic(topic);
+    expect(events.map((e) => [e.type, e.incarnation])).toEqual([
+      ['DatasetDefined', made.dataset.incarnation],
+      ['DatasetDeleted', made.dataset.incarnation],
+      ['DatasetDeleted', made.dataset.incarnation],
+    ]);
+    await storeMatchesTopic(store, account, events, ['gone']);
+  });
+
+  it('answers 503 (unavailable) when Kafka refuses the append: nothing in the topic, no intent, the id still free', async () => {
+    const { topic, prefix, account, store } = await setting();
+    // Nothing listens on port 1: every connection is refused, so nothing is ever sent.
+    const down = await replica({ topic, prefix, brokers: ['127.0.0.1:1'] });
+    await expect(create(down.service, account, 'sales')).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(down.service.delete({ account, id: 'sales' })).rejects.toMatchObject({ code: 'not_found' });
+    expect(await store.count(account)).toBe(0);
+    expect(await leftovers(prefix)).toEqual([]);
+    const up = await replica({ topic, prefix });
+    await expect(create(up.service, account, 'sales')).resolves.toMatchObject({ created: true });
+    expect((await readTopic(topic)).map((e) => e.dataset)).toEqual(['sales']);
+  });
+
+  it('answers outcome_unknown when the append may have been stored, keeps the intent and the lease, and completes it later', async () => {
+    const { topic, prefix, account, store } = await setting();
+    // The broker stores the event but its answer is lost: the appender cannot tell.
+    const lostAnswer = (real: EventAppender): EventAppender => ({
+      append: async (events) => {
+        await real.append(events);
+        throw new DomainError('outcome_unknown', 'the acknowledgment was lost');
+      },
+      close: () => real.close(),
+    });
+    const a = await replica({ topic, prefix, appender: lostAnswer, lock: { ttlMs: 1500, waitMs: 30_000 } });
+    const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
+    await expect(create(a.service, account, 'maybe')).rejects.toMatchObject({ code: 'outcome_unknown' });
+    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+    // The lease is kept (a late write could still land), so the sweep cannot take it yet.
+    expect(await redis.exists(`${prefix}schema-lock:${account}`)).toBe(1);
+    await expect(b.changes.sweep()).resolves.toBe(0);
+    const started = Date.now();
+    const found = await create(b.service, account, 'maybe');
+    expect(found.created).toBe(false);
+    expect(Date.now() - started).toBeGreaterThan(200); // it waited for the kept lease
+    const events = await readTopic(topic);
+    expect(events.map((e) => [e.dataset, e.incarnation])).toEqual([
+      ['maybe', found.dataset.incarnation],
+      ['maybe', found.dataset.incarnation],
+    ]);
+    await storeMatchesTopic(store, account, events, ['maybe']);
+    expect(await leftovers(prefix)).toEqual([]);
+  });
+});
+
+describe('the distributed schema service when Redis fails', () => {
+  it('answers 503 when Redis cannot be reached before anything was decided; nothing reaches the topic', async () => {
+    const { topic, prefix, account } = await setting();
+    const a = await replica({ topic, prefix });
+    await expect(create(a.service, account, 'first')).resolves.toMatchObject({ created: true });
+    a.redis.disconnect();
+    await expect(create(a.service, account, 'second')).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(a.service.delete({ account, id: 'first' })).rejects.toMatchObject({ code: 'unavailable' });
+    await expect(a.service.get({ account, id: 'first' })).rejects.toMatchObject({ code: 'unavailable' });
+    expect((await readTopic(topic)).map((e) => [e.type, e.dataset])).toEqual([['DatasetDefined', 'first']]);
+  });
+
+  it('answers outcome_unknown when Redis fails after the append, and the next change completes it', async () => {
+    const { topic, prefix, account, store } = await setting();
+    let appended: DatasetEvent | undefined;
+    const a = await replica({
+      topic,
+      prefix,
+      lock: { ttlMs: 1500, waitMs: 30_000 },
+      afterAppend: (event) => {
+        appended = event;
+        a.redis.disconnect(); // Redis goes away between the two steps
+        return Promise.resolve();
+      },
+    });
+    const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
+    await expect(create(a.service, account, 'half')).rejects.toMatchObject({ code: 'outcome_unknown' });
+    expect(await store.get(account, 'half')).toBeUndefined();
+    await expect(create(b.service, account, 'half')).resolves.toMatchObject({ created: false, dataset: { incarnation: appended?.incarnation } });
+    const events = await readTopic(topic);
+    expect(events.map((e) => e.incarnation)).toEqual([appended?.incarnation, appended?.incarnation]);
+    await storeMatchesTopic(store, account, events, ['half']);
+    expect(await leftovers(prefix)).toEqual([]);
+  });
+});
+
+describe('RedisSchemaStore.apply with the events a roll-forward repeats', () => {
+  it('changes nothing for a definition or deletion applied again, nor for a late definition of a deleted incarnation', async () => {
+    const prefix = randomPrefix();
+    prefixes.push(prefix);
+    const store = new RedisSchemaStore(redis, { prefix });
+    const base = { schema_version: EVENT_SCHEMA_VERSION, account: 'acme', dataset: 'sales' } as const;
+    const defined: DatasetDefined = { ...base, type: 'DatasetDefined', incarnation: 'inc-a', at: 1, definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] } };
+    await store.apply([defined]);
+    await store.apply([{ ...base, type: 'RecordsAppended', incarnation: 'inc-a', at: 5, records: [], delete_by: null }]);
+    const once = await store.get('acme', 'sales');
+    await store.apply([defined]);
+    expect(await store.get('acme', 'sales')).toEqual(once);
+    expect(once?.updated_at).toBe(5);
+    expect(await store.count('acme')).toBe(1);
+
+    const deletion: DatasetEvent = { ...base, type: 'DatasetDeleted', incarnation: 'inc-a', at: 6 };
+    await store.apply([deletion, deletion]);
+    expect(await store.count('acme')).toBe(0);
+    await store.apply([defined]); // a late copy of a deleted incarnation's definition
+    expect(await store.get('acme', 'sales')).toBeUndefined();
+    expect(await store.count('acme')).toBe(0);
+  });
+});
