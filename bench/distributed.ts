@@ -12,10 +12,10 @@
  *   half   open loop at half the peak's request rate on other datasets: ack p50/p99 there;
  *   fresh  in both phases, the datasets of --watch accounts are timed from each 2xx until the admin
  *          listener's listing counts its records (polled back to back): freshness p50/p99;
- *   raw    in the same run, the same 500-record bodies, decided and projected by the same pure code, written
- *          straight into a fresh ClickHouse database through the projection store, one INSERT per batch,
- *          one after the other: the raw insert rate the end-to-end rate is compared with (and, for context,
- *          the same rows in inserts of the projector's flush size).
+ *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
+ *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
+ *          raw insert rate the end-to-end rate is compared with (and, for context, the same rows in INSERTs
+ *          of the projector's flush size).
  *
  * The API's limit of 60 requests a minute per key would cap the load at a few requests a second, so the
  * stack runs with PUSHBASE_RATE_LIMIT_PER_MINUTE=1000000000 (the limiter still runs: one Redis call each).
@@ -35,10 +35,11 @@ import { request as httpRequest } from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { ClickHouseProjection, connectClickHouse, dropDatabase, migrate } from '@pushbase/clickhouse';
-import type { ProjectedHead, ProjectedRow } from '@pushbase/contracts';
+import { connectClickHouse, dropDatabase, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
 import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
 import { project, type ProjectedDataset } from '@pushbase/projector';
+import { insertBody } from '../services/clickhouse/src/client';
+import { encodeRecord } from '../services/clickhouse/src/layout';
 import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { TestStack } from '../test/helpers/distributed-stack';
 import { forkLoad, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
@@ -231,61 +232,64 @@ function freshness(acks: readonly Ack[], keyOf: (ack: Ack) => string, observatio
 
 // ── The raw insert rate: the same batches straight into ClickHouse ───────────────────────────────────
 
+/**
+ * The same 500-record bodies, decided and projected into rows by the same pure code as the services, each
+ * batch one INSERT of its encoded rows (the projection's own column layout) straight into a copy of the
+ * records table, one after the other: ClickHouse's own rate for these batches, without the projector's
+ * bookkeeping (heads, validation of heads). For context, the same rows again in INSERTs of `flushRows`.
+ */
 async function rawInsert(bodies: readonly string[], flushRows: number): Promise<{ perBatchRecordsPerS: number; perBatchMedianMs: number; flushSizeRecordsPerS: number }> {
   const conn = connectClickHouse(process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123');
-  const databases = [`pb_bench_raw_${randomBytes(5).toString('hex')}`, `pb_bench_rawb_${randomBytes(5).toString('hex')}`];
+  const database = `pb_bench_raw_${randomBytes(5).toString('hex')}`;
   try {
-    // The rows the projector would write for these appends: decided and projected by the same pure code.
     const account = 'bench-raw';
     const datasets = Math.ceil(opts.rawBatches / MAX_APPENDS_PER_DATASET);
     const summaries: DatasetSummary[] = [];
     const held = new Map<string, ProjectedDataset>();
-    const batches: { rows: ProjectedRow[]; heads: ProjectedHead[] }[] = [];
     let offset = 0;
     const at = Date.UTC(2026, 0, 1);
     for (let d = 0; d < datasets; d++) {
       const defined = decideDefine({ account, id: `raw-${d}`, body: DATASET_DEFINITION, at, newIncarnation: `raw-${d}` }, undefined, 0);
       if (defined.outcome !== 'created') throw new Error('unreachable: a fresh dataset was found');
       summaries.push(defined.dataset);
-      const step = project(undefined, defined.event, { partition: 0, offset: offset++ });
-      held.set(streamKey(account, `raw-${d}`), step.dataset);
+      held.set(streamKey(account, `raw-${d}`), project(undefined, defined.event, { partition: 0, offset: offset++ }).dataset);
     }
+    const slots = slotsOf(summaries[0]!.definition);
+    const batches: Buffer[] = [];
+    const encoded: string[][] = [];
     for (let b = 0; b < opts.rawBatches; b++) {
       const dataset = summaries[b % datasets]!;
       const event = decideAppend({ account, id: dataset.id, body: JSON.parse(bodies[b % bodies.length]!), at }, dataset);
       const key = streamKey(account, dataset.id);
       const step = project(held.get(key), event, { partition: 0, offset: offset++ });
       held.set(key, step.dataset);
-      batches.push({ rows: [...step.rows], heads: step.head === undefined ? [] : [step.head] });
+      const lines = step.rows.map((r) => {
+        const row: Record<string, unknown> = { account: r.account, dataset: r.dataset, incarnation: r.incarnation, row_key: r.row_key, version: r.version, seq: r.seq, deleted: r.deleted ? 1 : 0 };
+        if (r.record !== null) encodeRecord(slots, r.record, row);
+        return `${JSON.stringify(row)}\n`;
+      });
+      encoded.push(lines);
+      batches.push(Buffer.from(lines.join('')));
     }
-    const perBatch = new ClickHouseProjection(conn, databases[0]!);
-    await migrate(conn, databases[0]!);
+    await migrate(conn, database);
+    const tables = [`${quoteIdentifier(database)}.raw_batches`, `${quoteIdentifier(database)}.raw_flush`];
+    for (const t of tables) await conn.client.command({ query: `CREATE TABLE ${t} AS ${quoteIdentifier(database)}.records` });
+    const records = opts.rawBatches * RECORDS_PER_REQUEST;
     const times: number[] = [];
     const t0 = performance.now();
     for (const batch of batches) {
       const t = performance.now();
-      await perBatch.write(batch.rows, batch.heads);
+      await insertBody(conn, tables[0]!, batch, 'a raw batch');
       times.push(performance.now() - t);
     }
     const perBatchMs = performance.now() - t0;
-    const records = opts.rawBatches * RECORDS_PER_REQUEST;
-
-    const large = new ClickHouseProjection(conn, databases[1]!);
-    await migrate(conn, databases[1]!);
+    const perFlush = Math.max(1, Math.floor(flushRows / RECORDS_PER_REQUEST));
     const t1 = performance.now();
-    for (let i = 0; i < batches.length; ) {
-      const rows: ProjectedRow[] = [];
-      const heads = new Map<string, ProjectedHead>();
-      for (; i < batches.length && rows.length < flushRows; i++) {
-        rows.push(...batches[i]!.rows);
-        for (const h of batches[i]!.heads) heads.set(streamKey(h.account, h.dataset), h);
-      }
-      await large.write(rows, [...heads.values()]);
-    }
-    const largeMs = performance.now() - t1;
-    return { perBatchRecordsPerS: (records / perBatchMs) * 1000, perBatchMedianMs: quantile(times, 0.5), flushSizeRecordsPerS: (records / largeMs) * 1000 };
+    for (let i = 0; i < encoded.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.from(encoded.slice(i, i + perFlush).flat().join('')), 'raw rows');
+    const flushMs = performance.now() - t1;
+    return { perBatchRecordsPerS: (records / perBatchMs) * 1000, perBatchMedianMs: quantile(times, 0.5), flushSizeRecordsPerS: (records / flushMs) * 1000 };
   } finally {
-    for (const db of databases) await dropDatabase(conn, db).catch(() => undefined);
+    await dropDatabase(conn, database).catch(() => undefined);
     await conn.close();
   }
 }
@@ -376,7 +380,7 @@ async function main(): Promise<void> {
     line(`half (open loop at ${fmt(peakRps / 2, 1)} appends/s):`);
     line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
-    line(`raw ClickHouse insert of the same 500-record batches (projection store, one INSERT per batch, ${opts.rawBatches} batches):`);
+    line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
     line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
     const freshP99 = Math.max(quantile(peak.fresh.samples, 0.99), quantile(halfPhase.fresh.samples, 0.99));
     line('');
