@@ -20,7 +20,12 @@ import { BUNDLE, ROOT } from '../helpers/server';
 
 jest.setTimeout(300_000);
 
-const keys = Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`fault-${i}-${randomBytes(3).toString('hex')}`, `key-${randomBytes(12).toString('hex')}`]));
+// Accounts of their own for each test's workload: an account's listing then holds only that workload's datasets.
+const TESTS = 5;
+const groups = Array.from({ length: TESTS }, (_, t) =>
+  Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`fault-${t}-${i}-${randomBytes(3).toString('hex')}`, `key-${randomBytes(12).toString('hex')}`])),
+);
+const keys = Object.assign({}, ...groups) as Record<string, string>;
 let servers: PrivateServers | undefined;
 let stack: TestStack | undefined;
 const workloads: FaultWorkload[] = [];
@@ -47,7 +52,9 @@ afterAll(async () => {
 
 /** A fresh workload on fresh datasets of the stack's accounts, started. */
 function load(): FaultWorkload {
-  const w = new FaultWorkload({ target: stack!, keys, datasetsPerAccount: 4, requestTimeoutMs: 30_000 });
+  const group = groups[workloads.length];
+  if (group === undefined) throw new Error(`more workloads than the ${TESTS} groups of accounts`);
+  const w = new FaultWorkload({ target: stack!, keys: group, datasetsPerAccount: 4, requestTimeoutMs: 30_000 });
   workloads.push(w);
   w.start();
   return w;
@@ -115,8 +122,12 @@ describe('distributed stack under faults', () => {
     const w = load();
     const before = await acked(w, 100, '100 acknowledged before ClickHouse stops');
     await servers!.stop('clickhouse', 'SIGKILL');
+    // The read side is ClickHouse: the admin listener says so with a 503.
+    const account = Object.keys(groups[workloads.length - 1]!)[0]!;
+    expect((await w.admin(`/admin/accounts/${account}/datasets`)).status).toBe(503);
     // The write path does not need ClickHouse: acknowledgements go on.
     await acked(w, before.acknowledged + 100, '100 more acknowledged while ClickHouse is down');
+    expect((await w.admin(`/admin/accounts/${account}/datasets`)).status).toBe(503);
     await servers!.start('clickhouse');
     await acked(w, w.tally().acknowledged + 50, '50 more acknowledged after ClickHouse is back');
     await settle(w);

@@ -289,7 +289,8 @@ export class FaultWorkload {
     throw new Error(`the visible state is not the fold of the acknowledged requests after ${timeoutMs} ms (${problems.length} problems):\n${problems.slice(0, 12).join('\n')}`);
   }
 
-  private admin(path: string): Promise<{ status: number; text: string; body: unknown }> {
+  /** A GET on the admin listener with the token. */
+  admin(path: string): Promise<{ status: number; text: string; body: unknown }> {
     const t = this.opts.target;
     return new Promise((resolve) => {
       const req = httpRequest({ host: '127.0.0.1', port: t.adminPort, path, method: 'GET', timeout: 30_000, headers: { authorization: `Bearer ${t.adminToken}` } }, (res) => {
