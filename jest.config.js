@@ -16,5 +16,9 @@ module.exports = {
     { ...common, displayName: 'contract', testMatch: ['<rootDir>/services/**/*.contract.test.ts', '<rootDir>/test/**/*.contract.test.ts'] },
     { ...common, displayName: 'int', testMatch: ['<rootDir>/services/**/*.int.test.ts', '<rootDir>/test/**/*.int.test.ts'] },
     { ...common, displayName: 'e2e', testMatch: ['<rootDir>/test/**/*.e2e.test.ts'] },
+    // The end-to-end suites of test/e2e once more, each TestServer being the four services of
+    // `npm run start:distributed` as separate processes (test/helpers/distributed-mode.ts). test/embedded
+    // holds the tests about the embedded data directory itself and runs only against `pushbase serve`.
+    { ...common, displayName: 'e2e-distributed', testMatch: ['<rootDir>/test/e2e/**/*.e2e.test.ts'], setupFilesAfterEnv: ['<rootDir>/test/helpers/distributed-mode.ts'] },
   ],
 };

@@ -16,7 +16,6 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { decideAppend, decideDefine, type DatasetSummary } from '@pushbase/domain';
 import { createKafka, ensureTopic, KafkaEventAppender, parseBrokers } from '@pushbase/kafka';
-import type { Producer } from 'kafkajs';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
 
 const { values: flags } = parseArgs({
@@ -72,10 +71,8 @@ async function phase(topic: string, callers: number, work: ReturnType<typeof wor
     connection,
     topic,
     lingerMs: LINGER_MS,
-    onProducer: (p: Producer) => {
-      p.on(p.events.REQUEST, (e) => {
-        if (e.payload.apiName === 'Produce') requests += 1;
-      });
+    onRequest: (apiName) => {
+      if (apiName === 'Produce') requests += 1;
     },
   });
   // Connect and warm up outside the measured time.

@@ -6,10 +6,22 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { createKafka, parseBrokers } from '@pushbase/kafka';
+import type { Admin } from 'kafkajs';
+import { DistributedStack, SERVICES, type ServiceExit } from '../../services/cli/src/distributed';
+import { HighWatermarks } from './high-watermarks';
+import { stackNamesOf, type StackNames } from './stack-names';
 
 export const ROOT = path.resolve(__dirname, '../..');
 /** The bundle that `npm start` runs; jest's global setup builds it fresh for every test run. */
 export const BUNDLE = path.join(ROOT, 'dist/pushbase.js');
+
+/**
+ * Which pushbase a TestServer starts: `pushbase serve` (embedded, the default), or the four services of
+ * `npm run start:distributed` as separate processes when PUSHBASE_E2E_MODE is `distributed` (the jest
+ * project e2e-distributed sets it). The e2e suites run unchanged against both.
+ */
+export const E2E_MODE: 'embedded' | 'distributed' = process.env.PUSHBASE_E2E_MODE === 'distributed' ? 'distributed' : 'embedded';
 
 export interface ServerOptions {
   /** Reuse a data directory (restart tests); a fresh temporary one otherwise. */
@@ -17,8 +29,10 @@ export interface ServerOptions {
   /** account → API key; two accounts by default. */
   readonly keys?: Record<string, string>;
   readonly env?: Record<string, string>;
-  /** How long `start()` waits for the "listening" line; 30 s by default (a big log replays longer). */
+  /** How long `start()` waits for the "listening" line; 30 s by default (a big log replays longer; distributed: at least 120 s for the four services). */
   readonly startTimeoutMs?: number;
+  /** Which pushbase to start; E2E_MODE (the jest project's) by default. */
+  readonly mode?: 'embedded' | 'distributed';
   /** Extra node flags for the server process, e.g. `--cpu-prof` (not allowed in NODE_OPTIONS). */
   readonly nodeArgs?: readonly string[];
 }
@@ -51,10 +65,17 @@ export class TestServer {
   certFile = '';
   plainHttp = false;
   proc: ChildProcess | undefined;
+  /** What the server wrote (distributed: the gateway; its "listening" line is the one tests read). */
   readonly output: string[] = [];
+  /** Distributed: the other services' lines, prefixed with their names, for failure messages. */
+  readonly servicesOutput: string[] = [];
   private readonly env: Record<string, string>;
   private readonly startTimeoutMs: number;
   private readonly nodeArgs: readonly string[];
+  /** Distributed mode: the supervisor of the four processes, and the names they own on the servers. */
+  stack: DistributedStack | undefined;
+  readonly names: StackNames | undefined;
+  private kafkaAdmin: { admin: Admin; ends: HighWatermarks } | undefined;
 
   constructor(opts: ServerOptions = {}) {
     this.dataDir = opts.dataDir ?? mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'pushbase-e2e-'));
@@ -62,28 +83,53 @@ export class TestServer {
     this.env = opts.env ?? {};
     this.startTimeoutMs = opts.startTimeoutMs ?? 30_000;
     this.nodeArgs = opts.nodeArgs ?? [];
+    this.names = (opts.mode ?? E2E_MODE) === 'distributed' ? stackNamesOf(this.dataDir) : undefined;
+  }
+
+  get distributed(): boolean {
+    return this.names !== undefined;
+  }
+
+  /** The environment of the server's process(es): random ports, the test's keys and admin token, the data directory. */
+  private serverEnv(): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      PUSHBASE_PORT: '0',
+      PUSHBASE_HOST: '127.0.0.1',
+      PUSHBASE_ADMIN_PORT: '0',
+      PUSHBASE_ADMIN_TOKEN: this.adminToken,
+      PUSHBASE_DATA_DIR: this.dataDir,
+      PUSHBASE_API_KEYS: Object.entries(this.keys)
+        .map(([account, key]) => `${key}:${account}`)
+        .join(','),
+      ...(this.names === undefined
+        ? {}
+        : {
+            PUSHBASE_KAFKA_TOPIC: this.names.topic,
+            PUSHBASE_CLICKHOUSE_DATABASE: this.names.database,
+            PUSHBASE_REDIS_PREFIX: this.names.redisPrefix,
+            PUSHBASE_PROJECTOR_GROUP: this.names.group,
+            // Tests read soon after they write: write small batches often rather than wait for big ones.
+            PUSHBASE_PROJECTOR_FLUSH_MS: '50',
+          }),
+      ...this.env,
+    };
   }
 
   get baseUrl(): string {
     return `https://127.0.0.1:${this.port}`;
   }
 
-  /** Starts `pushbase serve` as a child process on random ports and waits for its "listening" line. */
+  /**
+   * Starts `pushbase serve` as a child process on random ports and waits for its "listening" line; in
+   * distributed mode, migrates and starts the four services on the stack's own names and waits until each
+   * is ready.
+   */
   async start(): Promise<this> {
+    if (this.names !== undefined) return this.startDistributed();
     const proc = spawn(process.execPath, [...this.nodeArgs, '--enable-source-maps', BUNDLE, 'serve'], {
       cwd: ROOT,
-      env: {
-        ...process.env,
-        PUSHBASE_PORT: '0',
-        PUSHBASE_HOST: '127.0.0.1',
-        PUSHBASE_ADMIN_PORT: '0',
-        PUSHBASE_ADMIN_TOKEN: this.adminToken,
-        PUSHBASE_DATA_DIR: this.dataDir,
-        PUSHBASE_API_KEYS: Object.entries(this.keys)
-          .map(([account, key]) => `${key}:${account}`)
-          .join(','),
-        ...this.env,
-      },
+      env: this.serverEnv(),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.proc = proc;
@@ -117,14 +163,82 @@ export class TestServer {
     return this;
   }
 
-  /** SIGTERM and wait for exit; resolves to the exit code. */
+  private async startDistributed(): Promise<this> {
+    this.stack = await DistributedStack.start({
+      bundle: BUNDLE,
+      cwd: ROOT,
+      env: this.serverEnv(),
+      readyTimeoutMs: Math.max(this.startTimeoutMs, 120_000),
+      nodeArgs: { gateway: this.nodeArgs },
+      onLine: (service, line) => {
+        if (service === 'gateway') this.output.push(line);
+        else this.servicesOutput.push(`${service} | ${line}`);
+        if (this.servicesOutput.length > 2000) this.servicesOutput.splice(0, 1000);
+      },
+      onUnexpectedExit: (service, exit) => this.servicesOutput.push(`${service} exited unexpectedly: ${exit.signal ?? exit.code}`),
+    });
+    const { port, adminPort, certFile } = this.stack.gateway;
+    this.port = port;
+    this.adminPort = adminPort;
+    this.plainHttp = certFile === null;
+    this.certFile = certFile ?? '';
+    this.ca = certFile === null ? '' : readFileSync(certFile, 'utf8');
+    return this;
+  }
+
+  /**
+   * SIGTERM and wait for exit; resolves to the exit code (distributed: every service in order, 0 when all
+   * exited 0, else the first other exit).
+   */
   async stop(): Promise<number | null> {
+    if (this.stack !== undefined) return this.stopDistributed(() => this.stack!.stop().then((exits) => Object.values(exits)));
     return this.signal('SIGTERM');
   }
 
-  /** kill -9: no chance to flush anything. */
+  /** kill -9: no chance to flush anything (distributed: all four services at once). */
   async kill9(): Promise<void> {
+    if (this.stack !== undefined) {
+      const stack = this.stack;
+      await this.stopDistributed(() => Promise.all(SERVICES.map((service) => (stack.pid(service) === undefined ? Promise.resolve({ code: null, signal: null }) : stack.kill(service)))));
+      return;
+    }
     await this.signal('SIGKILL');
+  }
+
+  private async stopDistributed(stopAll: () => Promise<ServiceExit[]>): Promise<number | null> {
+    const exits = await stopAll();
+    await this.kafkaAdmin?.admin.disconnect();
+    await this.kafkaAdmin?.ends.close();
+    this.kafkaAdmin = undefined;
+    const failed = exits.find((e) => e.code !== 0);
+    return failed === undefined ? 0 : failed.code;
+  }
+
+  /**
+   * Distributed mode: resolves once the projector has applied every event written to the topic so far —
+   * the group's committed offsets have reached every partition's high watermark as it was when called
+   * (its consumer commits past transaction markers; high-watermarks.ts says why not the last stable
+   * offset) — so a read of the admin listener shows every write acknowledged before it. Waits with a
+   * deadline; the embedded read side is immediate.
+   */
+  async caughtUp(timeoutMs = 60_000): Promise<void> {
+    const names = this.names;
+    if (names === undefined) return;
+    if (this.kafkaAdmin === undefined) {
+      const kafka = createKafka({ brokers: parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'pushbase-e2e-reads' });
+      const admin = kafka.admin();
+      await admin.connect();
+      this.kafkaAdmin = { admin, ends: new HighWatermarks(kafka) };
+    }
+    const { admin, ends: watermarks } = this.kafkaAdmin;
+    const ends = await watermarks.of(names.topic);
+    await eventually(async () => {
+      const [committed] = await admin.fetchOffsets({ groupId: names.group, topics: [names.topic] });
+      const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      return [...ends].every(([partition, end]) => end === 0 || (at.get(partition) ?? -1) >= end) ? true : undefined;
+    }, timeoutMs).catch((e: unknown) => {
+      throw new Error(`the projector of ${names.topic} did not catch up with ${JSON.stringify([...ends])} within ${timeoutMs / 1000} s: ${String(e)}\n${this.servicesOutput.slice(-20).join('\n')}`);
+    });
   }
 
   private async signal(sig: NodeJS.Signals): Promise<number | null> {
@@ -137,19 +251,12 @@ export class TestServer {
 
   /** A request to the public HTTPS API, trusting the server's certificate. */
   request(method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { ...(opts.headers ?? {}) };
-    if (opts.key !== undefined) headers.authorization = `Basic ${Buffer.from(`${opts.key}:`).toString('base64')}`;
-    let payload: string | Buffer | undefined = opts.raw;
-    if (payload === undefined && opts.body !== undefined) {
-      payload = JSON.stringify(opts.body);
-      headers['content-type'] ??= 'application/json';
-    }
-    if (this.plainHttp) return send(httpRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers }, payload);
-    return send(httpsRequest, { host: '127.0.0.1', port: this.port, method, path: urlPath, headers, ca: this.ca, servername: 'localhost' }, payload);
+    return requestTo(this, method, urlPath, opts);
   }
 
-  /** A request to the admin listener with the bearer token. */
-  admin(urlPath: string, token: string = this.adminToken): Promise<Response> {
+  /** A request to the admin listener with the bearer token (distributed: once the read side has caught up). */
+  async admin(urlPath: string, token: string = this.adminToken): Promise<Response> {
+    await this.caughtUp();
     return send(httpRequest, { host: '127.0.0.1', port: this.adminPort, method: 'GET', path: urlPath, headers: { authorization: `Bearer ${token}` } }, undefined);
   }
 
@@ -159,6 +266,19 @@ export class TestServer {
     if (res.status !== 200) throw new Error(`records of ${account}/${id}: ${res.status} ${res.text}`);
     return res.body.records;
   }
+}
+
+/** A request to a gateway's public API at `target` (trusting its certificate, or plain HTTP behind a TLS proxy). */
+export function requestTo(target: { readonly port: number; readonly ca: string; readonly plainHttp: boolean }, method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
+  const headers: Record<string, string> = { ...(opts.headers ?? {}) };
+  if (opts.key !== undefined) headers.authorization = `Basic ${Buffer.from(`${opts.key}:`).toString('base64')}`;
+  let payload: string | Buffer | undefined = opts.raw;
+  if (payload === undefined && opts.body !== undefined) {
+    payload = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  if (target.plainHttp) return send(httpRequest, { host: '127.0.0.1', port: target.port, method, path: urlPath, headers }, payload);
+  return send(httpsRequest, { host: '127.0.0.1', port: target.port, method, path: urlPath, headers, ca: target.ca, servername: 'localhost' }, payload);
 }
 
 function send(

@@ -219,6 +219,15 @@ async function distributed(): Promise<void> {
   const bundle = process.argv[1] ?? '';
   let stack: DistributedStack | undefined;
   let exitCode: number | undefined;
+  const stopStack = (running: DistributedStack, code: number): void => {
+    void running.stop().then(
+      (exits) => {
+        print('supervisor', `stopped: ${Object.entries(exits).map(([s, e]) => `${s} ${e.signal ?? e.code}`).join(', ')}`);
+        process.exit(code);
+      },
+      () => process.exit(1),
+    );
+  };
   const stopAll = (code: number, why: string): void => {
     if (exitCode !== undefined) {
       // A second Ctrl-C: stop waiting for the services.
@@ -227,13 +236,8 @@ async function distributed(): Promise<void> {
     }
     exitCode = code;
     print('supervisor', `${why}; stopping the services (gateway, then records and schema, projector last)`);
-    void (stack?.stop() ?? Promise.resolve(undefined)).then(
-      (exits) => {
-        if (exits !== undefined) print('supervisor', `stopped: ${Object.entries(exits).map(([s, e]) => `${s} ${e.signal ?? e.code}`).join(', ')}`);
-        process.exit(code);
-      },
-      () => process.exit(1),
-    );
+    // While starting, the services are stopped as soon as the start is over (none is left behind).
+    if (stack !== undefined) stopStack(stack, code);
   };
   process.on('SIGINT', () => stopAll(0, 'SIGINT'));
   process.on('SIGTERM', () => stopAll(0, 'SIGTERM'));
@@ -256,7 +260,10 @@ async function distributed(): Promise<void> {
       if (pid !== undefined) process.kill(pid, 'SIGTERM');
     }
   });
-  if (exitCode !== undefined) return;
+  if (exitCode !== undefined) {
+    stopStack(stack, exitCode);
+    return;
+  }
   const { port, adminPort, certFile } = stack.gateway;
   print('supervisor', JSON.stringify({ msg: 'listening', port, admin_port: adminPort, cert_file: certFile, schema_address: stack.addresses.schema, records_address: stack.addresses.records }));
 }

@@ -1,4 +1,4 @@
-import { Metadata, credentials, type ChannelOptions, type Client, type MethodDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
+import { Metadata, credentials, type ChannelOptions, type MethodDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
 import {
   SCHEMA_SERVICE_NAME,
   pushbaseServices,
@@ -43,9 +43,15 @@ export interface GrpcClientOptions {
   readonly protos?: PushbaseServices;
 }
 
-/** A port adapter that holds a channel: close it when done (pending calls fail with CANCELLED). */
+/** A port adapter that holds a channel. */
 export interface Closable {
-  close(): void;
+  /**
+   * Resolves once the channel is connected; rejects when it is not within `timeoutMs`. For start-up
+   * (a launcher, a test) only: calls never wait for a connection (see waitForReady below).
+   */
+  readonly waitForReady: (timeoutMs: number) => Promise<void>;
+  /** Closes the channel; calls still pending fail with CANCELLED. */
+  readonly close: () => void;
 }
 
 /**
@@ -63,8 +69,7 @@ const SCHEMA_SERVICE_CONFIG = JSON.stringify({
   ],
 });
 
-interface Channel {
-  readonly client: Client;
+interface Channel extends Closable {
   call<Res>(method: string, request: unknown, kind: CallKind): Promise<Res>;
 }
 
@@ -77,7 +82,11 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
     write: opts.writeDeadlineMs ?? DEFAULT_WRITE_DEADLINE_MS,
   };
   return {
-    client,
+    close: () => client.close(),
+    waitForReady: (timeoutMs) =>
+      new Promise<void>((resolve, reject) => {
+        client.waitForReady(Date.now() + timeoutMs, (err) => (err === undefined || err === null ? resolve() : reject(err)));
+      }),
     call: <Res>(method: string, request: unknown, kind: CallKind) => {
       const def = ctor.service[method] as MethodDefinition<unknown, Res> | undefined;
       if (def === undefined) return Promise.reject(new Error(`${service} has no method ${method}`));
@@ -128,7 +137,8 @@ export function connectSchemaService(address: string, opts: GrpcClientOptions = 
     delete: async ({ account, id }: DatasetRef): Promise<void> => {
       await ch.call('Delete', { account, id }, 'write');
     },
-    close: () => ch.client.close(),
+    waitForReady: ch.waitForReady,
+    close: ch.close,
   };
 }
 
@@ -141,5 +151,5 @@ export function connectRecordService(address: string, opts: GrpcClientOptions = 
     async ({ account, id, json }: RawDatasetBody): Promise<void> => {
       await ch.call(method, { account, id, body_json: json }, 'write');
     };
-  return { append: write('Append'), replace: write('Replace'), close: () => ch.client.close() };
+  return { append: write('Append'), replace: write('Replace'), waitForReady: ch.waitForReady, close: ch.close };
 }

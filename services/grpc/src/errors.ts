@@ -70,7 +70,8 @@ const firstString = (metadata: Metadata | undefined, key: string): string | unde
  * - the server refused the stream (HTTP/2 REFUSED_STREAM, which RFC 9113 §8.7 defines as "no application
  *   processing"): UNAVAILABLE "Stream refused by server", after grpc-js's one transparent retry.
  * Everything else — "Connection dropped", a deadline after the stream started, a server-side status
- * without our trailer — may have reached the handler.
+ * without our trailer — may have reached the handler. For a retried call the status speaks of its last
+ * attempt only; only Get is retried, and a read is `unavailable` whichever way it failed.
  */
 export function provenNeverSent(err: Pick<StatusObject, 'code' | 'details'>): boolean {
   const details = err.details ?? '';

@@ -35,10 +35,16 @@ export interface GrpcServer {
   /** Binds and serves; resolves with the actual port (`port` 0 picks a free one). Health turns SERVING. */
   listen(host: string, port: number): Promise<number>;
   /**
-   * Health turns NOT_SERVING first (so probes and balancers stop sending), then the server stops taking
-   * calls and waits for those in flight; after `graceMs` the rest are cancelled. Resolves once stopped.
+   * Health turns NOT_SERVING first (so probes and balancers stop sending), then, after `drainAfterMs`,
+   * the server stops taking calls and waits for those in flight; `graceMs` after that the rest are
+   * cancelled. Resolves once stopped; calling it again returns the same promise.
+   *
+   * `drainAfterMs` (default 0) is for a server behind an L4 balancer (a Kubernetes Service): until its
+   * readiness probe has seen NOT_SERVING and the endpoint is removed, new connections still arrive, and
+   * closing the listener at once would refuse them (503s for requests another replica could serve).
+   * Clients connected directly need no wait: the GOAWAY of the drain sends them elsewhere.
    */
-  shutdown(graceMs: number): Promise<void>;
+  shutdown(graceMs: number, drainAfterMs?: number): Promise<void>;
   /** The scope the calls run in (the one given, or the server's own). */
   readonly requestScope: RequestScope;
 }
@@ -126,6 +132,24 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
     server.addService(protos.RecordService.service, impl);
   }
 
+  /**
+   * tryShutdown closes the listeners and sends GOAWAY: clients open no new stream here and reconnect
+   * elsewhere, calls in flight run to their end. Open health Watch streams never end by themselves, so a
+   * watcher keeps the drain waiting until the grace runs out and forceShutdown cancels it.
+   */
+  const drain = (graceMs: number): Promise<void> =>
+    new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        log('warn', 'shutdown grace ran out; cancelling the calls still in flight', { grace_ms: graceMs });
+        server.forceShutdown();
+        resolve();
+      }, graceMs);
+      server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+
   let stopping: Promise<void> | undefined;
   return {
     requestScope: scope,
@@ -142,21 +166,11 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
           resolve(actualPort);
         });
       }),
-    shutdown: (graceMs) =>
-      (stopping ??= new Promise<void>((resolve) => {
+    shutdown: (graceMs, drainAfterMs = 0) =>
+      (stopping ??= (async () => {
         for (const name of ['', ...names]) health.setStatus(name, 'NOT_SERVING');
-        // tryShutdown closes the listeners and sends GOAWAY: clients take no new stream here and reconnect
-        // elsewhere, calls in flight run to their end. Open health Watch streams never end by themselves,
-        // so a watcher keeps the drain waiting until the grace runs out and forceShutdown cancels it.
-        const force = setTimeout(() => {
-          log('warn', 'shutdown grace ran out; cancelling the calls still in flight', { grace_ms: graceMs });
-          server.forceShutdown();
-          resolve();
-        }, graceMs);
-        server.tryShutdown(() => {
-          clearTimeout(force);
-          resolve();
-        });
-      })),
+        if (drainAfterMs > 0) await new Promise((r) => setTimeout(r, drainAfterMs));
+        await drain(graceMs);
+      })()),
   };
 }

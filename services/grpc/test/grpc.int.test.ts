@@ -155,6 +155,25 @@ describe('gRPC server and clients on loopback', () => {
     expect(stopped).toBe(true);
   });
 
+  it('with a drain delay: NOT_SERVING while still taking calls, then no more calls', async () => {
+    const { server, address, f } = await start();
+    const health = healthClient(address);
+    closers.push(() => health.close());
+    const { records } = clients(address);
+    expect(await health.check('')).toBe('SERVING');
+    const stopping = server.shutdown(5_000, 1_500);
+    // Probes see NOT_SERVING at once, while the server still serves those that have not noticed yet.
+    expect(await health.check('')).toBe('NOT_SERVING');
+    expect(await health.check('pushbase.v1.RecordService')).toBe('NOT_SERVING');
+    await records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
+    expect(f.count('append')).toBe(1);
+    await stopping;
+    await expect(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) })).rejects.toMatchObject({ code: 'unavailable' });
+    expect(f.count('append')).toBe(1);
+    // Shutting down twice is one shutdown.
+    await expect(server.shutdown(0)).resolves.toBeUndefined();
+  });
+
   it('cancels calls still running when the grace runs out: a write is outcome_unknown', async () => {
     const { server, address, f } = await start();
     f.onWrite(() => new Promise(() => undefined));
@@ -197,6 +216,18 @@ describe('gRPC server and clients on loopback', () => {
     }
     // Get's retries back off for well under its deadline; the rest fail at the first failed connect.
     expect(Date.now() - t0).toBeLessThan(10_000);
+  });
+
+  it('waitForReady resolves once a server listens, and rejects in time when none does', async () => {
+    const port = await freePort();
+    const { records } = clients(`${HOST}:${port}`);
+    const t0 = Date.now();
+    await expect(records.waitForReady(300)).rejects.toThrow();
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    const { server, address } = await start();
+    const { schema } = clients(address);
+    await expect(schema.waitForReady(10_000)).resolves.toBeUndefined();
+    await server.shutdown(1_000);
   });
 
   it('a write whose deadline passes while no connection is up is unavailable (never sent)', async () => {

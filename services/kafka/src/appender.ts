@@ -1,42 +1,60 @@
 import type { EventAppender, StreamPosition } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
-import { Partitioners, type Producer } from 'kafkajs';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import { createKafka, type KafkaConnection } from './connection';
-import { appendMessages, offsetNumber, partitionerFor, unavailable, type OutgoingMessage } from './messages';
+import { appendMessages, partitionerFor, unavailable, type OutgoingMessage } from './messages';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './topic';
+import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer, TransactionFencedError } from './transactional-producer';
 
 /*
  * The write half of the Kafka event log (EventAppender): what the schema and record services use.
  *
  * Linger and group commit. An append is queued; the first append into an empty queue starts a short timer
- * (`lingerMs`), and when it fires everything queued goes out in ONE sendBatch — one produce request, one
- * record batch per partition. While that request is in flight, new appends queue up and go out together the
- * moment it completes. So under load one round trip carries the appends of many concurrent requests, and
- * throughput follows the batch size, not the round-trip time; an idle appender adds only `lingerMs`.
+ * (`lingerMs`), and when it fires everything queued goes out in ONE transaction — one produce request (one
+ * record batch per partition) and one commit. While that transaction is in flight, new appends queue up and
+ * go out together the moment it completes. So under load one round trip carries the appends of many
+ * concurrent requests, and throughput follows the batch size, not the round-trip time; an idle appender adds
+ * only `lingerMs`.
+ *
+ * Exact failure: Kafka transactions (transactional-producer.ts). Every reader of the topic reads committed
+ * only (kafkajs's consumer default, kept in consumer.ts), so an event is applied exactly when its
+ * transaction commits. An append is told
+ *  - its positions once the coordinator confirmed the commit;
+ *  - `unavailable` when the commit was never sent: the send failed, or the append's deadline came before
+ *    the commit went out (then the commit is not sent at all). The transaction is aborted (best effort); an
+ *    abort that does not get through changes nothing, because a transaction whose commit was never sent can
+ *    only end aborted — at the coordinator's transaction timeout, or at once when this transactional id is
+ *    initialised again (the next batch on a new producer, or a restarted instance of the service);
+ *  - `unavailable` also when the coordinator refused the commit (the transaction was aborted);
+ *  - `outcome_unknown` only when the commit was sent and no retry could tell the outcome before the
+ *    append's deadline. A commit whose answer is lost is retried: EndTxn(commit) of the same producer epoch
+ *    is answered "done" for a completed commit, commits an open transaction, and is refused for an aborted
+ *    one. The one answer a retry cannot read is a fencing error after an unanswered attempt (the earlier
+ *    attempt may have committed before another producer with this id took over): outcome_unknown.
  *
  * What ordering and exactly-once rest on (kafkajs 2.2, read in its producer source):
- *  - The producer is idempotent (a producer id; each partition's record batches carry sequence numbers) and
- *    every request uses acks=all (-1): the broker answers only once all in-sync replicas hold the batch, and
- *    it rejects a batch out of sequence and answers a batch it already wrote (it remembers the last five per
- *    partition) with the original offset instead of writing it twice.
- *  - ONE sendBatch in flight per appender, by construction (the queue above), and maxInFlightRequests 1. This
- *    is what makes kafkajs's retries safe: on a failed attempt kafkajs rolls the partition's sequence back
- *    and the retry re-sends the same messages with the same sequence numbers, so a retry of a batch the
- *    broker did write is deduplicated. With two sendBatch calls in flight, the second could take those
- *    sequence numbers in between, and the broker would then take ITS messages for duplicates of the first's:
- *    acknowledged, never stored. (kafkajs's per-broker lock serialises requests, not this gap.)
- *  - Within a sendBatch, kafkajs groups messages per partition in the order given, so one dataset's events
- *    keep queue order, i.e. the order of the append() calls.
- *  - A sendBatch that fails after kafkajs's (bounded) retries leaves the producer's sequence numbers in an
+ *  - Transactional producers are idempotent (a producer id; each partition's record batches carry sequence
+ *    numbers) and every request uses acks=all (-1): the broker answers only once all in-sync replicas hold
+ *    the batch, rejects a batch out of sequence and answers a batch it already wrote (it remembers the last
+ *    five per partition) with the original offset instead of writing it twice.
+ *  - ONE transaction in flight per appender, by construction (the queue above), and maxInFlightRequests 1.
+ *    This is what makes kafkajs's produce retries safe: on a failed attempt kafkajs rolls the partition's
+ *    sequence back and the retry re-sends the same messages with the same sequence numbers.
+ *  - Within a send, kafkajs groups messages per partition in the order given, so one dataset's events keep
+ *    queue order, i.e. the order of the append() calls.
+ *  - A send that fails after kafkajs's (bounded) retries leaves the producer's sequence numbers in an
  *    unknown state relative to the broker, so that producer is discarded and the next batch goes out on a
- *    new one, with a new producer id whose sequences start afresh.
+ *    new one (which initialises the transactional id again, aborting whatever the old one left open).
  * Retries are bounded (KafkaConnection.retry) rather than kafkajs's idempotent default of "forever": a write
  * must answer within `appendTimeoutMs` either way, and an unbounded retry loop would hold every later
  * append behind it.
  *
- * Failure. Every append of a failed batch, and every append still unacknowledged at its deadline, rejects
- * with DomainError `unavailable`. Known gap (issue 7): a request that timed out may still have been written
- * by the broker, so "unavailable" can be said of an event that is in the log and that readers will apply.
+ * The transactional id is stable per service instance (its config), so a restarted instance fences its
+ * predecessor at its first connect instead of waiting for the predecessor's transaction to time out; two
+ * live appenders must never share one (they would fence each other on every batch). The transaction timeout
+ * is short (10 s) because an open transaction holds back the partition's last stable offset, and with it
+ * every read-committed reader (the projector), until it ends.
  */
 
 export interface KafkaEventAppenderOptions {
@@ -52,26 +70,52 @@ export interface KafkaEventAppenderOptions {
   readonly maxBatchBytes?: number;
   /** The topic's max.message.bytes; a larger append is refused as invalid. Default 16 MiB, as ensureTopic creates it. */
   readonly maxMessageBytes?: number;
-  /** From append() to the broker's acknowledgment; later, the append rejects as unavailable. Default 30000 ms. */
+  /**
+   * From append() to the commit's confirmation. An append not yet committing by then rejects as
+   * `unavailable` (its transaction is not committed), one whose commit is unconfirmed as `outcome_unknown`.
+   * Default 30000 ms.
+   */
   readonly appendTimeoutMs?: number;
-  /** Test seam: how a producer is made. Default: a kafkajs idempotent producer. */
+  /**
+   * The producer's transactional id: stable per service instance, unique among live appenders. Default: the
+   * host name and a random suffix (unique, but a restart then cannot fence its predecessor).
+   */
+  readonly transactionalId?: string;
+  /** How long the coordinator lets a transaction stay open before aborting it. Default 10000 ms. */
+  readonly transactionTimeoutMs?: number;
+  /** How long a failed commit waits before its retry (doubling up to 1 s). Default 50 ms. */
+  readonly commitRetryMs?: number;
+  /** Test seam: how a producer is made. Default: a kafkajs transactional producer (transactional-producer.ts). */
   readonly session?: () => ProduceSession;
-  /** Called with every kafkajs producer made, e.g. to listen to its instrumentation events. */
-  readonly onProducer?: (producer: Producer) => void;
+  /** Told the API name (Produce, EndTxn, …) of every request the producers send. */
+  readonly onRequest?: (apiName: string) => void;
 }
 
-/** What the appender needs from a producer. */
+/** What the appender needs from a producer: one transaction at a time. */
 export interface ProduceSession {
-  /** Connects; resolves with the topic's partition count. */
+  /** Connects (and initialises the transactional id); resolves with the topic's partition count. */
   connect(): Promise<number>;
-  /** Sends the messages (partition already chosen) in one request; resolves with each partition's first offset. */
+  /**
+   * Begins a transaction and sends the messages (partition already chosen) in it; resolves with each
+   * partition's first offset.
+   */
   send(messages: readonly (OutgoingMessage & { readonly partition: number })[]): Promise<readonly { partition: number; baseOffset: number }[]>;
+  /**
+   * Sends EndTxn(commit); may be called again after any rejection. Rejects with TransactionAbortedError /
+   * TransactionFencedError / CommitNotProcessedError when the coordinator answered so, with anything else
+   * when no answer came.
+   */
+  commit(): Promise<void>;
+  /** Aborts the open transaction; does nothing when none is open or its commit was sent. */
+  abort(): Promise<void>;
   disconnect(): Promise<void>;
 }
 
 interface Pending {
   readonly messages: readonly OutgoingMessage[];
   readonly bytes: number;
+  /** queued: in the queue; sending: in a transaction not yet committing; committing: its commit was sent. */
+  phase: 'queued' | 'sending' | 'committing';
   readonly resolve: (positions: StreamPosition[]) => void;
   readonly reject: (err: Error) => void;
   settled: boolean;
@@ -87,13 +131,23 @@ interface Session {
 const MESSAGE_OVERHEAD_BYTES = 64;
 
 export interface AppenderStats {
-  /** sendBatch calls (produce requests) made. */
+  /** Transactions sent (one produce request per broker and one commit each). */
   readonly requests: number;
   /** Appends acknowledged. */
   readonly appends: number;
   /** Messages (events) acknowledged. */
   readonly messages: number;
+  /** Commits that needed a retry to learn their outcome. */
+  readonly commitRetries: number;
 }
+
+/** What a transaction's commit came to. */
+type CommitOutcome = 'committed' | 'aborted' | 'unknown';
+
+/** The default transactional id: unique, so appenders in one process (tests, tools) never fence each other. */
+export const defaultTransactionalId = (service = 'appender'): string => `pushbase-${service}-${hostname()}-${randomBytes(4).toString('hex')}`;
+
+export const outcomeUnknown = (message: string): DomainError => new DomainError('outcome_unknown', message);
 
 export class KafkaEventAppender implements EventAppender {
   private readonly topic: string;
@@ -101,6 +155,7 @@ export class KafkaEventAppender implements EventAppender {
   private readonly maxBatchBytes: number;
   private readonly maxMessageBytes: number;
   private readonly appendTimeoutMs: number;
+  private readonly commitRetryMs: number;
   private readonly makeSession: () => ProduceSession;
   private queue: Pending[] = [];
   private queuedBytes = 0;
@@ -108,7 +163,7 @@ export class KafkaEventAppender implements EventAppender {
   private sending: Promise<void> | undefined;
   private current: Session | undefined;
   private closing: Promise<void> | undefined;
-  private counts = { requests: 0, appends: 0, messages: 0 };
+  private counts = { requests: 0, appends: 0, messages: 0, commitRetries: 0 };
 
   constructor(options: KafkaEventAppenderOptions) {
     this.topic = options.topic;
@@ -116,7 +171,9 @@ export class KafkaEventAppender implements EventAppender {
     this.maxBatchBytes = options.maxBatchBytes ?? 4 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.appendTimeoutMs = options.appendTimeoutMs ?? 30_000;
-    this.makeSession = options.session ?? (() => kafkaSession(options));
+    this.commitRetryMs = options.commitRetryMs ?? 50;
+    const transactionalId = options.transactionalId ?? defaultTransactionalId();
+    this.makeSession = options.session ?? (() => kafkaSession(options, transactionalId));
   }
 
   append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void> {
@@ -142,16 +199,8 @@ export class KafkaEventAppender implements EventAppender {
       bytes += size;
     }
     return new Promise<StreamPosition[]>((resolve, reject) => {
-      const pending: Pending = { messages, bytes, resolve, reject, settled: false };
-      pending.deadline = setTimeout(() => {
-        this.settle(pending, unavailable(`Kafka did not acknowledge the write within ${this.appendTimeoutMs} ms`));
-        // Not sent yet: it never will be. (In flight: the outcome is unknown; see the note at the top.)
-        const at = this.queue.indexOf(pending);
-        if (at >= 0) {
-          this.queue.splice(at, 1);
-          this.queuedBytes -= pending.bytes;
-        }
-      }, this.appendTimeoutMs);
+      const pending: Pending = { messages, bytes, phase: 'queued', resolve, reject, settled: false };
+      pending.deadline = setTimeout(() => this.expire(pending), this.appendTimeoutMs);
       this.queue.push(pending);
       this.queuedBytes += bytes;
       this.schedule();
@@ -178,6 +227,21 @@ export class KafkaEventAppender implements EventAppender {
     return this.closing;
   }
 
+  /** An append's deadline: what it is told depends on how far its transaction got (see the top). */
+  private expire(p: Pending): void {
+    if (p.phase === 'committing') {
+      this.settle(p, outcomeUnknown(`Kafka did not confirm the commit of the write within ${this.appendTimeoutMs} ms; it may or may not be stored`));
+      return;
+    }
+    // Queued: never sent. Sending: its transaction will not be committed (sendBatch checks before committing).
+    this.settle(p, unavailable(`Kafka did not acknowledge the write within ${this.appendTimeoutMs} ms`));
+    const at = this.queue.indexOf(p);
+    if (at >= 0) {
+      this.queue.splice(at, 1);
+      this.queuedBytes -= p.bytes;
+    }
+  }
+
   private schedule(): void {
     if (this.sending) return; // the running send loop takes it next
     if (this.queuedBytes >= this.maxBatchBytes || this.closing) {
@@ -196,7 +260,7 @@ export class KafkaEventAppender implements EventAppender {
     this.sending ??= this.sendQueued();
   }
 
-  /** One request at a time, until the queue is empty (appends that arrive meanwhile go in the next one). */
+  /** One transaction at a time, until the queue is empty (appends that arrive meanwhile go in the next one). */
   private async sendQueued(): Promise<void> {
     await Promise.resolve(); // so that `sending` is set before the loop can clear it
     while (this.queue.length > 0) {
@@ -204,8 +268,10 @@ export class KafkaEventAppender implements EventAppender {
       try {
         await this.sendBatch(batch);
       } catch (err) {
-        // A bug rather than an outage, but the appends must hear of it now, not at their deadline.
-        for (const p of batch) this.settle(p, err instanceof Error ? err : new Error(String(err)));
+        // A bug rather than an outage, but the appends must hear of it now, not at their deadline. Their
+        // transaction's fate is not known here, so neither is theirs; the producer is replaced.
+        for (const p of batch) this.settle(p, p.phase === 'queued' ? (err instanceof Error ? err : new Error(String(err))) : outcomeUnknown(`The event appender failed: ${errorText(err)}`));
+        this.discard(this.current);
       }
     }
     // Cleared synchronously after seeing the queue empty: an append queued from here on finds `sending`
@@ -236,41 +302,119 @@ export class KafkaEventAppender implements EventAppender {
       for (const p of live) this.settle(p, unavailable(`Kafka cannot be reached: ${errorText(err)}`));
       return;
     }
+    for (const p of live) p.phase = 'sending';
     const messages = live.flatMap((p) => p.messages.map((m) => ({ ...m, partition: session.partitionOf(m.key) })));
     let acks: readonly { partition: number; baseOffset: number }[];
     try {
       this.counts.requests += 1;
       acks = await session.session.send(messages);
     } catch (err) {
-      for (const p of live) this.settle(p, unavailable(`Kafka did not take the write: ${errorText(err)}`));
-      // Its sequence numbers may disagree with the broker's now: the next batch goes out on a new producer.
-      if (this.current === session) this.current = undefined;
-      void session.session.disconnect().catch(() => undefined);
+      await this.abandon(session, live, `Kafka did not take the write: ${errorText(err)}`, true);
       return;
     }
     // Offsets: a partition's messages are stored in the order sent, from its base offset on.
     const next = new Map(acks.map((a) => [a.partition, a.baseOffset]));
+    const positions = new Map<Pending, StreamPosition[]>();
     for (const p of live) {
-      const positions: StreamPosition[] = [];
+      const at: StreamPosition[] = [];
       for (const m of p.messages) {
         const partition = session.partitionOf(m.key);
         const offset = next.get(partition);
-        if (offset === undefined) {
-          positions.length = 0;
-          break;
-        }
+        if (offset === undefined) break;
         next.set(partition, offset + 1);
-        positions.push({ partition, offset });
+        at.push({ partition, offset });
       }
-      if (positions.length === p.messages.length) {
-        if (p.settled) continue; // timed out meanwhile: told unavailable, yet stored (issue 7)
+      positions.set(p, at);
+    }
+    if ([...positions.values()].some((at, i) => at.length !== live[i]!.messages.length)) {
+      await this.abandon(session, live, 'Kafka acknowledged the request without the partition of a write', false);
+      return;
+    }
+    // The last moment to back out: an append whose deadline came while sending was told `unavailable`,
+    // which holds only if this transaction is never committed.
+    if (live.some((p) => p.settled)) {
+      await this.abandon(session, live, 'Kafka did not acknowledge a write of the same transaction in time', false);
+      return;
+    }
+    for (const p of live) p.phase = 'committing';
+    const outcome = await this.commit(session, live);
+    for (const p of live) {
+      if (outcome === 'committed') {
+        if (p.settled) continue; // told outcome_unknown at its deadline; stored
         this.counts.appends += 1;
         this.counts.messages += p.messages.length;
-        this.settle(p, positions);
+        this.settle(p, positions.get(p)!);
+      } else if (outcome === 'aborted') {
+        this.settle(p, unavailable('Kafka aborted the transaction of the write; nothing of it is stored'));
       } else {
-        this.settle(p, unavailable('Kafka acknowledged the request without the partition of this write'));
+        this.settle(p, outcomeUnknown('Kafka did not confirm the commit of the write; it may or may not be stored'));
       }
     }
+  }
+
+  /**
+   * Commits, retrying while the answer is lost or the coordinator is busy, until the outcome is known or
+   * every append of the transaction has been told outcome_unknown at its deadline.
+   */
+  private async commit(session: Session, live: readonly Pending[]): Promise<CommitOutcome> {
+    let unanswered = false; // an attempt got no answer: it may have reached the coordinator
+    let wait = this.commitRetryMs;
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) {
+        this.counts.commitRetries += 1;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        wait = Math.min(wait * 2, 1000);
+      }
+      try {
+        await session.session.commit();
+        return 'committed';
+      } catch (err) {
+        if (err instanceof TransactionAbortedError) return 'aborted';
+        if (err instanceof TransactionFencedError) {
+          // No commit of ours got to the coordinator before the fence: it can only have aborted. Otherwise
+          // the earlier attempt may have committed first, and no retry can tell any more.
+          this.discard(session);
+          return unanswered ? 'unknown' : 'aborted';
+        }
+        if (!(err instanceof CommitNotProcessedError)) unanswered = true;
+      }
+      if (live.every((p) => p.settled)) {
+        // Nobody waits any more. The next producer's initialisation settles the transaction (completes a
+        // commit the coordinator received, aborts otherwise) before anything else is written.
+        this.discard(session);
+        return 'unknown';
+      }
+    }
+  }
+
+  /** Aborts the transaction (its commit was never sent) and tells its appends `unavailable`. */
+  private async abandon(session: Session, live: readonly Pending[], reason: string, discard: boolean): Promise<void> {
+    for (const p of live) this.settle(p, unavailable(reason));
+    // After a failed send the producer's sequence numbers may disagree with the broker's: replace it.
+    if (discard) {
+      this.discard(session);
+      return;
+    }
+    try {
+      await session.session.abort();
+    } catch {
+      // The next initialisation of the transactional id aborts it; see the top.
+      this.discard(session);
+    }
+  }
+
+  /**
+   * Drops a producer: the next batch goes out on a new one (same transactional id). Its open transaction,
+   * if any, is aborted in the background, best effort; the new producer's initialisation fences it anyway.
+   */
+  private discard(session: Session | undefined): void {
+    if (session === undefined) return;
+    if (this.current === session) this.current = undefined;
+    void session.session
+      .abort()
+      .catch(() => undefined)
+      .then(() => session.session.disconnect())
+      .catch(() => undefined);
   }
 
   private async session(): Promise<Session> {
@@ -297,42 +441,16 @@ export class KafkaEventAppender implements EventAppender {
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-/** The real session: a kafkajs idempotent producer, plus an admin client to read the partition count once. */
-function kafkaSession(options: KafkaEventAppenderOptions): ProduceSession {
-  const kafka = createKafka(options.connection);
-  const producer = kafka.producer({
-    // Named, so kafkajs does not warn about its v2 default; the same murmur2 choice as partitionerFor.
-    createPartitioner: Partitioners.DefaultPartitioner,
-    idempotent: true,
-    maxInFlightRequests: 1,
-    allowAutoTopicCreation: false,
-    // Bounded (see the note at the top); kafkajs warns that this weakens its guarantee, which holds here
-    // because a producer whose retries ran out is never used again.
-    retry: {
-      retries: options.connection.retry?.retries ?? 5,
-      initialRetryTime: options.connection.retry?.initialRetryTimeMs ?? 200,
-      maxRetryTime: options.connection.retry?.maxRetryTimeMs ?? 3000,
-    },
+/** The real session: a kafkajs transactional producer (transactional-producer.ts). */
+function kafkaSession(options: KafkaEventAppenderOptions, transactionalId: string): ProduceSession {
+  const retry = options.connection.retry ?? {};
+  return new TransactionalProducer({
+    kafka: createKafka(options.connection),
+    topic: options.topic,
+    transactionalId,
+    transactionTimeoutMs: options.transactionTimeoutMs ?? 10_000,
+    // Bounded (see the note at the top): a producer whose retries ran out is never used again.
+    retry: { retries: retry.retries ?? 5, initialRetryTime: retry.initialRetryTimeMs ?? 200, maxRetryTime: retry.maxRetryTimeMs ?? 3000 },
+    ...(options.onRequest ? { onRequest: options.onRequest } : {}),
   });
-  options.onProducer?.(producer);
-  return {
-    async connect() {
-      await producer.connect();
-      const admin = kafka.admin();
-      await admin.connect();
-      try {
-        const metadata = await admin.fetchTopicMetadata({ topics: [options.topic] });
-        const partitions = metadata.topics.find((t) => t.name === options.topic)?.partitions.length ?? 0;
-        if (partitions === 0) throw new Error(`topic ${options.topic} has no partitions`);
-        return partitions;
-      } finally {
-        await admin.disconnect();
-      }
-    },
-    async send(messages) {
-      const metadata = await producer.sendBatch({ acks: -1, topicMessages: [{ topic: options.topic, messages: [...messages] }] });
-      return metadata.map((m) => ({ partition: m.partition, baseOffset: offsetNumber(m.baseOffset ?? '') }));
-    },
-    disconnect: () => producer.disconnect(),
-  };
 }

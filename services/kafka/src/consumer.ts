@@ -33,6 +33,19 @@ import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } fro
  * comes back after a revocation may have been processed by another member in between, so a handler must
  * treat everything it cached for a revoked partition as stale.
  *
+ * Transactions: the appender writes in Kafka transactions, and this consumer reads committed only (kafkajs's
+ * default isolation, never switched off here): events of an aborted or still open transaction are never
+ * delivered, and a partition's events are held back while a transaction before them is open. Every
+ * transaction leaves a marker that takes an offset but is never delivered, so a partition's end (its last
+ * stable offset, what fetchTopicOffsets answers under read committed) is usually one past the offset of its
+ * last event. Progress is therefore measured with `next` (the offset after everything a fetch covered,
+ * markers included) and onSkipped (a fetch that covered only markers or aborted events), never with the
+ * last event's offset + 1. Likewise commits: once every event delivered from a partition is committed, the
+ * committed offset moves on past the markers and aborted events fetched after them, as a Java consumer's
+ * position does. Without it the group would lag by one for ever behind every partition's
+ * last transaction, and "the projection has caught up" (committed offsets = end offsets, what operators and
+ * the tests read) could never be seen.
+ *
  * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
  */
 
@@ -41,8 +54,14 @@ export interface ConsumedBatch {
   readonly partition: number;
   /** In offset order; never empty. */
   readonly events: readonly ConsumedEvent[];
-  /** The partition's end (offset after its last stored event) when this batch was fetched: for progress. */
+  /** The partition's high watermark when this batch was fetched (markers and open transactions included). */
   readonly highWatermark: number;
+  /**
+   * Where the partition's reading goes on after this batch: the offset after the last message the fetch
+   * covered, transaction markers and aborted events included. Compare this, not the last event's offset,
+   * with a partition's end.
+   */
+  readonly next: number;
 }
 
 export interface BatchControl {
@@ -67,6 +86,11 @@ export interface EventConsumerHandlers {
    * retry. The process should flush what it safely can, commit, and exit non-zero.
    */
   onCrash?(error: Error): void;
+  /**
+   * A fetch delivered nothing but moved the partition's position to `next`: it covered only transaction
+   * markers or aborted events. For progress ("caught up") only; nothing needs committing for it.
+   */
+  onSkipped?(partition: number, next: number): void;
   /** A handler callback (onAssigned/onRevoked) threw; it is reported here and otherwise ignored. Default: stderr. */
   onCallbackError?(error: unknown): void;
 }
@@ -119,6 +143,14 @@ export class KafkaEventConsumer {
   private callbacks: Promise<void> = Promise.resolve();
   private running = false;
   private stopped: Promise<void> | undefined;
+  /** Per owned partition: the offset of the last event delivered (and accepted) since it was assigned. */
+  private readonly delivered = new Map<number, number>();
+  /** Per owned partition: the last offset of the last batch fetched, markers and aborted events included. */
+  private readonly fetched = new Map<number, number>();
+  /** Per owned partition: the offset this member last committed (the next to read). */
+  private readonly committedNext = new Map<number, number>();
+  /** Commits go out one after another, so an earlier (lower) one never lands after a later one. */
+  private commits: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly options: KafkaEventConsumerOptions,
@@ -141,7 +173,19 @@ export class KafkaEventConsumer {
         restartOnFailure: (error) => Promise.resolve(!(rootCause(error) instanceof PoisonEventError)),
       },
     });
-    const { GROUP_JOIN, REBALANCING, CRASH } = this.consumer.events;
+    const { GROUP_JOIN, REBALANCING, CRASH, END_BATCH_PROCESS } = this.consumer.events;
+    // kafkajs resolves a fetch of markers and aborted events itself, without calling eachBatch; its batch
+    // instrumentation event is the one place that says how far such a fetch went.
+    this.consumer.on(END_BATCH_PROCESS, (event) => {
+      const { topic, partition, batchSize, lastOffset } = event.payload;
+      if (topic !== this.topic) return;
+      if (batchSize === 0) this.handlers.onSkipped?.(partition, offsetNumber(lastOffset) + 1);
+      if (!this.owned.has(partition)) return;
+      this.fetched.set(partition, offsetNumber(lastOffset));
+      // A batch of markers only (or one fetched after its events were committed): nothing is pending, so
+      // the committed offset can move past it now.
+      if (this.allCommitted(partition)) void this.skipMarkers(partition);
+    });
     this.consumer.on(REBALANCING, () => this.revokeAll());
     this.consumer.on(GROUP_JOIN, (event) => {
       // A member dropped from the group (no REBALANCING event) still holds its old set here.
@@ -185,9 +229,39 @@ export class KafkaEventConsumer {
     const highest = new Map<number, number>();
     for (const { partition, offset } of positions) highest.set(partition, Math.max(offset, highest.get(partition) ?? -1));
     const notOwned = [...highest.keys()].filter((p) => !this.owned.has(p)).sort((a, b) => a - b);
-    const offsets = [...highest].filter(([p]) => this.owned.has(p)).map(([partition, offset]) => ({ topic: this.topic, partition, offset: String(offset + 1) }));
-    if (offsets.length > 0) await this.consumer.commitOffsets(offsets);
+    const offsets = [...highest]
+      .filter(([p]) => this.owned.has(p))
+      .map(([partition, offset]) => {
+        // The last event delivered is committed: the markers fetched after it go with it.
+        const fetched = this.fetched.get(partition) ?? -1;
+        const next = offset === this.delivered.get(partition) && fetched > offset ? fetched + 1 : offset + 1;
+        return { partition, next };
+      });
+    if (offsets.length > 0) await this.send(offsets);
     return { notOwned };
+  }
+
+  private allCommitted(partition: number): boolean {
+    const delivered = this.delivered.get(partition);
+    return delivered === undefined || (this.committedNext.get(partition) ?? -1) > delivered;
+  }
+
+  private async skipMarkers(partition: number): Promise<void> {
+    const next = (this.fetched.get(partition) ?? -1) + 1;
+    if (next <= (this.committedNext.get(partition) ?? 0)) return;
+    // Best effort: a commit refused during a rebalance is made by whoever reads the partition next.
+    await this.send([{ partition, next }]).catch(() => undefined);
+  }
+
+  private send(offsets: readonly { partition: number; next: number }[]): Promise<void> {
+    const sent = this.commits.then(async () => {
+      await this.consumer.commitOffsets(offsets.map(({ partition, next }) => ({ topic: this.topic, partition, offset: String(next) })));
+      for (const { partition, next } of offsets) {
+        if (this.owned.has(partition) && next > (this.committedNext.get(partition) ?? -1)) this.committedNext.set(partition, next);
+      }
+    });
+    this.commits = sent.catch(() => undefined);
+    return sent;
   }
 
   /** Stops fetching these partitions (e.g. while the sink is down); a batch already in onBatch finishes. */
@@ -219,6 +293,11 @@ export class KafkaEventConsumer {
     if (this.owned.size === 0) return;
     const partitions = [...this.owned].sort((a, b) => a - b);
     this.owned = new Set();
+    for (const p of partitions) {
+      this.delivered.delete(p);
+      this.fetched.delete(p);
+      this.committedNext.delete(p);
+    }
     this.callback(() => this.handlers.onRevoked?.(partitions));
   }
 
@@ -246,14 +325,18 @@ export class KafkaEventConsumer {
     if (events.length > 0) {
       const beat = setInterval(() => void heartbeat().catch(() => undefined), this.heartbeatIntervalMs);
       try {
+        // Without a poison message the whole fetch is accepted, trailing markers included, so the next fetch
+        // does not begin with a batch of nothing but the last transaction's marker.
+        const next = poison === undefined ? offsetNumber(batch.lastOffset()) + 1 : events[events.length - 1]!.position.offset + 1;
         await this.handlers.onBatch(
-          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark) },
+          { topic, partition, events, highWatermark: offsetNumber(batch.highWatermark), next },
           { heartbeat, isRunning: () => this.running && payload.isRunning() },
         );
       } finally {
         clearInterval(beat);
       }
-      payload.resolveOffset(String(events[events.length - 1]!.position.offset));
+      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(events[events.length - 1]!.position.offset));
+      if (this.owned.has(partition)) this.delivered.set(partition, events[events.length - 1]!.position.offset);
     }
     if (poison !== undefined) throw poison;
   }

@@ -59,6 +59,9 @@ export class KafkaEventLog implements EventLog {
   private closing: Promise<void> | undefined;
   /** Per partition: the offset after the last event delivered to the listener. */
   private readonly delivered = new Map<number, number>();
+  /** Per partition: how far the reader has read (markers included), and who waits for it to get somewhere. */
+  private readonly read = new Map<number, number>();
+  private readonly readWaiters = new Map<number, { readonly offset: number; readonly resolve: () => void; readonly reject: (err: unknown) => void }[]>();
   /** Per partition: appends waiting for the reader, by offset. */
   private readonly waiters = new Map<number, Waiter[]>();
   /** Per partition: the events of an append seen so far, when its last event has not come yet. */
@@ -99,18 +102,20 @@ export class KafkaEventLog implements EventLog {
           ...(this.options.maxMessageBytes === undefined ? {} : { maxMessageBytes: this.options.maxMessageBytes }),
         });
         for (const note of this.topicReport.notes) (this.options.warn ?? ((m) => process.stderr.write(`pushbase: ${m}\n`)))(note);
-        // What "everything stored" means at start: each partition's end now.
+        // What "everything stored" means at start: each partition's end now — its last stable offset (the
+        // admin client lists offsets read-committed), which is past the marker of the last transaction.
         ends = new Map((await admin.fetchTopicOffsets(this.options.topic)).map((p) => [p.partition, Number(p.high)]));
       } finally {
         await admin.disconnect();
       }
       const reader = new KafkaEventConsumer(
         { connection: this.options.connection, topic: this.options.topic, groupId: this.groupId, fromBeginning: true, maxWaitTimeMs: 100, ...(this.options.codec ? { codec: this.options.codec } : {}) },
-        { onBatch: (batch) => Promise.resolve(this.deliver(batch)), onCrash: (err) => this.fail(err) },
+        { onBatch: (batch) => Promise.resolve(this.deliver(batch)), onSkipped: (partition, next) => this.reach(partition, next), onCrash: (err) => this.fail(err) },
       );
       this.reader = reader;
       await reader.start();
-      await Promise.all([...ends].filter(([, end]) => end > 0).map(([partition, end]) => this.deliveredThrough(partition, end - 1)));
+      // Read up to the end, not "delivered the event at end - 1": that offset is usually a marker.
+      await Promise.all([...ends].filter(([, end]) => end > 0).map(([partition, end]) => this.reached(partition, end)));
       this.state = 'open';
     } catch (err) {
       this.state = 'closed';
@@ -163,6 +168,28 @@ export class KafkaEventLog implements EventLog {
     });
   }
 
+  /** Resolves once the reader has read the partition up to `end` (exclusive), markers included. */
+  private reached(partition: number, end: number): Promise<void> {
+    if ((this.read.get(partition) ?? 0) >= end) return Promise.resolve();
+    if (this.failed) return Promise.reject(this.readerStopped());
+    return new Promise((resolve, reject) => {
+      const list = this.readWaiters.get(partition) ?? [];
+      list.push({ offset: end, resolve, reject });
+      this.readWaiters.set(partition, list);
+    });
+  }
+
+  private reach(partition: number, next: number): void {
+    if (next <= (this.read.get(partition) ?? 0)) return;
+    this.read.set(partition, next);
+    const list = this.readWaiters.get(partition) ?? [];
+    for (const w of list.filter((x) => x.offset <= next)) w.resolve();
+    this.readWaiters.set(
+      partition,
+      list.filter((x) => x.offset > next),
+    );
+  }
+
   private deliver(batch: ConsumedBatch): void {
     const { partition } = batch;
     let group = this.partial.get(partition) ?? [];
@@ -190,6 +217,7 @@ export class KafkaEventLog implements EventLog {
     }
     if (group.length > 0) this.partial.set(partition, group);
     else this.partial.delete(partition);
+    this.reach(partition, batch.next);
   }
 
   /** The listener has seen everything of `partition` before `end`; settles the appends that waited for it. */
@@ -221,6 +249,8 @@ export class KafkaEventLog implements EventLog {
     const error = this.readerStopped();
     for (const list of this.waiters.values()) for (const w of list) w.reject(error);
     this.waiters.clear();
+    for (const list of this.readWaiters.values()) for (const w of list) w.reject(error);
+    this.readWaiters.clear();
   }
 
   private async stopReader(): Promise<void> {

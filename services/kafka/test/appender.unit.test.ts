@@ -1,5 +1,6 @@
 import { EVENT_SCHEMA_VERSION, DomainError, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, type ProduceSession } from '../src/appender';
+import { TransactionAbortedError, TransactionFencedError } from '../src/transactional-producer';
 import { partitionerFor, type OutgoingMessage } from '../src/messages';
 
 /*
@@ -20,41 +21,111 @@ const event = (seq: number, dataset = 'ds', records = 1): DatasetEvent => ({
 
 type Sent = readonly (OutgoingMessage & { readonly partition: number })[];
 
-/** A broker of `partitions` partitions in memory; `gate` holds a send until released; `fail` makes sends throw. */
+/** A stored message (its transaction's state decides whether readers see it) or a transaction marker. */
+type Entry = { readonly at: number; readonly txn: Txn } | { readonly marker: 'commit' | 'abort' };
+interface Txn {
+  state: 'open' | 'committed' | 'aborted';
+  readonly partitions: Set<number>;
+}
+
+/**
+ * A transactional broker of `partitions` partitions in memory. `gate` holds a send until released;
+ * `faults` is a queue of what the next sends and commits do instead of succeeding:
+ *   send-refused   the send fails, nothing stored            send-lost   stored, but the answer is lost
+ *   commit-lost    the commit is applied, the answer lost    commit-dropped   the commit never arrives
+ *   commit-refused the coordinator aborted the transaction (INVALID_TXN_STATE), as at its timeout
+ *   commit-fenced  the coordinator answers with a fencing error (another producer took the id)
+ */
+type Fault = 'send-refused' | 'send-lost' | 'commit-lost' | 'commit-dropped' | 'commit-refused' | 'commit-fenced';
+
 class FakeBroker {
-  readonly logs: number[][];
+  readonly logs: Entry[][];
   readonly requests: Sent[] = [];
+  readonly commits: number[] = []; // per commit() call, the session number
   sessions = 0;
   connectFailures = 0;
-  sendFailures = 0;
   inFlight = 0;
   maxInFlight = 0;
   gate: Promise<void> | undefined;
+  commitGate: Promise<void> | undefined;
+  readonly faults: Fault[] = [];
 
   constructor(readonly partitions: number) {
     this.logs = Array.from({ length: partitions }, () => []);
   }
 
+  /** What a read-committed reader sees of a partition (the `at` of each event). */
+  committed(partition = 0): number[] {
+    return this.logs[partition]!.flatMap((e) => ('at' in e && e.txn.state === 'committed' ? [e.at] : []));
+  }
+
+  /** Whether any transaction is still open (holding the last stable offset back). */
+  open(): boolean {
+    return this.logs.some((log) => log.some((e) => 'at' in e && e.txn.state === 'open'));
+  }
+
+  private fault(kind: 'send' | 'commit'): Fault | undefined {
+    return this.faults[0]?.startsWith(kind) ? this.faults.shift() : undefined;
+  }
+
+  private end(txn: Txn, state: 'committed' | 'aborted'): void {
+    if (txn.state !== 'open') return;
+    txn.state = state;
+    for (const p of txn.partitions) this.logs[p]!.push({ marker: state === 'committed' ? 'commit' : 'abort' });
+  }
+
   session = (): ProduceSession => {
     this.sessions += 1;
+    const id = this.sessions;
+    let txn: Txn | undefined;
+    let committing = false;
     return {
-      connect: () => (this.connectFailures-- > 0 ? Promise.reject(new Error('ECONNREFUSED')) : Promise.resolve(this.partitions)),
+      connect: () => {
+        if (this.connectFailures-- > 0) return Promise.reject(new Error('ECONNREFUSED'));
+        // InitProducerId: a predecessor's open transaction is aborted unless its commit arrived.
+        return Promise.resolve(this.partitions);
+      },
       send: async (messages) => {
         this.inFlight += 1;
         this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
         try {
           this.requests.push(messages);
+          txn = { state: 'open', partitions: new Set() };
+          committing = false;
           await this.gate;
-          if (this.sendFailures-- > 0) throw new Error('NOT_ENOUGH_REPLICAS');
+          const fault = this.fault('send');
+          if (fault === 'send-refused') throw new Error('NOT_ENOUGH_REPLICAS');
           const base = new Map<number, number>();
           for (const m of messages) {
             if (!base.has(m.partition)) base.set(m.partition, this.logs[m.partition]!.length);
-            this.logs[m.partition]!.push(JSON.parse(m.value.toString('utf8')).at);
+            txn.partitions.add(m.partition);
+            this.logs[m.partition]!.push({ at: JSON.parse(m.value.toString('utf8')).at, txn });
           }
+          if (fault === 'send-lost') throw new Error('Request Produce timed out');
           return [...base].map(([partition, baseOffset]) => ({ partition, baseOffset }));
         } finally {
           this.inFlight -= 1;
         }
+      },
+      commit: async () => {
+        this.commits.push(id);
+        committing = true;
+        await this.commitGate;
+        const t = txn!;
+        const fault = this.fault('commit');
+        if (fault === 'commit-dropped') throw new Error('Connection closed');
+        if (fault === 'commit-refused') {
+          this.end(t, 'aborted');
+          throw new TransactionAbortedError('INVALID_TXN_STATE');
+        }
+        if (fault === 'commit-fenced') throw new TransactionFencedError('INVALID_PRODUCER_EPOCH');
+        if (t.state === 'aborted') throw new TransactionAbortedError('INVALID_TXN_STATE');
+        this.end(t, 'committed');
+        if (fault === 'commit-lost') throw new Error('Request EndTxn timed out');
+      },
+      abort: () => {
+        if (txn && !committing) this.end(txn, 'aborted');
+        return Promise.resolve();
       },
       disconnect: () => Promise.resolve(),
     };
@@ -71,7 +142,7 @@ describe('KafkaEventAppender', () => {
     expect(broker.requests).toHaveLength(1);
     expect(seqsOf(broker.requests[0]!)).toEqual(Array.from({ length: 50 }, (_, i) => i));
     expect(positions.map((p) => p[0]!.offset)).toEqual(Array.from({ length: 50 }, (_, i) => i));
-    expect(appender.stats()).toEqual({ requests: 1, appends: 50, messages: 50 });
+    expect(appender.stats()).toEqual({ requests: 1, appends: 50, messages: 50, commitRetries: 0 });
     await appender.close();
   });
 
@@ -97,7 +168,7 @@ describe('KafkaEventAppender', () => {
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 1, appendTimeoutMs: 2000, session: broker.session });
     for (let i = 0; i < 20; i++) await appender.append([event(i)]);
     for (let i = 20; i < 40; i++) await appender.appendAt([event(i)]);
-    expect(broker.logs[0]).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(broker.committed()).toEqual(Array.from({ length: 40 }, (_, i) => i));
     await appender.close();
   });
 
@@ -110,7 +181,7 @@ describe('KafkaEventAppender', () => {
     expect(broker.requests).toHaveLength(1);
     const partitionOf = partitionerFor(4);
     for (const [i, p] of positions.entries()) {
-      expect(broker.logs[p.partition]![p.offset]).toBe(JSON.parse(broker.requests[0]![i]!.value.toString('utf8')).at);
+      expect(broker.logs[p.partition]![p.offset]).toMatchObject({ at: JSON.parse(broker.requests[0]![i]!.value.toString('utf8')).at });
       expect(p.partition).toBe(partitionOf(`acct/${broker.requests[0]![i]!.key.split('/')[1]}`));
     }
     expect(new Set(positions.map((p) => p.partition)).size).toBeGreaterThan(1);
@@ -130,7 +201,7 @@ describe('KafkaEventAppender', () => {
 
   it('rejects every append of a failed request as unavailable, and sends the next on a new producer', async () => {
     const broker = new FakeBroker(1);
-    broker.sendFailures = 1;
+    broker.faults.push('send-refused');
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 5, session: broker.session });
     const failed = await Promise.allSettled(Array.from({ length: 5 }, (_, i) => appender.append([event(i)])));
     expect(failed.map((r) => r.status)).toEqual(Array(5).fill('rejected'));
@@ -141,7 +212,7 @@ describe('KafkaEventAppender', () => {
     expect(broker.sessions).toBe(1);
     await appender.append([event(5)]);
     expect(broker.sessions).toBe(2); // a fresh producer id: its sequence numbers cannot collide with the failed batch's
-    expect(broker.logs[0]).toEqual([5]);
+    expect(broker.committed()).toEqual([5]);
     await appender.close();
   });
 
@@ -151,11 +222,11 @@ describe('KafkaEventAppender', () => {
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 1, session: broker.session });
     await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('ECONNREFUSED') });
     await appender.append([event(1)]);
-    expect(broker.logs[0]).toEqual([1]);
+    expect(broker.committed()).toEqual([1]);
     await appender.close();
   });
 
-  it('rejects an append not acknowledged by its deadline; one still queued then is never sent', async () => {
+  it('tells an append whose deadline comes before its commit was sent unavailable, and never commits its transaction', async () => {
     const broker = new FakeBroker(1);
     let release!: () => void;
     broker.gate = new Promise((resolve) => (release = resolve));
@@ -165,11 +236,12 @@ describe('KafkaEventAppender', () => {
     const queued = appender.append([event(1)]);
     await expect(inFlight).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('within 100 ms') });
     await expect(queued).rejects.toMatchObject({ code: 'unavailable' });
-    release();
+    release(); // the broker now stores the batch and acknowledges it: too late, the transaction is aborted
     await appender.close();
-    expect(broker.requests.map(seqsOf)).toEqual([[0]]);
-    // The in-flight one was stored although its append was told unavailable: the gap issue 7 closes.
-    expect(broker.logs[0]).toEqual([0]);
+    expect(broker.requests.map(seqsOf)).toEqual([[0]]); // the queued one was never sent
+    expect(broker.commits).toEqual([]);
+    expect(broker.logs[0]).toMatchObject([{ at: 0 }, { marker: 'abort' }]);
+    expect(broker.committed()).toEqual([]);
   });
 
   it('refuses an event over the message limit as invalid, without sending anything', async () => {
@@ -194,7 +266,7 @@ describe('KafkaEventAppender', () => {
     const queued = Array.from({ length: 3 }, (_, i) => appender.append([event(i)]));
     await appender.close();
     await Promise.all(queued);
-    expect(broker.logs[0]).toEqual([0, 1, 2]);
+    expect(broker.committed()).toEqual([0, 1, 2]);
     await expect(appender.append([event(3)])).rejects.toMatchObject({ code: 'unavailable' });
   });
 
@@ -208,5 +280,134 @@ describe('KafkaEventAppender', () => {
     expect(value.toString('utf8')).toBe(JSON.stringify(e));
     expect(value.buffer).toBe(encoded.buffer);
     await appender.close();
+  });
+});
+
+describe('KafkaEventAppender: exact outcomes under faults (fault-injecting session)', () => {
+  const appenderFor = (broker: FakeBroker, appendTimeoutMs = 2000): KafkaEventAppender =>
+    new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 1, appendTimeoutMs, commitRetryMs: 5, session: broker.session });
+
+  it('a send that fails after the broker stored the batch: unavailable, and the batch is aborted, never read', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push('send-lost');
+    const appender = appenderFor(broker);
+    const outcomes = await Promise.allSettled([appender.append([event(0)]), appender.append([event(1)])]);
+    expect(outcomes.map((o) => (o.status === 'rejected' ? (o.reason as DomainError).code : 'ok'))).toEqual(['unavailable', 'unavailable']);
+    await appender.append([event(2)]);
+    await appender.close();
+    expect(broker.commits).toEqual([2]); // only the next batch's transaction, on a new producer
+    expect(broker.committed()).toEqual([2]);
+    expect(broker.open()).toBe(false);
+  });
+
+  it('a commit applied whose answer was lost: retried, confirmed, acknowledged once', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push('commit-lost', 'commit-lost');
+    const appender = appenderFor(broker);
+    const positions = await Promise.all([appender.appendAt([event(0)]), appender.appendAt([event(1)])]);
+    expect(positions.map((p) => p[0]!.offset)).toEqual([0, 1]);
+    expect(broker.commits).toEqual([1, 1, 1]);
+    expect(appender.stats()).toMatchObject({ appends: 2, commitRetries: 2 });
+    await appender.close();
+    expect(broker.committed()).toEqual([0, 1]);
+  });
+
+  it('a commit that never arrived: the retry commits it, acknowledged', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push('commit-dropped');
+    const appender = appenderFor(broker);
+    await appender.append([event(0)]);
+    await appender.close();
+    expect(broker.commits).toHaveLength(2);
+    expect(broker.committed()).toEqual([0]);
+  });
+
+  it('a commit the coordinator refuses (the transaction was aborted): unavailable, nothing read', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push('commit-dropped', 'commit-refused');
+    const appender = appenderFor(broker);
+    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'unavailable', message: expect.stringContaining('aborted') });
+    await appender.append([event(1)]);
+    await appender.close();
+    expect(broker.committed()).toEqual([1]);
+  });
+
+  it('fenced at the first commit attempt: it cannot have committed, unavailable', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push('commit-fenced');
+    const appender = appenderFor(broker);
+    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'unavailable' });
+    await appender.close();
+    expect(broker.committed()).toEqual([]);
+  });
+
+  it('fenced after an unanswered attempt: the outcome cannot be told, outcome_unknown (never unavailable)', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push('commit-lost', 'commit-fenced');
+    const appender = appenderFor(broker);
+    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'outcome_unknown' });
+    await appender.append([event(1)]);
+    await appender.close();
+    expect(broker.sessions).toBe(2); // the fenced producer is replaced
+    expect(broker.committed()).toEqual([0, 1]); // the first was committed after all: unknown was the honest answer
+  });
+
+  it('a commit unanswered until the deadline: outcome_unknown, and the retries stop', async () => {
+    const broker = new FakeBroker(1);
+    broker.faults.push(...Array<Fault>(1000).fill('commit-dropped'));
+    const appender = appenderFor(broker, 150);
+    const started = Date.now();
+    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'outcome_unknown', message: expect.stringContaining('within 150 ms') });
+    expect(Date.now() - started).toBeLessThan(1000);
+    const attempts = broker.commits.length;
+    expect(attempts).toBeGreaterThan(1);
+    await new Promise((resolve) => setTimeout(resolve, 1100)); // longer than the longest retry wait
+    expect(broker.commits.length - attempts).toBeLessThanOrEqual(1);
+    broker.faults.length = 0;
+    await appender.append([event(1)]); // on a new producer
+    await appender.close();
+    expect(broker.sessions).toBe(2);
+    expect(broker.committed()).toEqual([1]);
+  });
+
+  it('appends whose deadline passes while the commit is retried are told outcome_unknown; the rest learn the outcome', async () => {
+    const broker = new FakeBroker(1);
+    let release!: () => void;
+    broker.commitGate = new Promise((resolve) => (release = resolve));
+    const appender = appenderFor(broker, 100);
+    const first = appender.append([event(0)]);
+    await expect(first).rejects.toMatchObject({ code: 'outcome_unknown' });
+    release();
+    await appender.close();
+    expect(broker.committed()).toEqual([0]); // committed after all: unknown, never unavailable
+  });
+
+  it('under random faults every acknowledged append is read exactly once and every unavailable one never', async () => {
+    const broker = new FakeBroker(3);
+    const kinds: Fault[] = ['send-refused', 'send-lost', 'commit-lost', 'commit-dropped', 'commit-refused', 'commit-fenced'];
+    let x = 12345;
+    const random = (): number => (x = (Math.imul(x, 1664525) + 1013904223) >>> 0) / 2 ** 32;
+    const appender = appenderFor(broker);
+    const acknowledged = new Set<number>();
+    const refused = new Set<number>();
+    const unknown = new Set<number>();
+    for (let round = 0; round < 40; round++) {
+      if (random() < 0.5) broker.faults.push(kinds[Math.floor(random() * kinds.length)]!);
+      await Promise.all(
+        Array.from({ length: 5 }, (_, i) => round * 10 + i).map((seq) =>
+          appender.append([event(seq, `ds-${seq % 4}`)]).then(
+            () => acknowledged.add(seq),
+            (err: DomainError) => (err.code === 'unavailable' ? refused : unknown).add(seq),
+          ),
+        ),
+      );
+    }
+    await appender.close();
+    const read = [0, 1, 2].flatMap((p) => broker.committed(p));
+    expect(new Set(read).size).toBe(read.length);
+    for (const seq of acknowledged) expect(read).toContain(seq);
+    for (const seq of refused) expect(read).not.toContain(seq);
+    expect(refused.size).toBeGreaterThan(0);
+    expect(acknowledged.size).toBeGreaterThan(100);
   });
 });

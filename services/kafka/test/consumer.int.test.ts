@@ -1,4 +1,5 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
+import type { StreamPosition } from '@pushbase/contracts';
 import type { Admin } from 'kafkajs';
 import {
   createKafka,
@@ -49,10 +50,13 @@ function newGroup(): string {
 const event = (dataset: string, seq: number, schema_version: number = EVENT_SCHEMA_VERSION): DatasetEvent =>
   ({ type: 'RecordsAppended', schema_version, account: 'acct', dataset, incarnation: 'inc', at: seq, records: [{ seq }], delete_by: null }) as DatasetEvent;
 
-async function appendAll(topic: string, events: readonly DatasetEvent[]): Promise<void> {
+/** Appends one at a time (one transaction each: every event is followed by its transaction's marker). */
+async function appendAll(topic: string, events: readonly DatasetEvent[]): Promise<StreamPosition[]> {
   const appender = new KafkaEventAppender({ connection: testConnection(), topic, lingerMs: 1 });
   try {
-    for (const e of events) await appender.append([e]);
+    const positions: StreamPosition[] = [];
+    for (const e of events) positions.push(...(await appender.appendAt([e])));
+    return positions;
   } finally {
     await appender.close();
   }
@@ -81,30 +85,69 @@ describe('KafkaEventConsumer against Kafka', () => {
   it('moves the group on only by commit: a new member resumes after the last commit, never after what was merely delivered', async () => {
     const topic = await newTopic(1);
     const group = newGroup();
-    await appendAll(topic, Array.from({ length: 30 }, (_, i) => event('ds', i)));
+    const stored = await appendAll(topic, Array.from({ length: 30 }, (_, i) => event('ds', i)));
 
     const first = recording({ topic, groupId: group });
     await first.consumer.start();
     await eventually('30 events delivered', () => first.delivered.length === 30);
     expect(first.delivered.map((e) => e.event.at)).toEqual(Array.from({ length: 30 }, (_, i) => i));
-    expect(first.delivered.map((e) => e.position)).toEqual(Array.from({ length: 30 }, (_, offset) => ({ partition: 0, offset })));
+    expect(first.delivered.map((e) => e.position)).toEqual(stored);
     // The sink "wrote" the first ten: their last position is committed.
     expect(await first.consumer.commit(first.delivered.slice(0, 10).map((e) => e.position))).toEqual({ notOwned: [] });
     await first.consumer.stop();
     const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    expect(committed!.partitions).toEqual([{ partition: 0, offset: '10', metadata: null }]);
+    expect(committed!.partitions).toEqual([{ partition: 0, offset: String(stored[9]!.offset + 1), metadata: null }]);
 
     const second = recording({ topic, groupId: group });
     await second.consumer.start();
     await eventually('the 20 uncommitted events delivered again', () => second.delivered.length === 20);
-    expect(second.delivered[0]!.position.offset).toBe(10);
+    expect(second.delivered.map((e) => e.position)).toEqual(stored.slice(10));
     await second.consumer.stop();
+  });
+
+  it('commits past the transaction markers once every delivered event is committed, so a caught-up group lags by nothing', async () => {
+    const topic = await newTopic(2);
+    const group = newGroup();
+    const producer = createKafka(testConnection()).producer({ transactionalId: randomName('pushbase-consumer-tx'), idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const send = async (commit: boolean, events: readonly DatasetEvent[]): Promise<void> => {
+      const tx = await producer.transaction();
+      await tx.send({ topic, messages: events.map((e) => ({ key: `${e.account}/${e.dataset}`, value: JSON.stringify(e) })) });
+      await (commit ? tx.commit() : tx.abort());
+    };
+    try {
+      await send(true, [event('a', 1), event('b', 2)]);
+      await send(false, [event('a', 3)]);
+      await send(true, [event('a', 4), event('b', 5)]);
+    } finally {
+      await producer.disconnect();
+    }
+    const reader = recording({ topic, groupId: group });
+    await reader.consumer.start();
+    try {
+      await eventually('the committed events delivered', () => reader.delivered.length === 4);
+      expect(reader.delivered.map((e) => e.event.at).sort()).toEqual([1, 2, 4, 5]);
+      await reader.consumer.commit(reader.delivered.map((e) => e.position));
+      const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, p.high]));
+      const lagging = async (): Promise<string[]> => {
+        const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+        // An empty partition has nothing to commit (-1 of 0).
+        return committed!.partitions.filter((p) => ends.get(p.partition) !== '0' && p.offset !== ends.get(p.partition)).map((p) => `${p.partition}: ${p.offset} of ${ends.get(p.partition)}`);
+      };
+      await eventually('committed offsets at the end offsets', async () => (await lagging()).length === 0);
+      // The partitions do end in markers after their last event, or this test would prove nothing.
+      expect(Math.max(...[...ends.values()].map(Number))).toBeGreaterThan(Math.max(...reader.delivered.map((e) => e.position.offset)) + 1);
+    } finally {
+      await reader.consumer.stop();
+    }
   });
 
   it('delivers the events before a message it cannot read, then stops for good and says where and why', async () => {
     const topic = await newTopic(1);
     // A writer of a later version put a schema_version 2 event between good ones.
     await appendAll(topic, [event('ds', 0), event('ds', 1), event('ds', 2)]);
+    // Where the stray message lands: the partition's end (past the last transaction's marker).
+    const poisonAt = (await admin.fetchTopicOffsets(topic))[0]!.offset;
     const producer = createKafka(testConnection()).producer({ allowAutoTopicCreation: false });
     await producer.connect();
     await producer.send({ topic, acks: -1, messages: [{ key: 'acct/ds', value: JSON.stringify(event('ds', 3, EVENT_SCHEMA_VERSION + 1)) }] });
@@ -117,7 +160,7 @@ describe('KafkaEventConsumer against Kafka', () => {
     try {
       await eventually('the consumer to stop on the poison event', () => crash !== undefined);
       expect(crash).toBeInstanceOf(PoisonEventError);
-      expect(crash).toMatchObject({ topic, partition: 0, offset: '3' });
+      expect(crash).toMatchObject({ topic, partition: 0, offset: poisonAt });
       expect(crash!.message).toContain(`schema_version ${EVENT_SCHEMA_VERSION + 1}`);
       expect(reader.delivered.map((e) => e.event.at)).toEqual([0, 1, 2]);
       await eventually('its partitions revoked', () => reader.calls.includes('revoked 0'));

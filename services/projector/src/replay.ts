@@ -163,13 +163,21 @@ async function rebuild(
         const seconds = (performance.now() - started) / 1000;
         bar?.update(events, { records_rate: Math.round(recordsReplayed / Math.max(seconds, 0.001)), position: sum(next), end: endTotal });
       }
+      // Past the transaction markers too: the end (last stable offset) is usually one past the last event.
+      next.set(batch.partition, Math.max(next.get(batch.partition) ?? 0, Math.min(batch.next, stop)));
       if (events_.length < batch.events.length) next.set(batch.partition, stop);
-      if (done(batch.partition)) {
-        // Batches come only after start(), so the consumer below exists by then.
-        consumer.pause([batch.partition]);
-        if ([...end.keys()].every(done)) finish();
-      }
+      settle(batch.partition);
     },
+    onSkipped: (partition, at) => {
+      next.set(partition, Math.max(next.get(partition) ?? 0, Math.min(at, end.get(partition) ?? 0)));
+      settle(partition);
+    },
+  };
+  const settle = (partition: number): void => {
+    if (!done(partition)) return;
+    // Batches come only after start(), so the consumer below exists by then.
+    consumer.pause([partition]);
+    if ([...end.keys()].every(done)) finish();
   };
   const consumer = new KafkaEventConsumer(
     {

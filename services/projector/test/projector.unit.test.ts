@@ -73,7 +73,7 @@ function setup(options: Partial<ProjectorOptions> = {}) {
   const handlers: EventConsumerHandlers = projector.handlers();
   /** Delivers events as one batch of `partition`, at offsets from `from`. */
   const deliver = (partition: number, batch: readonly DatasetEvent[], from: number) =>
-    handlers.onBatch({ topic: 't', partition, highWatermark: from + batch.length, events: batch.map((e, i) => ({ event: redecoded(e), position: { partition, offset: from + i }, append: { index: 0, count: 1 } })) }, control);
+    handlers.onBatch({ topic: 't', partition, highWatermark: from + batch.length, next: from + batch.length, events: batch.map((e, i) => ({ event: redecoded(e), position: { partition, offset: from + i }, append: { index: 0, count: 1 } })) }, control);
   return { source, store, projector, handlers, deliver };
 }
 

@@ -122,9 +122,14 @@ afterAll(async () => {
 });
 
 /** Appends every event (one dataset's events keep their order) and returns where each was stored. */
+/** Every position produced so far: the projector is caught up once it committed past the last of each partition. */
+const produced: StreamPosition[] = [];
+
 async function produce(events: readonly DatasetEvent[]): Promise<StreamPosition[]> {
   const stored = await Promise.all(events.map((e) => env.appender.appendAt([e])));
-  return stored.map((p) => p[0] as StreamPosition);
+  const positions = stored.map((p) => p[0] as StreamPosition);
+  produced.push(...positions);
+  return positions;
 }
 
 async function endOffsets(): Promise<Map<number, number>> {
@@ -138,7 +143,10 @@ async function committed(): Promise<Map<number, number>> {
 }
 
 async function untilCaughtUp(): Promise<void> {
-  const ends = await endOffsets();
+  // The offset after each partition's last event, not the partition's end: that is one further, past the
+  // marker of the last transaction, and the projector commits event positions.
+  const ends = new Map<number, number>();
+  for (const p of produced) ends.set(p.partition, Math.max(ends.get(p.partition) ?? 0, p.offset + 1));
   await eventually(
     `the live projector to commit up to ${JSON.stringify([...ends])}`,
     async () => {

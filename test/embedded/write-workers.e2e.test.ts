@@ -1,6 +1,7 @@
 /*
  * Writes are parsed and validated in worker threads by default (PUSHBASE_WRITE_WORKERS); with 0 they are
- * decided on the event loop. Both must answer and store exactly the same.
+ * decided on the event loop. Both must answer and store exactly the same. (Embedded mode only: the write
+ * workers are threads of `pushbase serve`.)
  */
 import { TestServer } from '../helpers/server';
 

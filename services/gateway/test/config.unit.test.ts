@@ -1,0 +1,40 @@
+import { loadGatewayConfig } from '../src/config';
+
+/* `pushbase gateway`'s one config schema: the listeners' variables of `pushbase serve` plus its own. */
+
+const REQUIRED = { PUSHBASE_SCHEMA_ADDRESS: '127.0.0.1:50051', PUSHBASE_RECORDS_ADDRESS: 'records.internal:50052' };
+
+it('takes the same listener defaults as pushbase serve and the service addresses as given', () => {
+  const c = loadGatewayConfig(REQUIRED);
+  expect(c).toMatchObject({
+    port: 8443,
+    adminPort: 8444,
+    adminHost: '127.0.0.1',
+    dataDir: './.data',
+    rateLimitPerMinute: 60,
+    behindTlsProxy: false,
+    tls: undefined,
+    schemaAddress: '127.0.0.1:50051',
+    recordsAddress: 'records.internal:50052',
+    redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
+    clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
+  });
+});
+
+it('reads the listener variables as pushbase serve does', () => {
+  const c = loadGatewayConfig({ ...REQUIRED, PUSHBASE_PORT: '0', PUSHBASE_RATE_LIMIT_PER_MINUTE: '5', PUSHBASE_TLS_CERT: 'c.pem', PUSHBASE_TLS_KEY: 'k.pem', PUSHBASE_REDIS_PREFIX: 'x:' });
+  expect(c).toMatchObject({ port: 0, rateLimitPerMinute: 5, tls: { certFile: 'c.pem', keyFile: 'k.pem' }, redis: { prefix: 'x:' } });
+});
+
+it('lists every problem at once: a missing address, a malformed one, a bad prefix; and a lone certificate', () => {
+  let message = '';
+  try {
+    loadGatewayConfig({ PUSHBASE_RECORDS_ADDRESS: 'no-port', PUSHBASE_REDIS_PREFIX: 'no-colon' });
+  } catch (e) {
+    message = (e as Error).message;
+  }
+  expect(message).toMatch(/PUSHBASE_SCHEMA_ADDRESS is required/);
+  expect(message).toMatch(/PUSHBASE_RECORDS_ADDRESS must be host:port/);
+  expect(message).toMatch(/PUSHBASE_REDIS_PREFIX must be/);
+  expect(() => loadGatewayConfig({ ...REQUIRED, PUSHBASE_TLS_CERT: 'c.pem' })).toThrow(/Set both PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY/);
+});

@@ -1,0 +1,259 @@
+import type { Kafka } from 'kafkajs';
+import { Partitioners } from 'kafkajs';
+import { offsetNumber, type OutgoingMessage } from './messages';
+
+/*
+ * A kafkajs transactional producer assembled from kafkajs 2.2.4's own parts (its eos manager, message
+ * producer and cluster), because the public producer cannot do the one thing the appender needs: retry a
+ * commit whose answer was lost. kafkajs's transaction.commit() sends EndTxn once; when that request times
+ * out, its state machine stays in COMMITTING, where neither commit() nor abort() is allowed again, and the
+ * producer id and epoch a retry must carry are private to it. Kafka's coordinator, on the other hand,
+ * answers a repeated EndTxn(commit) of the same producer epoch with success once the commit is complete (or
+ * CONCURRENT_TRANSACTIONS while it is completing), with INVALID_TXN_STATE when the transaction was aborted,
+ * and with a fencing error when the epoch moved on — so a retry tells the outcome. Here the first commit
+ * goes through the eos manager as kafkajs does it; a retry sends the same EndTxn through kafkajs's broker
+ * object with the eos manager's producer id and epoch; afterwards the eos manager (stuck in COMMITTING) is
+ * replaced by a fresh one before the next transaction (InitProducerId again, same transactional id).
+ *
+ * The parts are reached by path inside the kafkajs package (its package.json has no `exports` map, so
+ * Node and esbuild resolve them) and the cluster through the Kafka object's private factory, so that it
+ * carries exactly the connection settings (brokers, socket factory, retry, logger) of createKafka. kafkajs
+ * is pinned at 2.2.4 in package-lock.json; kafkaInternals() checks the shapes it relies on at first use and
+ * fails loudly, naming this file, if an upgrade moved them.
+ */
+
+/** The coordinator refused the commit: the transaction is (or will be) aborted; nothing of it is visible. */
+export class TransactionAbortedError extends Error {
+  override readonly name = 'TransactionAbortedError';
+}
+
+/**
+ * The coordinator answered with a fencing error: this producer's epoch is over (a producer with the same
+ * transactional id initialised, or the coordinator aborted the transaction at its timeout). Whether the
+ * transaction committed depends on whether an earlier EndTxn(commit) of it reached the coordinator.
+ */
+export class TransactionFencedError extends Error {
+  override readonly name = 'TransactionFencedError';
+}
+
+/** The coordinator answered without acting on the request (not the coordinator, loading, busy): try again. */
+export class CommitNotProcessedError extends Error {
+  override readonly name = 'CommitNotProcessedError';
+}
+
+interface EosManager {
+  initProducerId(): Promise<void>;
+  beginTransaction(): void;
+  commit(): Promise<void>;
+  abort(): Promise<void>;
+  getProducerId(): number;
+  getProducerEpoch(): number;
+  isInTransaction(): boolean;
+}
+interface KafkaBroker {
+  endTxn(request: { producerId: number; producerEpoch: number; transactionalId: string; transactionResult: boolean }): Promise<unknown>;
+}
+interface KafkaCluster {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  addTargetTopic(topic: string): Promise<void>;
+  refreshMetadata(): Promise<void>;
+  findTopicPartitionMetadata(topic: string): unknown[];
+  findGroupCoordinator(request: { groupId: string; coordinatorType: number }): Promise<KafkaBroker>;
+  retry: unknown;
+}
+interface SendBatchResult {
+  readonly partition: number;
+  readonly baseOffset?: string;
+}
+interface Emitter {
+  addListener(event: string, listener: (e: { payload: { apiName: string } }) => void): () => void;
+}
+interface Internals {
+  createEosManager(options: { logger: unknown; cluster: KafkaCluster; transactionTimeout: number; transactional: true; transactionalId: string }): EosManager;
+  createMessageProducer(options: {
+    logger: unknown;
+    cluster: KafkaCluster;
+    partitioner: unknown;
+    eosManager: EosManager;
+    idempotent: true;
+    retrier: unknown;
+    getConnectionStatus: () => string;
+  }): { sendBatch(request: { acks: number; topicMessages: { topic: string; messages: unknown[] }[] }): Promise<SendBatchResult[]> };
+  createRetry(options: unknown): unknown;
+  Emitter: new () => Emitter;
+  CONNECTED: string;
+  TRANSACTION_COORDINATOR: number;
+}
+
+let internals: Internals | undefined;
+
+/* eslint-disable @typescript-eslint/no-require-imports -- kafkajs's internal CommonJS modules, see the top */
+function kafkaInternals(): Internals {
+  if (internals) return internals;
+  const loaded: Internals = {
+    createEosManager: require('kafkajs/src/producer/eosManager') as Internals['createEosManager'],
+    createMessageProducer: require('kafkajs/src/producer/messageProducer') as Internals['createMessageProducer'],
+    createRetry: require('kafkajs/src/retry') as Internals['createRetry'],
+    Emitter: require('kafkajs/src/instrumentation/emitter') as Internals['Emitter'],
+    CONNECTED: (require('kafkajs/src/network/connectionStatus') as { CONNECTION_STATUS: { CONNECTED: string } }).CONNECTION_STATUS.CONNECTED,
+    TRANSACTION_COORDINATOR: (require('kafkajs/src/protocol/coordinatorTypes') as { TRANSACTION: number }).TRANSACTION,
+  };
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const shapes = [typeof loaded.createEosManager, typeof loaded.createMessageProducer, typeof loaded.createRetry, typeof loaded.Emitter];
+  if (shapes.some((t) => t !== 'function') || typeof loaded.CONNECTED !== 'string' || loaded.TRANSACTION_COORDINATOR !== 1) {
+    throw new Error('kafkajs internals are not where services/kafka/src/transactional-producer.ts expects them (written for kafkajs 2.2.4)');
+  }
+  internals = loaded;
+  return loaded;
+}
+
+function createCluster(kafka: Kafka, emitter: Emitter): KafkaCluster {
+  const factory = Object.getOwnPropertySymbols(kafka).find((s) => s.description === 'private:Kafka:createCluster');
+  const create = factory === undefined ? undefined : (kafka as unknown as Record<symbol, unknown>)[factory];
+  if (typeof create !== 'function') throw new Error('kafkajs Kafka object has no cluster factory (services/kafka/src/transactional-producer.ts is written for kafkajs 2.2.4)');
+  // maxInFlightRequests 1 as kafkajs requires of an idempotent producer; no topic is ever auto-created.
+  return (create as (options: object) => KafkaCluster).call(kafka, { allowAutoTopicCreation: false, maxInFlightRequests: 1, instrumentationEmitter: emitter });
+}
+
+export interface TransactionalProducerOptions {
+  readonly kafka: Kafka;
+  readonly topic: string;
+  readonly transactionalId: string;
+  /** The coordinator aborts a transaction left open this long (a crashed producer's). */
+  readonly transactionTimeoutMs: number;
+  /** kafkajs retry of produce requests (bounded; see appender.ts). */
+  readonly retry: { readonly retries: number; readonly initialRetryTime: number; readonly maxRetryTime: number };
+  /** Told the API name of every request sent (kafkajs's request instrumentation). */
+  readonly onRequest?: (apiName: string) => void;
+}
+
+const FENCING = new Set(['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED', 'INVALID_PRODUCER_ID_MAPPING']);
+const NOT_PROCESSED = new Set(['CONCURRENT_TRANSACTIONS', 'NOT_COORDINATOR', 'NOT_COORDINATOR_FOR_GROUP', 'COORDINATOR_NOT_AVAILABLE', 'GROUP_COORDINATOR_NOT_AVAILABLE', 'COORDINATOR_LOAD_IN_PROGRESS', 'GROUP_LOAD_IN_PROGRESS']);
+
+/** Kafka's numeric code 90 (PRODUCER_FENCED) is not in kafkajs's table; it arrives as an unknown error with that code. */
+function errorType(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const { type, code } = err as { type?: unknown; code?: unknown };
+  if (code === 90) return 'PRODUCER_FENCED';
+  return typeof type === 'string' ? type : undefined;
+}
+
+/** Turns the coordinator's answer to EndTxn(commit) into the errors above; anything else is passed on as it is. */
+function classifyCommitError(err: unknown): Error {
+  const type = errorType(err);
+  const message = err instanceof Error ? err.message : String(err);
+  if (type === 'INVALID_TXN_STATE') return new TransactionAbortedError(`Kafka refused the commit: ${message}`);
+  if (type !== undefined && FENCING.has(type)) return new TransactionFencedError(`Kafka fenced the producer: ${message}`);
+  if (type !== undefined && NOT_PROCESSED.has(type)) return new CommitNotProcessedError(`Kafka did not process the commit: ${message}`);
+  return err instanceof Error ? err : new Error(message);
+}
+
+/** One producer: a connection set and a transactional id, one transaction at a time. */
+export class TransactionalProducer {
+  private readonly cluster: KafkaCluster;
+  private readonly internals: Internals;
+  private readonly emitter: Emitter;
+  private eos: EosManager | undefined;
+  /** The eos manager's state is no longer kafkajs's idea of it (a failed or retried commit, a failed abort). */
+  private stale = true;
+  private commitAttempts = 0;
+  private connected = false;
+
+  constructor(private readonly options: TransactionalProducerOptions) {
+    this.internals = kafkaInternals();
+    this.emitter = new this.internals.Emitter();
+    const { onRequest } = options;
+    if (onRequest) this.emitter.addListener('network.request', (e) => onRequest(e.payload.apiName));
+    this.cluster = createCluster(options.kafka, this.emitter);
+  }
+
+  /**
+   * Connects and initialises the transactional id. InitProducerId fences any earlier producer with the same
+   * id (a predecessor of this service instance) and settles its open transaction before it returns: one in
+   * the middle of committing is completed, one still open is aborted. Resolves with the topic's partition count.
+   */
+  async connect(): Promise<number> {
+    await this.cluster.connect();
+    this.connected = true;
+    await this.cluster.addTargetTopic(this.options.topic);
+    const partitions = this.cluster.findTopicPartitionMetadata(this.options.topic).length;
+    if (partitions === 0) throw new Error(`topic ${this.options.topic} has no partitions`);
+    await this.reset();
+    return partitions;
+  }
+
+  /** Begins a transaction and sends the messages in it (one produce request per broker); resolves with each partition's first offset. */
+  async send(messages: readonly (OutgoingMessage & { readonly partition: number })[]): Promise<readonly { partition: number; baseOffset: number }[]> {
+    if (this.stale) await this.reset();
+    const eos = this.eos!;
+    eos.beginTransaction();
+    this.commitAttempts = 0;
+    const sender = this.internals.createMessageProducer({
+      logger: this.options.kafka.logger(),
+      cluster: this.cluster,
+      partitioner: Partitioners.DefaultPartitioner(),
+      eosManager: eos,
+      idempotent: true,
+      retrier: this.internals.createRetry({ ...(this.cluster.retry as object), ...this.options.retry }),
+      getConnectionStatus: () => this.internals.CONNECTED,
+    });
+    const metadata = await sender.sendBatch({ acks: -1, topicMessages: [{ topic: this.options.topic, messages: [...messages] }] });
+    return metadata.map((m) => ({ partition: m.partition, baseOffset: offsetNumber(m.baseOffset ?? '') }));
+  }
+
+  /**
+   * Sends EndTxn(commit) for the open transaction; may be called again after any rejection. Resolves once
+   * the coordinator confirmed the commit. Rejects with TransactionAbortedError, TransactionFencedError or
+   * CommitNotProcessedError when the coordinator answered so; with any other error when no answer came (the
+   * request may or may not have reached it).
+   */
+  async commit(): Promise<void> {
+    const eos = this.eos!;
+    this.commitAttempts += 1;
+    try {
+      if (this.commitAttempts === 1) {
+        this.stale = true; // until kafkajs's own commit returns: then its state machine is back in READY
+        await eos.commit();
+        this.stale = false;
+      } else {
+        const coordinator = await this.cluster.findGroupCoordinator({ groupId: this.options.transactionalId, coordinatorType: this.internals.TRANSACTION_COORDINATOR });
+        await coordinator.endTxn({ producerId: eos.getProducerId(), producerEpoch: eos.getProducerEpoch(), transactionalId: this.options.transactionalId, transactionResult: true });
+      }
+    } catch (err) {
+      throw classifyCommitError(err);
+    }
+  }
+
+  /**
+   * Aborts the open transaction (never after a commit was sent). When the abort fails, the next send()
+   * initialises the id again, which aborts the transaction on the coordinator before anything else is sent.
+   */
+  async abort(): Promise<void> {
+    const eos = this.eos;
+    if (!eos?.isInTransaction()) return;
+    this.stale = true;
+    await eos.abort();
+    this.stale = false;
+  }
+
+  async disconnect(): Promise<void> {
+    if (!this.connected) return;
+    this.connected = false;
+    await this.cluster.disconnect();
+  }
+
+  /** A fresh eos manager, initialised: InitProducerId (kafkajs retries it while the coordinator is busy). */
+  private async reset(): Promise<void> {
+    const eos = this.internals.createEosManager({
+      logger: this.options.kafka.logger(),
+      cluster: this.cluster,
+      transactionTimeout: this.options.transactionTimeoutMs,
+      transactional: true,
+      transactionalId: this.options.transactionalId,
+    });
+    await eos.initProducerId();
+    this.eos = eos;
+    this.stale = false;
+  }
+}
