@@ -101,22 +101,26 @@ export class RedisAccountLock {
   }
 
   /**
-   * Waits for the lease up to `waitMs`. Giving up is `unavailable`: nothing was decided, so nothing will be
-   * stored. (Redis has no blocking SET NX; a short jittered poll is cheap next to the decision it guards,
-   * and the caller queues its own requests per account before they get here, so few poll at once.)
+   * Waits for the lease until `deadline` (epoch ms; by default `waitMs` from now). Giving up is
+   * `unavailable`: nothing was decided, so nothing will be stored. (Redis has no blocking SET NX; a short
+   * jittered poll is cheap next to the decision it guards, and the caller queues its own requests per
+   * account before they get here, so few poll at once.)
    */
-  async acquire(account: string): Promise<AccountLease> {
-    const deadline = Date.now() + this.options.waitMs;
+  async acquire(account: string, deadline: number = Date.now() + this.options.waitMs): Promise<AccountLease> {
     let backoff = MIN_BACKOFF_MS;
     for (;;) {
+      if (Date.now() >= deadline) {
+        throw new DomainError('unavailable', `Other schema changes of this account held it for over ${this.options.waitMs} ms; nothing was changed`);
+      }
       const lease = await this.tryAcquire(account);
       if (lease !== undefined) return lease;
-      if (Date.now() >= deadline) {
-        throw new DomainError('unavailable', `Another schema decision for this account held its lock for over ${this.options.waitMs} ms; nothing was changed`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, backoff / 2 + Math.random() * backoff));
+      await new Promise((resolve) => setTimeout(resolve, Math.min(backoff / 2 + Math.random() * backoff, Math.max(0, deadline - Date.now()))));
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }
+  }
+
+  get waitMs(): number {
+    return this.options.waitMs;
   }
 
   /** True, with the lease's expiry pushed to a full TTL from now, while the lease is still the caller's. */

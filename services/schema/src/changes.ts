@@ -41,12 +41,14 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  *
  * Fencing, and the window left. The lease's token is checked (and the lease extended to a full TTL) right
  * before each append, and the intent is written only under the lease. What remains: a holder paused for
- * longer than the TTL between that check and the broker's write (a stop-the-world pause, a produce stuck
- * in retries) could have its append land after a later holder's decisions. Two things keep that out in
- * practice: the TTL (default 60 s) is well above the appender's timeout (the config refuses less than
- * twice it), and a holder whose append's fate is unknown does NOT release the lease — it lets it expire,
- * so the next holder starts only after the late write could still arrive. With a transactional appender
- * (a zombie producer's transaction is aborted when its successor starts), the window closes entirely.
+ * longer than the TTL between that check and the broker's write could have its event land after a later
+ * holder's decisions (a definition landing after its own deletion would resurrect it in the fold). The
+ * Kafka appender is transactional: an event is visible to readers only once its transaction commits, and
+ * a commit is never sent after the append's deadline (the open transaction is aborted, at the latest by the
+ * coordinator's transaction timeout). So a late event needs a commit request sent in time and then held up
+ * in flight longer than the lease. The TTL (default 60 s) is well above the append timeout (the config
+ * refuses less than twice it), and a holder whose append's fate is unknown does NOT release the lease — it
+ * lets it expire — so the next holder starts only once such a late commit can no longer arrive in practice.
  */
 
 type SchemaEvent = DatasetDefined | DatasetDeleted;
@@ -122,8 +124,12 @@ export class RedisSchemaChanges implements SchemaChanges {
   }
 
   decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T> {
+    // The wait in this process's queue counts too: a request is decided within `waitMs` of its arrival or
+    // refused undecided, so it is never decided after its caller's deadline gave up on it (waitMs plus two
+    // appends' timeouts stays under the gRPC clients' write deadline).
+    const deadline = Date.now() + this.lock.waitMs;
     return this.local.run(account, async () => {
-      const holding: Holding = { lease: await this.lock.acquire(account), keepLease: false };
+      const holding: Holding = { lease: await this.lock.acquire(account, deadline), keepLease: false };
       try {
         await this.rollForward(holding);
         const { event, answer } = await decide();
@@ -137,41 +143,46 @@ export class RedisSchemaChanges implements SchemaChanges {
 
   /**
    * Rolls forward the intents left in Redis, for accounts whose lease is free now (a busy account's next
-   * decision does it anyway). Resolves with the number rolled forward.
+   * decision does it anyway). Resolves with the number rolled forward; an account that cannot be repaired
+   * now is logged and left for the next sweep.
    */
   async sweep(): Promise<number> {
     let repaired = 0;
     for (const key of await this.intentKeys()) {
       const account = key.slice(this.intentNamespace.length);
-      const done = await this.local.run(account, async () => {
-        const lease = await this.lock.tryAcquire(account);
-        if (lease === undefined) return false;
-        const holding: Holding = { lease, keepLease: false };
-        try {
-          return await this.rollForward(holding);
-        } finally {
-          if (!holding.keepLease) await this.lock.release(lease).catch(() => undefined);
-        }
-      });
-      if (done) repaired += 1;
+      try {
+        const done = await this.local.run(account, async () => {
+          const lease = await this.lock.tryAcquire(account);
+          if (lease === undefined) return false;
+          const holding: Holding = { lease, keepLease: false };
+          try {
+            return await this.rollForward(holding);
+          } finally {
+            if (!holding.keepLease) await this.lock.release(lease).catch(() => undefined);
+          }
+        });
+        if (done) repaired += 1;
+      } catch (e) {
+        this.log('warn', 'schema intent not rolled forward; the next sweep tries again', { account, error: message(e) });
+      }
     }
     return repaired;
   }
 
-  /** Sweeps every `intervalMs` until the returned function is called (which waits for a running sweep). */
+  /** Sweeps every `intervalMs` (a tick is skipped while a sweep runs) until the returned function is called. */
   startSweeping(intervalMs: number): () => Promise<void> {
-    let running: Promise<void> = Promise.resolve();
+    let running: Promise<void> | undefined;
     const timer = setInterval(() => {
-      running = running.then(
-        () =>
-          this.sweep().then(
-            (n) => {
-              if (n > 0) this.log('info', 'schema intents rolled forward by the sweep', { intents: n });
-            },
-            (e: unknown) => this.log('warn', 'schema intent sweep failed; it runs again', { error: message(e) }),
-          ),
-        () => undefined,
-      );
+      running ??= this.sweep()
+        .then(
+          (n) => {
+            if (n > 0) this.log('info', 'schema intents rolled forward by the sweep', { intents: n });
+          },
+          (e: unknown) => this.log('warn', 'schema intent sweep failed; it runs again', { error: message(e) }),
+        )
+        .finally(() => {
+          running = undefined;
+        });
     }, intervalMs);
     timer.unref();
     return async () => {

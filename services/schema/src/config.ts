@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { parseBrokers } from '@pushbase/kafka';
+import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
+import { defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
 import { redisEnv } from '@pushbase/redis';
 
 /*
@@ -30,6 +31,15 @@ const schema = z
     ),
     PUSHBASE_KAFKA_TOPIC: text('pushbase.dataset-events').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -'),
     PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: text('pushbase-schema').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_KAFKA_CLIENT_ID must be 1 to 249 of A-Z a-z 0-9 . _ -'),
+    // The Kafka transactional id: stable per instance (a StatefulSet's pod name) lets a restarted instance
+    // abort its predecessor's open transaction at once; unset, a unique one is made at start.
+    PUSHBASE_SCHEMA_TRANSACTIONAL_ID: z.preprocess(
+      blankToUndefined,
+      z
+        .string()
+        .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_TRANSACTIONAL_ID must be 1 to 249 of A-Z a-z 0-9 . _ -')
+        .optional(),
+    ),
     ...redisEnv,
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
     // 0: the system picks a free port; the "listening" line says which.
@@ -51,9 +61,21 @@ const schema = z
     message: 'PUSHBASE_SCHEMA_LOCK_TTL_MS must be at least twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS',
     path: ['PUSHBASE_SCHEMA_LOCK_TTL_MS'],
   })
+  .refine((e) => e.PUSHBASE_SCHEMA_LOCK_WAIT_MS + 2 * e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS < DEFAULT_WRITE_DEADLINE_MS, {
+    // The longest a change can take: its wait, an earlier change rolled forward, its own append. Beyond the
+    // callers' deadline a decided change would be answered by the caller's timeout (outcome_unknown).
+    message: `PUSHBASE_SCHEMA_LOCK_WAIT_MS plus twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS must stay under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
+    path: ['PUSHBASE_SCHEMA_LOCK_WAIT_MS'],
+  })
   .transform((e) =>
     Object.freeze({
-      kafka: Object.freeze({ brokers: e.PUSHBASE_KAFKA_BROKERS, topic: e.PUSHBASE_KAFKA_TOPIC, clientId: e.PUSHBASE_SCHEMA_KAFKA_CLIENT_ID, appendTimeoutMs: e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS }),
+      kafka: Object.freeze({
+        brokers: e.PUSHBASE_KAFKA_BROKERS,
+        topic: e.PUSHBASE_KAFKA_TOPIC,
+        clientId: e.PUSHBASE_SCHEMA_KAFKA_CLIENT_ID,
+        appendTimeoutMs: e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS,
+        transactionalId: e.PUSHBASE_SCHEMA_TRANSACTIONAL_ID ?? defaultTransactionalId('schema'),
+      }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT }),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),

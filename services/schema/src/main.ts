@@ -30,6 +30,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
     topic: config.kafka.topic,
     appendTimeoutMs: config.kafka.appendTimeoutMs,
+    transactionalId: config.kafka.transactionalId,
     // A schema change is one small event and rare: no reason to wait for others to share its request.
     lingerMs: 0,
   });

@@ -3,7 +3,9 @@ import { loadSchemaConfig } from '../src/config';
 describe('pushbase schema configuration', () => {
   it('has defaults that share the projector topic and Redis prefix, and pick a gRPC port', () => {
     const c = loadSchemaConfig({});
-    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', clientId: 'pushbase-schema', appendTimeoutMs: 10_000 });
+    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', clientId: 'pushbase-schema', appendTimeoutMs: 10_000, transactionalId: expect.stringMatching(/^pushbase-schema-/) as unknown });
+    // Unique per start unless set: two replicas never fence each other.
+    expect(loadSchemaConfig({}).kafka.transactionalId).not.toBe(c.kafka.transactionalId);
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0 });
     expect(c.lock).toEqual({ ttlMs: 60_000, waitMs: 10_000 });
@@ -15,6 +17,7 @@ describe('pushbase schema configuration', () => {
       PUSHBASE_KAFKA_BROKERS: 'a:1, b:2',
       PUSHBASE_KAFKA_TOPIC: 't.x',
       PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: 'me',
+      PUSHBASE_SCHEMA_TRANSACTIONAL_ID: 'schema-0',
       PUSHBASE_REDIS_URL: 'rediss://r:6380',
       PUSHBASE_REDIS_PREFIX: 'pb:',
       PUSHBASE_GRPC_HOST: '0.0.0.0',
@@ -26,7 +29,7 @@ describe('pushbase schema configuration', () => {
       PUSHBASE_SHUTDOWN_TIMEOUT_MS: '0',
     });
     expect(c).toEqual({
-      kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', clientId: 'me', appendTimeoutMs: 5000 },
+      kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
       redis: { url: 'rediss://r:6380', prefix: 'pb:' },
       grpc: { host: '0.0.0.0', port: 7001 },
       lock: { ttlMs: 10_000, waitMs: 10_000 },
@@ -37,6 +40,7 @@ describe('pushbase schema configuration', () => {
 
   it('refuses a lease shorter than twice the append timeout, and lists every problem', () => {
     expect(() => loadSchemaConfig({ PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '30000', PUSHBASE_SCHEMA_LOCK_TTL_MS: '50000' })).toThrow(/PUSHBASE_SCHEMA_LOCK_TTL_MS must be at least twice/);
+    expect(() => loadSchemaConfig({ PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '20000', PUSHBASE_SCHEMA_LOCK_WAIT_MS: '20000' })).toThrow(/under the gRPC clients' write deadline/);
     let message = '';
     try {
       loadSchemaConfig({ PUSHBASE_REDIS_PREFIX: 'pb*', PUSHBASE_SCHEMA_GRPC_PORT: '70000', PUSHBASE_KAFKA_BROKERS: 'nohost' });

@@ -189,8 +189,13 @@ describe('the distributed schema service', () => {
     await eventually('the crashed append', () => appended);
     expect(await store.count(account)).toBe(1);
     // The sweep skips the account while the crashed holder's lease lasts, then rolls the deletion forward.
-    await eventually('the sweep to roll the deletion forward', async () => (await b.changes.sweep()) === 1, 20_000);
-    expect(await store.get(account, 'gone')).toBeUndefined();
+    await expect(b.changes.sweep()).resolves.toBe(0);
+    const stopSweeping = b.changes.startSweeping(100);
+    try {
+      await eventually('the sweep to roll the deletion forward', async () => (await store.get(account, 'gone')) === undefined, 20_000);
+    } finally {
+      await stopSweeping();
+    }
     expect(await store.count(account)).toBe(0);
     expect(await leftovers(prefix)).toEqual([]);
     crashed();
@@ -245,6 +250,24 @@ describe('the distributed schema service', () => {
     ]);
     await storeMatchesTopic(store, account, events, ['maybe']);
     expect(await leftovers(prefix)).toEqual([]);
+  });
+});
+
+describe('the distributed schema service while an account is held', () => {
+  it('refuses undecided (503) a change that waited longer than the lock wait, queued here or for the lease; nothing stored', async () => {
+    const { topic, prefix, account, store } = await setting();
+    const a = await replica({ topic, prefix, lock: { ttlMs: 30_000, waitMs: 400 } });
+    // Another holder (a stuck replica) has the account's lease.
+    await redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
+    const started = Date.now();
+    const outcomes = await Promise.all(['x', 'y', 'z'].map((id) => outcome(create(a.service, account, id))));
+    expect(outcomes).toEqual(['unavailable', 'unavailable', 'unavailable']);
+    // Queued requests gave up on their own deadline, not one wait after another.
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(await store.count(account)).toBe(0);
+    await redis.del(`${prefix}schema-lock:${account}`);
+    await expect(create(a.service, account, 'x')).resolves.toMatchObject({ created: true });
+    expect((await readTopic(topic)).map((e) => e.dataset)).toEqual(['x']);
   });
 });
 
