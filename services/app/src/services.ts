@@ -1,4 +1,4 @@
-import type { DatasetBody, DatasetRef, EventLog, FindOrCreateResult, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
+import type { DatasetBody, DatasetRef, EventAppender, EventLog, FindOrCreateResult, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
 import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetDefined, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
 import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
@@ -90,7 +90,8 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
 export interface RecordServiceDeps {
   /** Only the schema is needed to decide a write; the window is the fold's job. */
   readonly schemas: SchemaStore;
-  readonly log: EventLog;
+  /** Only written to: the embedded event log, or the distributed service's Kafka appender. */
+  readonly log: EventAppender;
   readonly clock: Clock;
   /** Where writes are parsed and validated; on the calling thread by default. */
   readonly decider?: WriteDecider;

@@ -3,6 +3,7 @@ import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { loadRecordsConfig, runRecords, type RunningRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema, type RunningSchema } from '@pushbase/schema';
 import { loadGatewayConfig } from '@pushbase/gateway/src/config';
 import { runGateway, type RunningGateway } from '@pushbase/gateway/src/main';
@@ -153,6 +154,38 @@ async function schemaService(): Promise<void> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   state.running = await runSchema(loadSchemaConfig());
+  if (state.signalled !== undefined) stop(state.running, state.signalled);
+}
+
+/**
+ * `pushbase records`: the distributed record-command service over gRPC. SIGTERM/SIGINT turn its health
+ * NOT_SERVING, let the calls in flight finish (their transactions committed or refused), close Kafka and
+ * Redis and exit 0; a second signal exits at once.
+ */
+async function recordsService(): Promise<void> {
+  // Handlers first, as for serve: a SIGTERM right after the "listening" line must not kill Node on the spot.
+  const state: { running?: RunningRecords; signalled?: string } = {};
+  const stop = (running: RunningRecords, signal: string): void => {
+    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: 'info', service: 'records', msg: 'shutting down', signal })}\n`);
+    running.stop().then(
+      () => process.exit(0),
+      (e: unknown) => {
+        process.stderr.write(`pushbase records: shutdown failed: ${e instanceof Error ? e.message : String(e)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  const shutdown = (signal: string): void => {
+    if (state.signalled !== undefined) {
+      process.exit(1);
+      return;
+    }
+    state.signalled = signal;
+    if (state.running !== undefined) stop(state.running, signal);
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  state.running = await runRecords(loadRecordsConfig());
   if (state.signalled !== undefined) stop(state.running, state.signalled);
 }
 
@@ -309,6 +342,10 @@ program
   .command('schema')
   .description('serve the distributed schema service over gRPC (PUSHBASE_GRPC_HOST, PUSHBASE_SCHEMA_*, PUSHBASE_KAFKA_*, PUSHBASE_REDIS_*)')
   .action(schemaService);
+program
+  .command('records')
+  .description('serve the distributed record-command service over gRPC (PUSHBASE_GRPC_HOST, PUSHBASE_RECORDS_*, PUSHBASE_KAFKA_*, PUSHBASE_REDIS_*)')
+  .action(recordsService);
 program
   .command('gateway')
   .description('the public API and the admin listener of the distributed mode (PUSHBASE_SCHEMA_ADDRESS, PUSHBASE_RECORDS_ADDRESS, PUSHBASE_REDIS_*, PUSHBASE_CLICKHOUSE_*)')

@@ -163,6 +163,7 @@ export class KafkaEventAppender implements EventAppender {
   private sending: Promise<void> | undefined;
   private current: Session | undefined;
   private closing: Promise<void> | undefined;
+  private connecting: Promise<Session> | undefined;
   private counts = { requests: 0, appends: 0, messages: 0, commitRetries: 0 };
 
   constructor(options: KafkaEventAppenderOptions) {
@@ -211,6 +212,16 @@ export class KafkaEventAppender implements EventAppender {
     return { ...this.counts };
   }
 
+  /**
+   * Connects now instead of at the first batch: the producer's initialisation fences a predecessor with the
+   * same transactional id and settles its open transaction. Rejects when Kafka cannot be reached (the next
+   * batch tries again).
+   */
+  async connect(): Promise<void> {
+    if (this.closing) throw unavailable('The event appender is closed');
+    await this.session();
+  }
+
   /** Sends what is queued at once, waits for every append in flight, disconnects. Later appends reject. */
   close(): Promise<void> {
     this.closing ??= (async () => {
@@ -220,6 +231,7 @@ export class KafkaEventAppender implements EventAppender {
         this.startSending();
       }
       while (this.sending) await this.sending;
+      await this.connecting?.catch(() => undefined);
       const current = this.current;
       this.current = undefined;
       await current?.session.disconnect();
@@ -417,17 +429,23 @@ export class KafkaEventAppender implements EventAppender {
       .catch(() => undefined);
   }
 
-  private async session(): Promise<Session> {
-    if (this.current) return this.current;
-    const session = this.makeSession();
-    try {
-      const partitions = await session.connect();
-      this.current = { session, partitionOf: partitionerFor(partitions) };
-      return this.current;
-    } catch (err) {
-      await session.disconnect().catch(() => undefined);
-      throw err;
-    }
+  /** The current producer, or a new one (one connect at a time: two producers of one id fence each other). */
+  private session(): Promise<Session> {
+    if (this.current) return Promise.resolve(this.current);
+    this.connecting ??= (async () => {
+      const session = this.makeSession();
+      try {
+        const partitions = await session.connect();
+        this.current = { session, partitionOf: partitionerFor(partitions) };
+        return this.current;
+      } catch (err) {
+        await session.disconnect().catch(() => undefined);
+        throw err;
+      } finally {
+        this.connecting = undefined;
+      }
+    })();
+    return this.connecting;
   }
 
   private settle(p: Pending, outcome: StreamPosition[] | Error): void {

@@ -94,6 +94,22 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
     };
   }
 
+  /**
+   * The live incarnation of a dataset and its times, without the definition: one small read, for a caller
+   * that keeps definitions by incarnation (the records service's cache). Undefined when not live.
+   */
+  async head(account: string, id: string): Promise<{ incarnation: string; created_at: number; updated_at: number } | undefined> {
+    let h: (string | null)[];
+    try {
+      h = await this.redis.hmget(this.datasetKey(account, id), 'incarnation', 'created_at', 'updated_at');
+    } catch (e) {
+      throw redisError(this.where(), 'reading a dataset', e);
+    }
+    const [incarnation, created, updated] = h;
+    if (incarnation === null || incarnation === undefined) return undefined;
+    return { incarnation, created_at: Number(created), updated_at: Number(updated) };
+  }
+
   async count(account: string): Promise<number> {
     try {
       return await this.redis.scard(`${this.prefix}live:${account}`);

@@ -1,0 +1,84 @@
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
+import { parseBrokers } from '@pushbase/kafka';
+import { redisEnv } from '@pushbase/redis';
+
+/*
+ * The records service's settings (`pushbase records`), one schema parsed once at start. Unset and empty
+ * variables both mean "use the default". Kafka and Redis variables mean what they mean to the projector
+ * and the schema service: the same topic, the same Redis key prefix (the schema store it validates against).
+ */
+const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
+const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
+const text = () => z.preprocess(blankToUndefined, z.string().optional());
+const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
+
+const schema = z
+  .object({
+    PUSHBASE_KAFKA_BROKERS: z.preprocess(
+      blankToUndefined,
+      z
+        .string()
+        .default('127.0.0.1:9092')
+        .transform((list, ctx) => {
+          try {
+            return parseBrokers(list);
+          } catch (e) {
+            ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
+            return z.NEVER;
+          }
+        }),
+    ),
+    PUSHBASE_KAFKA_TOPIC: z.preprocess(blankToUndefined, z.string().default('pushbase.dataset-events').refine((v) => kafkaName.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')),
+    ...redisEnv,
+    PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
+    // 0: the system picks a free port; the "listening" line says which.
+    PUSHBASE_RECORDS_GRPC_PORT: integer(0, 0, 65_535),
+    /*
+     * The Kafka transactional id: one per running instance, the same across its restarts, so a restarted
+     * instance fences its predecessor (and settles its open transaction) at its first connect. Default:
+     * pushbase-records.<host name>.<topic> — right when each instance has a host of its own (a pod); set
+     * it per instance when several run on one host, as two live producers with one id fence each other.
+     */
+    PUSHBASE_RECORDS_TRANSACTIONAL_ID: text().refine((v) => v === undefined || /^[A-Za-z0-9._:/-]{1,200}$/.test(v), 'PUSHBASE_RECORDS_TRANSACTIONAL_ID must be 1 to 200 of A-Z a-z 0-9 . _ : / -'),
+    // From a write's append to the commit's confirmation; later it is refused (503) or, once its commit was
+    // sent, answered outcome_unknown (500).
+    PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: integer(30_000, 100, 600_000),
+    // How long the first write into an idle appender waits for others to share its transaction.
+    PUSHBASE_RECORDS_LINGER_MS: integer(5, 0, 1000),
+    // As `npm start`'s: how long SIGTERM waits for calls in flight before cancelling them.
+    PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
+  })
+  .refine((e) => e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS + 5_000 <= DEFAULT_WRITE_DEADLINE_MS, {
+    // Past the callers' deadline a write the appender still settles would be answered by the caller's
+    // timeout (outcome_unknown) instead of its real outcome.
+    message: `PUSHBASE_RECORDS_APPEND_TIMEOUT_MS must stay at least 5 s under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
+    path: ['PUSHBASE_RECORDS_APPEND_TIMEOUT_MS'],
+  })
+  .transform((e) =>
+    Object.freeze({
+      kafka: Object.freeze({
+        brokers: e.PUSHBASE_KAFKA_BROKERS,
+        topic: e.PUSHBASE_KAFKA_TOPIC,
+        transactionalId: e.PUSHBASE_RECORDS_TRANSACTIONAL_ID ?? `pushbase-records.${hostname().replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64)}.${e.PUSHBASE_KAFKA_TOPIC}`,
+        appendTimeoutMs: e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS,
+        lingerMs: e.PUSHBASE_RECORDS_LINGER_MS,
+      }),
+      redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
+      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT }),
+      shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+    }),
+  );
+
+export type RecordsConfig = z.output<typeof schema>;
+
+/** Parses the environment; a bad value throws with every problem listed. */
+export function loadRecordsConfig(env: NodeJS.ProcessEnv = process.env): RecordsConfig {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
+    throw new Error(`Invalid configuration:\n  ${problems}`);
+  }
+  return result.data;
+}

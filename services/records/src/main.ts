@@ -1,0 +1,78 @@
+import { jsonLogger, type Logger } from '@pushbase/grpc';
+import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { openRedis } from '@pushbase/redis';
+import type { RecordsConfig } from './config';
+import { createRecordsServer, type RecordsServer } from './server';
+
+export interface RunningRecords {
+  readonly port: number;
+  readonly server: RecordsServer;
+  readonly appender: KafkaEventAppender;
+  /** Health NOT_SERVING, calls in flight drained (cancelled after the shutdown timeout), Kafka and Redis closed. */
+  stop(): Promise<void>;
+}
+
+export interface RecordsHooks {
+  readonly log?: Logger;
+}
+
+/**
+ * The composition root of `pushbase records`: Redis (the schema store), the Kafka appender (transactional,
+ * services/kafka/src/appender.ts), the record service behind its gRPC server. Writes
+ * `{"msg":"listening","grpc_port":N}` once it serves. It starts while Kafka is down (its writes are then
+ * refused with 503 until Kafka is back), not while Redis is: nothing could be validated.
+ */
+export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}): Promise<RunningRecords> {
+  const log = hooks.log ?? jsonLogger('records');
+  // Fail fast: a write that cannot reach Redis answers 503 at once (nothing was sent), instead of waiting in
+  // ioredis's offline queue through reconnection attempts.
+  const redis = await openRedis(config.redis.url, { failFast: true });
+  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+  const appender = new KafkaEventAppender({
+    connection: {
+      brokers: config.kafka.brokers,
+      clientId: 'pushbase-records',
+      log: kafkaLog,
+      // An unreachable Kafka turns into 503s within about 2 s rather than kafkajs's default ~7 s.
+      retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
+    },
+    topic: config.kafka.topic,
+    transactionalId: config.kafka.transactionalId,
+    appendTimeoutMs: config.kafka.appendTimeoutMs,
+    lingerMs: config.kafka.lingerMs,
+  });
+  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log });
+  let port: number;
+  try {
+    port = await server.grpc.listen(config.grpc.host, config.grpc.port);
+  } catch (e) {
+    await appender.close();
+    redis.disconnect();
+    throw e;
+  }
+  // Connect now rather than at the first write: initialising the transactional id fences a predecessor of
+  // this instance and settles its open transaction, which otherwise holds back the projector until it times out.
+  appender.connect().catch((e: unknown) => log('warn', 'Kafka not reachable yet; writes are refused until it is', { error: e instanceof Error ? e.message : String(e) }));
+  log('info', 'listening', {
+    grpc_port: port,
+    grpc_host: config.grpc.host,
+    topic: config.kafka.topic,
+    transactional_id: config.kafka.transactionalId,
+    redis_prefix: config.redis.prefix,
+  });
+  let stopped: Promise<void> | undefined;
+  return {
+    port,
+    server,
+    appender,
+    stop: () =>
+      (stopped ??= (async () => {
+        await server.grpc.shutdown(config.shutdownTimeoutMs);
+        try {
+          await appender.close();
+        } finally {
+          await redis.quit().catch(() => redis.disconnect());
+        }
+      })()),
+  };
+}

@@ -1,0 +1,99 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createInterface } from 'node:readline';
+import { pushbaseServices } from '@pushbase/contracts';
+import { connectRecordService } from '@pushbase/grpc';
+import { ensureTopic } from '@pushbase/kafka';
+import type { Admin } from 'kafkajs';
+import type { Redis } from 'ioredis';
+import { healthClient } from '../../grpc/test/support';
+import { BUNDLE } from '../../../test/helpers/server';
+import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
+import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { body, readTopic, SchemaFixture } from './support';
+
+/*
+ * The shipped bundle as a deployment runs it: `pushbase records` says where it listens, reports SERVING,
+ * writes over gRPC into the topic, and on SIGTERM drains and exits 0.
+ */
+
+let admin: Admin;
+let redis: Redis;
+const topics: string[] = [];
+const prefixes: string[] = [];
+const children: ChildProcess[] = [];
+
+beforeAll(async () => {
+  await requireKafka();
+  admin = await testAdmin();
+  redis = await connectTestRedis();
+});
+afterAll(async () => {
+  // Whatever a failed test left running is stopped by its pid.
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  for (const p of prefixes) await deleteUnder(redis, p);
+  await deleteTopics(admin, topics);
+  await admin.disconnect();
+  redis.disconnect();
+});
+
+it('pushbase records: listens, serves writes into the topic, reports health, and exits 0 on SIGTERM', async () => {
+  const topic = randomName('pushbase-records-cli');
+  topics.push(topic);
+  await ensureTopic(admin, { topic, partitions: 2 });
+  const prefix = randomPrefix();
+  prefixes.push(prefix);
+  const account = `acct-${randomBytes(4).toString('hex')}`;
+  await new SchemaFixture(redis, prefix).create(account, 'sales', { amount: { type: 'number', name: 'Amount' } }, 'inc-1');
+
+  const child = spawn(process.execPath, [BUNDLE, 'records'], {
+    env: {
+      ...process.env,
+      PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
+      PUSHBASE_KAFKA_TOPIC: topic,
+      PUSHBASE_REDIS_URL: redisUrl(),
+      PUSHBASE_REDIS_PREFIX: prefix,
+      PUSHBASE_GRPC_HOST: '127.0.0.1',
+      PUSHBASE_RECORDS_GRPC_PORT: '0',
+      PUSHBASE_RECORDS_TRANSACTIONAL_ID: randomName('pushbase-records-cli'),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.push(child);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const lines: { msg?: string; grpc_port?: number }[] = [];
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`pushbase records did not say "listening" within 30 s: ${JSON.stringify(lines)} ${stderr}`)), 30_000);
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const msg = JSON.parse(line) as { msg?: string; grpc_port?: number };
+      lines.push(msg);
+      if (msg.msg === 'listening' && typeof msg.grpc_port === 'number') {
+        clearTimeout(timer);
+        resolve(msg.grpc_port);
+      }
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`pushbase records exited (${code}) before listening: ${stderr}`));
+    });
+  });
+
+  const client = connectRecordService(`127.0.0.1:${port}`, { protos: pushbaseServices() });
+  const health = healthClient(`127.0.0.1:${port}`);
+  try {
+    await expect(health.check('')).resolves.toBe('SERVING');
+    await expect(health.check('pushbase.v1.RecordService')).resolves.toBe('SERVING');
+    await client.append({ account, id: 'sales', json: body([{ amount: 1 }]) });
+    await client.replace({ account, id: 'sales', json: body([{ amount: 2 }]) });
+  } finally {
+    health.close();
+    client.close();
+  }
+  expect((await readTopic(admin, topic)).map((e) => e.type)).toEqual(['RecordsAppended', 'RecordsReplaced']);
+
+  child.kill('SIGTERM');
+  expect(await exited).toBe(0);
+  expect(lines.map((l) => l.msg)).toContain('shutting down');
+});

@@ -1,0 +1,68 @@
+import { decideDefine, decideDelete, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
+import { KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
+import { RedisSchemaStore } from '@pushbase/redis';
+import type { Admin } from 'kafkajs';
+import type { Redis } from 'ioredis';
+import { eventually, randomName, testConnection } from '../../../test/helpers/kafka';
+
+/**
+ * What the schema service does to the store when it creates or deletes a dataset (decide, then apply the
+ * event to Redis), without Kafka: the records service only reads the store.
+ */
+export class SchemaFixture {
+  private readonly store: RedisSchemaStore;
+
+  constructor(redis: Redis, prefix: string) {
+    this.store = new RedisSchemaStore(redis, { prefix });
+  }
+
+  async create(account: string, id: string, fields: Record<string, unknown>, incarnation: string): Promise<DatasetSummary> {
+    const decision = decideDefine({ account, id, body: { fields }, at: Date.now(), newIncarnation: incarnation }, await this.store.get(account, id), await this.store.count(account));
+    if (decision.outcome !== 'created') throw new Error(`${id} exists`);
+    await this.store.apply([decision.event]);
+    return decision.dataset;
+  }
+
+  async delete(account: string, id: string): Promise<void> {
+    await this.store.apply([decideDelete({ account, id, at: Date.now() }, await this.store.get(account, id))]);
+  }
+}
+
+/** Every committed event of `topic`: its end offsets now, then a fresh group until it read up to them (markers included). */
+export async function readTopic(admin: Admin, topic: string): Promise<DatasetEvent[]> {
+  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  const at = new Map<number, number>();
+  const events: ConsumedEvent[] = [];
+  const groupId = randomName('pushbase-records-read');
+  const consumer = new KafkaEventConsumer(
+    { connection: testConnection(), topic, groupId },
+    {
+      onBatch: (batch) => {
+        events.push(...batch.events);
+        at.set(batch.partition, batch.next);
+        return Promise.resolve();
+      },
+      onSkipped: (partition, next) => void at.set(partition, next),
+    },
+  );
+  await consumer.start();
+  try {
+    await eventually(`${topic} read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), 30_000);
+  } finally {
+    await consumer.stop();
+  }
+  await admin.deleteGroups([groupId]).catch(() => undefined);
+  return events.map((e) => e.event);
+}
+
+export const body = (data: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify({ data }));
+
+/** A rejection's domain code, or 'ok'. */
+export async function outcomeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (e) {
+    return (e as { code?: string }).code ?? String(e);
+  }
+}
