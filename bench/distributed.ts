@@ -27,10 +27,11 @@
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
  *                    with `node --import tsx bench/cpuprofile.ts FILE`); the profiler slows them
  *   --env K=V,…      extra environment for the services (e.g. PUSHBASE_PROJECTOR_FLUSH_MS=250)
+ *   --log FILE       every line the services write, prefixed with the time and the service's name
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -59,6 +60,7 @@ const { values: flags } = parseArgs({
     'max-seconds': { type: 'string' },
     'cpu-prof': { type: 'string' },
     env: { type: 'string' },
+    log: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -90,6 +92,8 @@ const opts = {
   rawBatches: intOption('raw-batches', 200, 1, 10_000),
   maxSeconds: intOption('max-seconds', 900, 30, 3600),
   cpuProf: option('cpu-prof', ''),
+  /** A file that gets every line every service writes, with the time it arrived and the service's name. */
+  log: option('log', ''),
   env: Object.fromEntries(
     option('env', '')
       .split(',')
@@ -332,7 +336,13 @@ async function main(): Promise<void> {
 
   try {
     const nodeArgs = (service: ServiceName): string[] => (opts.cpuProf === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf, service)}`]);
-    stack = new TestStack({ keys: Object.fromEntries(accounts.map((a, i) => [a, keys[i]!])), env, nodeArgs: Object.fromEntries(SERVICES.map((n) => [n, nodeArgs(n)])) });
+    const logFile = opts.log === '' ? undefined : createWriteStream(opts.log);
+    stack = new TestStack({
+      keys: Object.fromEntries(accounts.map((a, i) => [a, keys[i]!])),
+      env,
+      nodeArgs: Object.fromEntries(SERVICES.map((n) => [n, nodeArgs(n)])),
+      ...(logFile === undefined ? {} : { onLine: (service: string, l: string) => void logFile.write(`${new Date().toISOString()} ${service.padEnd(9)} ${l}\n`) }),
+    });
     const s = await stack.start();
     const pids = Object.fromEntries(SERVICES.map((n) => [n, s.pid(n)!])) as Record<ServiceName, number>;
     const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
