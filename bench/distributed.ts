@@ -234,6 +234,21 @@ function freshness(acks: readonly Ack[], keyOf: (ack: Ack) => string, observatio
   return { samples, unseen, beyondWindow };
 }
 
+/** Waits until every account's listing holds `datasets` datasets. */
+async function listedEverywhere(s: TestStack, accounts: readonly string[], datasets: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const pending = new Set(accounts);
+  while (pending.size > 0) {
+    for (const account of [...pending]) {
+      const res = await adminGet(s, `/admin/accounts/${account}/datasets`);
+      if (res.status === 200 && (res.body as { datasets: unknown[] }).datasets.length >= datasets) pending.delete(account);
+    }
+    if (pending.size === 0) return;
+    if (Date.now() > deadline) throw new Error(`${pending.size} accounts still lack datasets after ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 // ── The raw insert rate: the same batches straight into ClickHouse ───────────────────────────────────
 
 /**
@@ -356,6 +371,11 @@ async function main(): Promise<void> {
     let t = performance.now();
     requireClean('creating datasets', await load({ ...common, bodies: [JSON.stringify(DATASET_DEFINITION)], mode: 'jobs', jobs: creates, deadlineMs: 300_000 }));
     line(`  created ${fmt(creates.length)} datasets in ${fmt((performance.now() - t) / 1000, 1)} s`);
+    // The phases time appends, not the projector's first sight of each dataset: wait until every created
+    // dataset is listed, so the peak starts with the read side caught up.
+    t = performance.now();
+    await listedEverywhere(s, accounts, opts.datasets, 600_000);
+    line(`  every dataset visible on the admin listener ${fmt((performance.now() - t) / 1000, 1)} s later`);
 
     const watched = new Set(accounts.slice(0, opts.watch).map((_, k) => k));
     const targetsFor = (from: number, to: number): Target[] => accounts.flatMap((_, k) => ids.slice(from, to).map((id) => ({ key: k, path: `/datasets/${id}/data`, ...(watched.has(k) ? { watch: true } : {}) })));
