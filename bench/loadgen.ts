@@ -3,11 +3,16 @@
  * orchestrator's event loop). It talks HTTPS with keep-alive to 127.0.0.1 only, through an undici Pool
  * that trusts exactly the server's self-signed certificate.
  *
- * Two modes, chosen by the message the parent sends:
+ * Three modes, chosen by the message the parent sends:
  *   timed — `concurrency` loops send append bodies round-robin over the targets for warm-up + duration;
  *           only requests that finish inside the measured window count;
+ *   paced — open loop: requests start at a fixed rate (round-robin over the targets), at most
+ *           `concurrency` in flight, for warm-up + duration; latency at a load below the peak;
  *   jobs  — a fixed list of requests (dataset creation, filling), `concurrency` at a time.
+ * Targets marked `watch` have the wall-clock time of each 2xx reported (`acks`), to time their visibility.
  */
+import { fork, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool, type Dispatcher } from 'undici';
 
@@ -15,6 +20,8 @@ export interface Target {
   /** Index into `keys`. */
   readonly key: number;
   readonly path: string;
+  /** Report the wall-clock time of every 2xx to this target (result.acks). */
+  readonly watch?: boolean;
 }
 export interface Job extends Target {
   readonly method: 'PUT' | 'POST';
@@ -31,7 +38,15 @@ interface Common {
 }
 export type LoadRequest =
   | (Common & { readonly mode: 'timed'; readonly targets: readonly Target[]; readonly warmupMs: number; readonly durationMs: number })
+  | (Common & { readonly mode: 'paced'; readonly targets: readonly Target[]; readonly perSecond: number; readonly warmupMs: number; readonly durationMs: number })
   | (Common & { readonly mode: 'jobs'; readonly jobs: readonly Job[]; readonly deadlineMs: number });
+
+/** A 2xx to a watched target: its key, path and the epoch milliseconds the answer arrived. */
+export interface Ack {
+  readonly key: number;
+  readonly path: string;
+  readonly at: number;
+}
 
 export interface LoadResult {
   readonly requests: number;
@@ -44,6 +59,8 @@ export interface LoadResult {
   /** CPU seconds this process spent (user + system), to show what the generator itself cost. */
   readonly cpuSeconds: number;
   readonly timedOut: boolean;
+  /** 2xx answers to watched targets, in the order they arrived (timed and paced modes). */
+  readonly acks: readonly Ack[];
 }
 
 const describeError = (e: unknown): string => {
@@ -72,6 +89,7 @@ async function run(req: LoadRequest): Promise<LoadResult> {
   let requests = 0;
   let ok = 0;
   let errors = 0;
+  const acks: Ack[] = [];
   const cpu0 = process.cpuUsage();
 
   const send = async (key: number, method: Dispatcher.HttpMethod, path: string, body: number): Promise<{ t0: number; t1: number; ok: boolean }> => {
@@ -99,7 +117,17 @@ async function run(req: LoadRequest): Promise<LoadResult> {
   const started = performance.now();
   let timedOut = false;
   let windowStart = started;
-  let windowEnd: number;
+  let windowEnd = Infinity;
+  /** Counts a timed or paced request that finished inside the measured window. */
+  const count = (target: Target, r: { t0: number; t1: number; ok: boolean }): void => {
+    if (r.ok && target.watch === true) acks.push({ key: target.key, path: target.path, at: performance.timeOrigin + r.t1 });
+    if (r.t1 < windowStart || r.t1 > windowEnd) return;
+    requests++;
+    if (r.ok) {
+      ok++;
+      latencies.push(r.t1 - r.t0);
+    } else errors++;
+  };
 
   if (req.mode === 'timed') {
     windowStart = started + req.warmupMs;
@@ -110,16 +138,30 @@ async function run(req: LoadRequest): Promise<LoadResult> {
         const i = next++;
         const target = req.targets[i % req.targets.length]!;
         const r = await send(target.key, 'POST', target.path, i % bodies.length);
-        if (r.t1 >= windowStart && r.t1 <= windowEnd) {
-          requests++;
-          if (r.ok) {
-            ok++;
-            latencies.push(r.t1 - r.t0);
-          } else errors++;
-        }
+        count(target, r);
       }
     };
     await Promise.all(Array.from({ length: req.concurrency }, loop));
+  } else if (req.mode === 'paced') {
+    windowStart = started + req.warmupMs;
+    windowEnd = windowStart + req.durationMs;
+    const gapMs = 1000 / req.perSecond;
+    const inFlight = new Set<Promise<void>>();
+    for (let i = 0; ; i++) {
+      const due = started + i * gapMs;
+      if (due >= windowEnd) break;
+      const wait = due - performance.now();
+      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+      // A server slower than the rate: the generator waits for a free slot rather than pile up requests.
+      while (inFlight.size >= req.concurrency) await Promise.race(inFlight);
+      const target = req.targets[i % req.targets.length]!;
+      const p = send(target.key, 'POST', target.path, i % bodies.length).then((r) => {
+        count(target, r);
+        inFlight.delete(p);
+      });
+      inFlight.add(p);
+    }
+    await Promise.all(inFlight);
   } else {
     const deadline = started + req.deadlineMs;
     let next = 0;
@@ -158,7 +200,30 @@ async function run(req: LoadRequest): Promise<LoadResult> {
     latencyMs: { p50: quantile(sorted, 0.5), p90: quantile(sorted, 0.9), p99: quantile(sorted, 0.99), max: sorted.length > 0 ? sorted[sorted.length - 1]! : NaN, mean },
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     timedOut,
+    acks,
   };
+}
+
+/**
+ * Runs the load generator in a child process (so it never shares the caller's event loop) and resolves to
+ * its result; `started` gets the child, for a caller that must be able to kill it.
+ */
+export function forkLoad(req: LoadRequest, started: (child: ChildProcess) => void = () => undefined): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = fork(path.join(__dirname, 'loadgen.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    started(child);
+    let settled = false;
+    child.on('message', (msg: { result?: LoadResult; error?: string }) => {
+      settled = true;
+      if (msg.result !== undefined) resolve(msg.result);
+      else reject(new Error(`load generator failed: ${msg.error}`));
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      if (!settled) reject(new Error(`load generator exited with ${code} before reporting`));
+    });
+    child.send(req);
+  });
 }
 
 if (require.main === module) {

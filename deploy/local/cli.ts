@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { readServicesConfig } from './config';
-import { down, status, up } from './local-servers';
+import { down, SERVER_NAMES, status, up, type ServerName } from './local-servers';
 
 /*
  * `npm run services:up|down|status`: Kafka, ClickHouse and Redis as local processes on loopback.
@@ -10,8 +10,20 @@ import { down, status, up } from './local-servers';
  * must live), the probes use the project's own clients (kafkajs, ioredis), and it is typechecked and linted.
  */
 
+const USAGE = 'usage: services up|down|status [kafka|clickhouse|redis …]   (down --kill: SIGKILL, as a crash)\n';
+
 async function main(argv: readonly string[]): Promise<number> {
   const verb = argv[0];
+  const rest = argv.slice(1);
+  const kill = rest.includes('--kill');
+  const named = rest.filter((a) => a !== '--kill');
+  const unknown = named.filter((n) => !(SERVER_NAMES as readonly string[]).includes(n));
+  if (unknown.length > 0 || (kill && verb !== 'down')) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
+  // One server or a few (stop or restart just Kafka, say); all three when none is named.
+  const names = named.length === 0 ? SERVER_NAMES : (named as ServerName[]);
   const config = readServicesConfig(process.env, path.resolve(__dirname, '..', '..'));
   const say = (line: string): void => {
     process.stdout.write(`services: ${line}\n`);
@@ -19,18 +31,18 @@ async function main(argv: readonly string[]): Promise<number> {
   switch (verb) {
     case 'up': {
       const t0 = Date.now();
-      const started = await up(config, say);
+      const started = await up(config, say, names);
       say(`up in ${((Date.now() - t0) / 1000).toFixed(1)} s (${started.length === 0 ? 'nothing to start' : `started ${started.join(', ')}`}); folder ${config.dir}`);
       return 0;
     }
     case 'down': {
-      const stopped = await down(config, say);
+      const stopped = await down(config, say, names, { signal: kill ? 'SIGKILL' : 'SIGTERM' });
       say(stopped.length === 0 ? 'nothing of ours was running' : `stopped ${stopped.join(', ')}`);
       return 0;
     }
     case 'status': {
       const all = await status(config);
-      for (const s of all) {
+      for (const s of all.filter((x) => names.includes(x.name))) {
         const where = `${s.endpoint.host}:${s.endpoint.port}`;
         const who = s.pid !== undefined ? `pid ${s.pid}` : s.answering ? 'not started by this folder' : '-';
         process.stdout.write(`${s.name.padEnd(11)}${where.padEnd(22)}${who.padEnd(28)}${s.answering ? 'answering' : 'not answering'}\n`);
@@ -40,7 +52,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     case undefined:
     default:
-      process.stderr.write('usage: services up|down|status\n');
+      process.stderr.write(USAGE);
       return 2;
   }
 }

@@ -14,6 +14,7 @@ const schema = z.object({
   PUSHBASE_CLICKHOUSE_URL: text('http://127.0.0.1:8123'),
   PUSHBASE_REDIS_URL: text('redis://127.0.0.1:6379'),
   PUSHBASE_SERVICES_DIR: z.preprocess(blankToUndefined, z.string().optional()),
+  PUSHBASE_KAFKA_JARS_DIR: z.preprocess(blankToUndefined, z.string().optional()),
   PUSHBASE_TEST_SERVICES: z.preprocess(blankToUndefined, z.enum(['local', 'containers']).optional()),
 });
 
@@ -25,6 +26,11 @@ export interface Endpoint {
 export interface ServicesConfig {
   /** Data, logs, pid files and the Kafka jars: one git-ignored folder. */
   readonly dir: string;
+  /**
+   * Where Kafka's jars are collected (`<dir>/kafka-<version>` by default). A private set of servers in a
+   * temporary folder (the fault tests) points it at a lasting folder, so Maven collects them once.
+   */
+  readonly kafkaJarsDir: string | undefined;
   /** undefined: containers where a Docker engine is reachable, else local processes. */
   readonly mode: 'local' | 'containers' | undefined;
   readonly kafka: Endpoint & { readonly controllerPort: number };
@@ -65,6 +71,7 @@ export function readServicesConfig(env: NodeJS.ProcessEnv, repoRoot: string): Se
   const chDefault = clickhouse.port === 8123;
   return {
     dir: path.resolve(repoRoot, c.PUSHBASE_SERVICES_DIR ?? '.services'),
+    kafkaJarsDir: c.PUSHBASE_KAFKA_JARS_DIR === undefined ? undefined : path.resolve(repoRoot, c.PUSHBASE_KAFKA_JARS_DIR),
     mode: c.PUSHBASE_TEST_SERVICES,
     // KRaft's controller listener sits right above the broker port (9093 for 9092).
     kafka: { ...kafka, controllerPort: kafka.port + 1 },

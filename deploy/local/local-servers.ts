@@ -190,13 +190,15 @@ async function aptInstall(p: Provisioner, pkgs: readonly string[]): Promise<void
 // ── Kafka ──
 
 async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
-  const home = path.join(c.dir, `kafka-${KAFKA_VERSION}`);
+  const home = c.kafkaJarsDir ?? path.join(c.dir, `kafka-${KAFKA_VERSION}`);
   const libs = path.join(home, 'libs');
   const done = path.join(home, '.complete');
   if (existsSync(done)) return libs;
   p.say(`collecting Apache Kafka ${KAFKA_VERSION} jars with Maven`, 'provision');
-  await rm(libs, { recursive: true, force: true });
   await mkdir(home, { recursive: true });
+  // A jars folder shared by several services folders (PUSHBASE_KAFKA_JARS_DIR) may be filled by two runs at
+  // once: each collects into a folder of its own and renames it into place; a loser finds the winner's.
+  const mine = path.join(home, `libs.${process.pid}.${Date.now()}`);
   // The broker is the kafka_2.13 artifact and its runtime dependencies, plus the logging binding that
   // Kafka's own distribution ships; Maven resolves the rest, so there is no jar list to keep by hand.
   const pom = `<?xml version="1.0" encoding="UTF-8"?>
@@ -212,11 +214,22 @@ async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
   </dependencies>
 </project>
 `;
-  await writeFile(path.join(home, 'pom.xml'), pom);
+  const pomFile = path.join(home, `pom.${process.pid}.xml`);
+  await writeFile(pomFile, pom);
   const mvn = findExecutable('mvn');
   if (mvn === undefined) throw new Error('mvn not found');
-  await p.run(mvn, ['-B', '-q', '-f', path.join(home, 'pom.xml'), `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${libs}`, '-DincludeScope=runtime'], { cwd: home });
-  await writeFile(done, `${new Date().toISOString()}\n`);
+  try {
+    await p.run(mvn, ['-B', '-q', '-f', pomFile, `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${mine}`, '-DincludeScope=runtime'], { cwd: home });
+    if (!existsSync(done)) {
+      // A folder left by a run killed before writing .complete is incomplete.
+      await rm(libs, { recursive: true, force: true });
+      await rename(mine, libs);
+      await writeFile(done, `${new Date().toISOString()}\n`);
+    }
+  } finally {
+    await rm(mine, { recursive: true, force: true });
+    await rm(pomFile, { force: true });
+  }
   return libs;
 }
 
@@ -489,12 +502,12 @@ export async function up(c: ServicesConfig, say: Say, names: readonly ServerName
   });
 }
 
-async function stopOne(spec: ServerSpec, say: Say): Promise<boolean> {
+async function stopOne(spec: ServerSpec, say: Say, signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<boolean> {
   const pid = recordedPid(spec);
   await rm(path.join(spec.home, 'pid'), { force: true });
   if (pid === undefined) return false;
-  say(`${spec.name}: stopping pid ${pid}`, 'progress');
-  process.kill(pid, 'SIGTERM');
+  say(`${spec.name}: stopping pid ${pid}${signal === 'SIGKILL' ? ' (SIGKILL)' : ''}`, 'progress');
+  process.kill(pid, signal);
   // Kafka's controlled shutdown takes a few seconds; past 60 s the process is hung.
   const deadline = Date.now() + 60_000;
   while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -506,12 +519,20 @@ async function stopOne(spec: ServerSpec, say: Say): Promise<boolean> {
   return true;
 }
 
-/** Stops the named servers (all by default), but only the processes this script recorded. */
-export async function down(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<ServerName[]> {
+export interface DownOptions {
+  /** SIGKILL stops a server as a crash would (fault tests); SIGTERM, the default, lets it shut down cleanly. */
+  readonly signal?: 'SIGTERM' | 'SIGKILL';
+}
+
+/**
+ * Stops the named servers (all by default), but only the processes this script recorded, and waits until
+ * each has exited. `up` with the same names starts them again on the same data.
+ */
+export async function down(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES, opts: DownOptions = {}): Promise<ServerName[]> {
   if (!existsSync(c.dir)) return [];
   return withLock(c.dir, say, async () => {
     const all = specs(c);
-    const stopped = await Promise.all(names.map(async (n) => ((await stopOne(all[n], say)) ? [n] : [])));
+    const stopped = await Promise.all(names.map(async (n) => ((await stopOne(all[n], say, opts.signal)) ? [n] : [])));
     return stopped.flat();
   });
 }

@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import * as path from 'node:path';
 import { readServicesConfig, type ServicesConfig } from '../../deploy/local/config';
 import { down, status, up } from '../../deploy/local/local-servers';
+import { freePort } from '../../deploy/local/ports';
+import { defaultKafkaJarsDir, startPrivateServers } from '../../deploy/local/private-servers';
 import { clickhouseAnswers, kafkaAnswers, redisAnswers } from '../../deploy/local/probes';
 
 /*
@@ -15,31 +16,6 @@ import { clickhouseAnswers, kafkaAnswers, redisAnswers } from '../../deploy/loca
 
 const ROOT = path.resolve(__dirname, '../..');
 const quiet = (): void => undefined;
-
-/** A port nothing listens on right now (and, for Kafka and ClickHouse, the ports right above it). */
-async function freePort(span = 1): Promise<number> {
-  for (;;) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const s = createServer();
-      s.once('error', reject);
-      s.listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => resolve(p));
-      });
-    });
-    if (port + span > 65535) continue;
-    const others = await Promise.all(
-      Array.from({ length: span - 1 }, (_, i) =>
-        new Promise<boolean>((resolve) => {
-          const s = createServer();
-          s.once('error', () => resolve(false));
-          s.listen(port + i + 1, '127.0.0.1', () => s.close(() => resolve(true)));
-        }),
-      ),
-    );
-    if (others.every(Boolean)) return port;
-  }
-}
 
 describe('local servers (deploy/local)', () => {
   let dir: string;
@@ -59,6 +35,7 @@ describe('local servers (deploy/local)', () => {
     const c = readServicesConfig(
       {
         PUSHBASE_SERVICES_DIR: dir,
+        PUSHBASE_KAFKA_JARS_DIR: defaultKafkaJarsDir(process.env, ROOT),
         PUSHBASE_KAFKA_BROKERS: `127.0.0.1:${kafka}`,
         PUSHBASE_CLICKHOUSE_URL: `http://127.0.0.1:${clickhouse}`,
         PUSHBASE_REDIS_URL: `redis://127.0.0.1:${redis}`,
@@ -123,4 +100,34 @@ describe('local servers (deploy/local)', () => {
       stranger.kill('SIGKILL');
     }
   });
+
+  it('a private set stops one server by its pid (SIGKILL) and starts it again, leaving the others alone; close removes it', async () => {
+    const set = await startPrivateServers({ parentDir: dir, kafkaJarsDir: defaultKafkaJarsDir(process.env, ROOT) });
+    let closed = false;
+    try {
+      for (const url of Object.values(set.urls)) expect(url).not.toMatch(/:(9092|8123|6379)$/);
+      const before = { kafka: await set.pid('kafka'), clickhouse: await set.pid('clickhouse'), redis: await set.pid('redis') };
+      await set.stop('redis', 'SIGKILL');
+      expect(() => process.kill(before.redis!, 0)).toThrow();
+      await expect(set.pid('redis')).resolves.toBeUndefined();
+      await expect(redisAnswers(set.config.redis)).resolves.toBe(false);
+      await expect(clickhouseAnswers(set.config.clickhouse)).resolves.toBe(true);
+      await expect(set.stop('redis')).rejects.toThrow(/not running/);
+
+      await set.start('redis');
+      await expect(redisAnswers(set.config.redis)).resolves.toBe(true);
+      const after = await set.pid('redis');
+      expect(after).toEqual(expect.any(Number));
+      expect(after).not.toBe(before.redis);
+      expect(await set.pid('kafka')).toBe(before.kafka);
+      expect(await set.pid('clickhouse')).toBe(before.clickhouse);
+
+      await set.close();
+      closed = true;
+      for (const pid of [before.kafka!, before.clickhouse!, after!]) expect(() => process.kill(pid, 0)).toThrow();
+      expect(existsSync(set.config.dir)).toBe(false);
+    } finally {
+      if (!closed) await set.close();
+    }
+  }, 300_000);
 });

@@ -40,9 +40,9 @@ import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } fro
  * stable offset, what fetchTopicOffsets answers under read committed) is usually one past the offset of its
  * last event. Progress is therefore measured with `next` (the offset after everything a fetch covered,
  * markers included) and onSkipped (a fetch that covered only markers or aborted events), never with the
- * last event's offset + 1. Once every event delivered from a partition is
- * committed, the committed offset moves on past the markers and aborted events fetched after them, as a
- * Java consumer's position does. Without it the group would lag by one for ever behind every partition's
+ * last event's offset + 1. Likewise commits: once every event delivered from a partition is committed, the
+ * committed offset moves on past the markers and aborted events fetched after them, as a Java consumer's
+ * position does. Without it the group would lag by one for ever behind every partition's
  * last transaction, and "the projection has caught up" (committed offsets = end offsets, what operators and
  * the tests read) could never be seen.
  *
@@ -335,9 +335,8 @@ export class KafkaEventConsumer {
       } finally {
         clearInterval(beat);
       }
-      const last = events[events.length - 1]!.position.offset;
-      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(last));
-      if (this.owned.has(partition)) this.delivered.set(partition, last);
+      payload.resolveOffset(poison === undefined ? batch.lastOffset() : String(events[events.length - 1]!.position.offset));
+      if (this.owned.has(partition)) this.delivered.set(partition, events[events.length - 1]!.position.offset);
     }
     if (poison !== undefined) throw poison;
   }

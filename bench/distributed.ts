@@ -1,0 +1,436 @@
+/*
+ * `npm run bench:distributed` — prints figures; it is not a test and asserts nothing.
+ *
+ * The four services as separate processes (gateway, schema, records, projector; the stack of
+ * `npm run start:distributed`) on the servers at PUSHBASE_KAFKA_BROKERS, PUSHBASE_CLICKHOUSE_URL and
+ * PUSHBASE_REDIS_URL (the shared ones of `services:up` by default), in a topic, database, Redis prefix and
+ * projector group of its own (removed at the end). A load generator in a child process (bench/loadgen.ts)
+ * sends 500-record appends over HTTPS with keep-alive from many accounts, one key each:
+ *
+ *   peak   closed loop, --concurrency requests in flight, for --seconds after --warmup:
+ *          records/s acknowledged, ack p50/p99;
+ *   half   open loop at half the peak's request rate on other datasets: ack p50/p99 there;
+ *   fresh  in both phases, the datasets of --watch accounts are timed from each 2xx until the admin
+ *          listener's listing counts its records (polled back to back): freshness p50/p99;
+ *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
+ *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
+ *          raw insert rate the end-to-end rate is compared with (and, for context, the same rows in INSERTs
+ *          of the projector's flush size).
+ *
+ * The API's limit of 60 requests a minute per key would cap the load at a few requests a second, so the
+ * stack runs with PUSHBASE_RATE_LIMIT_PER_MINUTE=1000000000 (the limiter still runs: one Redis call each).
+ * A dataset's listing counts its records only up to the 5000-record window, so every dataset gets at most
+ * ten appends in a run: --accounts × --datasets must be large enough for the rate (it says when not).
+ *
+ * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 24 --watch 3
+ *   --raw-batches 200 --max-seconds 900
+ *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
+ *                    with `node --import tsx bench/cpuprofile.ts FILE`); the profiler slows them
+ *   --env K=V,…      extra environment for the services (e.g. PUSHBASE_PROJECTOR_FLUSH_MS=250)
+ *   --log FILE       every line the services write, prefixed with the time and the service's name
+ */
+import type { ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { connectClickHouse, dropDatabase, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
+import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
+import { project, type ProjectedDataset } from '@pushbase/projector';
+import { insertBody } from '../services/clickhouse/src/client';
+import { encodeRecord } from '../services/clickhouse/src/layout';
+import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
+import { TestStack } from '../test/helpers/distributed-stack';
+import { forkLoad, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
+import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
+
+// ── Options ──────────────────────────────────────────────────────────────────────────────────────────
+
+const { values: flags } = parseArgs({
+  options: {
+    seconds: { type: 'string' },
+    warmup: { type: 'string' },
+    concurrency: { type: 'string' },
+    accounts: { type: 'string' },
+    datasets: { type: 'string' },
+    watch: { type: 'string' },
+    'raw-batches': { type: 'string' },
+    'max-seconds': { type: 'string' },
+    'cpu-prof': { type: 'string' },
+    env: { type: 'string' },
+    log: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (flags.help === true) {
+  process.stdout.write(readFileSync(__filename, 'utf8').split('*/')[0]!.replace(/^\/\*\n?/, '').replace(/^ \* ?/gm, ''));
+  process.exit(0);
+}
+type Flag = keyof typeof flags;
+function option(name: Flag, def: string): string {
+  const v = flags[name];
+  if (typeof v === 'string') return v;
+  const env = process.env[`BENCH_${name.toUpperCase().replace(/-/g, '_')}`];
+  return env !== undefined && env !== '' ? env : def;
+}
+function intOption(name: Flag, def: number, min: number, max: number): number {
+  const raw = option(name, String(def));
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer in ${min}..${max}, got "${raw}"`);
+  return n;
+}
+const opts = {
+  seconds: intOption('seconds', 20, 1, 300),
+  warmup: intOption('warmup', 3, 0, 60),
+  concurrency: intOption('concurrency', 32, 1, 512),
+  accounts: intOption('accounts', 40, 1, 1000),
+  // Half of each account's datasets take the peak, the other half the half-load phase.
+  datasets: intOption('datasets', 24, 2, 100),
+  watch: intOption('watch', 3, 1, 100),
+  rawBatches: intOption('raw-batches', 200, 1, 10_000),
+  maxSeconds: intOption('max-seconds', 900, 30, 3600),
+  cpuProf: option('cpu-prof', ''),
+  /** A file that gets every line every service writes, with the time it arrived and the service's name. */
+  log: option('log', ''),
+  env: Object.fromEntries(
+    option('env', '')
+      .split(',')
+      .filter((kv) => kv.includes('='))
+      .map((kv) => [kv.slice(0, kv.indexOf('=')).trim(), kv.slice(kv.indexOf('=') + 1).trim()]),
+  ) as Record<string, string>,
+};
+if (opts.watch > opts.accounts) throw new Error('--watch must not exceed --accounts');
+
+const RATE_LIMIT = 1_000_000_000;
+const MAX_APPENDS_PER_DATASET = 5000 / RECORDS_PER_REQUEST;
+const TARGETS = { recordsPerS: 50_000, rawRatio: 0.5, halfAckP99Ms: 50, freshP99Ms: 1000 };
+
+// ── Bookkeeping: everything started is stopped, whatever happens ─────────────────────────────────────
+
+const generators = new Set<ChildProcess>();
+let stack: TestStack | undefined;
+const overall = setTimeout(() => {
+  process.stderr.write(`bench:distributed: over --max-seconds ${opts.maxSeconds}; stopping everything\n`);
+  for (const g of generators) g.kill('SIGKILL');
+  void killStack().finally(() => process.exit(3));
+}, opts.maxSeconds * 1000);
+overall.unref();
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    for (const g of generators) g.kill('SIGKILL');
+    void killStack().finally(() => process.exit(130));
+  });
+}
+
+async function killStack(): Promise<void> {
+  const s = stack;
+  if (s === undefined) return;
+  await Promise.all(SERVICES.filter((n) => s.pid(n) !== undefined).map((n) => s.kill(n)));
+  await s.drop().catch(() => undefined);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After the command name: utime and stime are fields 14 and 15 (1-based) → indices 11, 12 here.
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+const line = (s = ''): boolean => process.stdout.write(`${s}\n`);
+const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
+const load = (req: LoadRequest): Promise<LoadResult> =>
+  forkLoad(req, (child) => {
+    generators.add(child);
+    child.once('exit', () => generators.delete(child));
+  });
+function quantile(values: readonly number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+function requireClean(what: string, r: LoadResult): void {
+  if (r.errors > 0 || r.timedOut) throw new Error(`${what}: ${r.errors} failed requests${r.timedOut ? ', timed out' : ''}; ${JSON.stringify(r.statuses)}\n  ${r.firstErrors.join('\n  ')}`);
+}
+
+// ── Freshness: the admin listing polled back to back while a phase runs ──────────────────────────────
+
+interface Observation {
+  /** Epoch ms the poll was sent and its answer arrived. */
+  readonly sent: number;
+  readonly done: number;
+  /** dataset path (`/datasets/<id>/data`) → records counted. */
+  readonly counts: ReadonlyMap<string, number>;
+}
+
+function adminGet(s: TestStack, urlPath: string): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port: s.adminPort, path: urlPath, headers: { authorization: `Bearer ${s.adminToken}` }, timeout: 30_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown }));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('admin request timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Polls the watched accounts' listings until `stop` resolves; returns every observation. */
+async function watch(s: TestStack, accounts: readonly string[], stop: Promise<unknown>): Promise<{ observations: Observation[]; errors: number }> {
+  let stopped = false;
+  void stop.finally(() => {
+    stopped = true;
+  });
+  const observations: Observation[] = [];
+  let errors = 0;
+  while (!stopped) {
+    for (const account of accounts) {
+      const sent = performance.timeOrigin + performance.now();
+      try {
+        const res = await adminGet(s, `/admin/accounts/${account}/datasets`);
+        const done = performance.timeOrigin + performance.now();
+        if (res.status !== 200) {
+          errors++;
+          continue;
+        }
+        const counts = new Map((res.body as { datasets: { id: string; record_count: number }[] }).datasets.map((d) => [`${account}/datasets/${d.id}/data`, d.record_count]));
+        observations.push({ sent, done, counts });
+      } catch {
+        errors++;
+      }
+    }
+  }
+  return { observations, errors };
+}
+
+/**
+ * Freshness of each watched 2xx: from the answer's arrival to the end of the first poll, sent after it,
+ * whose listing counts that many appends' records for the dataset (an upper bound: it includes up to one
+ * poll's time). Appends past the window's ten per dataset cannot be seen in a count and are left out.
+ */
+function freshness(acks: readonly Ack[], keyOf: (ack: Ack) => string, observations: readonly Observation[]): { samples: number[]; unseen: number; beyondWindow: number } {
+  const byDataset = new Map<string, number[]>();
+  for (const a of acks) byDataset.set(keyOf(a), [...(byDataset.get(keyOf(a)) ?? []), a.at]);
+  const samples: number[] = [];
+  let unseen = 0;
+  let beyondWindow = 0;
+  for (const [key, times] of byDataset) {
+    times.sort((a, b) => a - b);
+    times.forEach((at, i) => {
+      if (i + 1 > MAX_APPENDS_PER_DATASET) {
+        beyondWindow++;
+        return;
+      }
+      const needed = (i + 1) * RECORDS_PER_REQUEST;
+      const seen = observations.find((o) => o.sent >= at && (o.counts.get(key) ?? 0) >= needed);
+      if (seen === undefined) unseen++;
+      else samples.push(seen.done - at);
+    });
+  }
+  return { samples, unseen, beyondWindow };
+}
+
+/** Waits until every account's listing holds `datasets` datasets. */
+async function listedEverywhere(s: TestStack, accounts: readonly string[], datasets: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const pending = new Set(accounts);
+  while (pending.size > 0) {
+    for (const account of [...pending]) {
+      const res = await adminGet(s, `/admin/accounts/${account}/datasets`);
+      if (res.status === 200 && (res.body as { datasets: unknown[] }).datasets.length >= datasets) pending.delete(account);
+    }
+    if (pending.size === 0) return;
+    if (Date.now() > deadline) throw new Error(`${pending.size} accounts still lack datasets after ${timeoutMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+// ── The raw insert rate: the same batches straight into ClickHouse ───────────────────────────────────
+
+/**
+ * The same 500-record bodies, decided and projected into rows by the same pure code as the services, each
+ * batch one INSERT of its encoded rows (the projection's own column layout) straight into a copy of the
+ * records table, one after the other: ClickHouse's own rate for these batches, without the projector's
+ * bookkeeping (heads, validation of heads). For context, the same rows again in INSERTs of `flushRows`.
+ */
+async function rawInsert(bodies: readonly string[], flushRows: number): Promise<{ perBatchRecordsPerS: number; perBatchMedianMs: number; flushSizeRecordsPerS: number }> {
+  const conn = connectClickHouse(process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123');
+  const database = `pb_bench_raw_${randomBytes(5).toString('hex')}`;
+  try {
+    const account = 'bench-raw';
+    const datasets = Math.ceil(opts.rawBatches / MAX_APPENDS_PER_DATASET);
+    const summaries: DatasetSummary[] = [];
+    const held = new Map<string, ProjectedDataset>();
+    let offset = 0;
+    const at = Date.UTC(2026, 0, 1);
+    for (let d = 0; d < datasets; d++) {
+      const defined = decideDefine({ account, id: `raw-${d}`, body: DATASET_DEFINITION, at, newIncarnation: `raw-${d}` }, undefined, 0);
+      if (defined.outcome !== 'created') throw new Error('unreachable: a fresh dataset was found');
+      summaries.push(defined.dataset);
+      held.set(streamKey(account, `raw-${d}`), project(undefined, defined.event, { partition: 0, offset: offset++ }).dataset);
+    }
+    const slots = slotsOf(summaries[0]!.definition);
+    const batches: Buffer[] = [];
+    const encoded: string[][] = [];
+    for (let b = 0; b < opts.rawBatches; b++) {
+      const dataset = summaries[b % datasets]!;
+      const event = decideAppend({ account, id: dataset.id, body: JSON.parse(bodies[b % bodies.length]!), at }, dataset);
+      const key = streamKey(account, dataset.id);
+      const step = project(held.get(key), event, { partition: 0, offset: offset++ });
+      held.set(key, step.dataset);
+      const lines = step.rows.map((r) => {
+        const row: Record<string, unknown> = { account: r.account, dataset: r.dataset, incarnation: r.incarnation, row_key: r.row_key, version: r.version, seq: r.seq, deleted: r.deleted ? 1 : 0 };
+        if (r.record !== null) encodeRecord(slots, r.record, row);
+        return `${JSON.stringify(row)}\n`;
+      });
+      encoded.push(lines);
+      batches.push(Buffer.from(lines.join('')));
+    }
+    await migrate(conn, database);
+    const tables = [`${quoteIdentifier(database)}.raw_batches`, `${quoteIdentifier(database)}.raw_flush`];
+    for (const t of tables) await conn.client.command({ query: `CREATE TABLE ${t} AS ${quoteIdentifier(database)}.records` });
+    const records = opts.rawBatches * RECORDS_PER_REQUEST;
+    const times: number[] = [];
+    const t0 = performance.now();
+    for (const batch of batches) {
+      const t = performance.now();
+      await insertBody(conn, tables[0]!, batch, 'a raw batch');
+      times.push(performance.now() - t);
+    }
+    const perBatchMs = performance.now() - t0;
+    const perFlush = Math.max(1, Math.floor(flushRows / RECORDS_PER_REQUEST));
+    const t1 = performance.now();
+    for (let i = 0; i < encoded.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.from(encoded.slice(i, i + perFlush).flat().join('')), 'raw rows');
+    const flushMs = performance.now() - t1;
+    return { perBatchRecordsPerS: (records / perBatchMs) * 1000, perBatchMedianMs: quantile(times, 0.5), flushSizeRecordsPerS: (records / flushMs) * 1000 };
+  } finally {
+    await dropDatabase(conn, database).catch(() => undefined);
+    await conn.close();
+  }
+}
+
+// ── The run ──────────────────────────────────────────────────────────────────────────────────────────
+
+interface Phase {
+  readonly result: LoadResult;
+  readonly fresh: ReturnType<typeof freshness>;
+  readonly pollMs: number;
+  readonly watchErrors: number;
+}
+
+async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
+  const running = load(req);
+  const watched = await watch(s, watchedAccounts, running);
+  // Let the last appends become visible before judging freshness: polls go on for a bounded while.
+  const result = await running;
+  const tail = await watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000)));
+  const observations = [...watched.observations, ...tail.observations];
+  const pollMs = quantile(
+    observations.slice(1).map((o, i) => o.sent - observations[i]!.sent),
+    0.5,
+  );
+  const fresh = freshness(result.acks, (a) => `${accounts[a.key]}${a.path}`, observations);
+  return { result, fresh, pollMs: pollMs * watchedAccounts.length, watchErrors: watched.errors + tail.errors };
+}
+
+
+async function main(): Promise<void> {
+  const t0 = performance.now();
+  const suffix = randomBytes(4).toString('hex');
+  const accounts = Array.from({ length: opts.accounts }, (_, i) => `bench-${suffix}-${i}`);
+  const keys = accounts.map(() => `bench-${randomBytes(16).toString('base64url')}`);
+  const env: Record<string, string> = { PUSHBASE_RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT), ...opts.env };
+  line(`bench:distributed — ${opts.accounts} accounts × ${opts.datasets} datasets, ${RECORDS_PER_REQUEST}-record appends, concurrency ${opts.concurrency}, ${opts.seconds} s (+${opts.warmup} s warm-up) per phase`);
+  line(`  rate limit raised to ${fmt(RATE_LIMIT)}/min per key (PUSHBASE_RATE_LIMIT_PER_MINUTE) so the load is not capped at 60/min`);
+  line(`  servers: ${process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'}, ${process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123'}, ${process.env.PUSHBASE_REDIS_URL ?? 'redis://127.0.0.1:6379'}`);
+  if (Object.keys(opts.env).length > 0) line(`  extra service environment: ${JSON.stringify(opts.env)}`);
+
+  try {
+    const nodeArgs = (service: ServiceName): string[] => (opts.cpuProf === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf, service)}`]);
+    const logFile = opts.log === '' ? undefined : createWriteStream(opts.log);
+    stack = new TestStack({
+      keys: Object.fromEntries(accounts.map((a, i) => [a, keys[i]!])),
+      env,
+      nodeArgs: Object.fromEntries(SERVICES.map((n) => [n, nodeArgs(n)])),
+      ...(logFile === undefined ? {} : { onLine: (service: string, l: string) => void logFile.write(`${new Date().toISOString()} ${service.padEnd(9)} ${l}\n`) }),
+    });
+    const s = await stack.start();
+    const pids = Object.fromEntries(SERVICES.map((n) => [n, s.pid(n)!])) as Record<ServiceName, number>;
+    const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
+    line(`  stack up in ${fmt((performance.now() - t0) / 1000, 1)} s (topic ${s.names.topic}): ${SERVICES.map((n) => `${n} pid ${pids[n]}`).join(', ')}`);
+
+    const bodies = Array.from({ length: 32 }, (_, i) => appendBody(i));
+    const common = { origin: `https://127.0.0.1:${s.port}`, ca: s.ca, keys, bodies, concurrency: opts.concurrency };
+    const half = Math.floor(opts.datasets / 2);
+    const ids = Array.from({ length: opts.datasets }, (_, d) => `ds-${d}`);
+    const creates: Job[] = accounts.flatMap((_, k) => ids.map((id) => ({ key: k, method: 'PUT' as const, path: `/datasets/${id}`, body: 0 })));
+    let t = performance.now();
+    requireClean('creating datasets', await load({ ...common, bodies: [JSON.stringify(DATASET_DEFINITION)], mode: 'jobs', jobs: creates, deadlineMs: 300_000 }));
+    line(`  created ${fmt(creates.length)} datasets in ${fmt((performance.now() - t) / 1000, 1)} s`);
+    // The phases time appends, not the projector's first sight of each dataset: wait until every created
+    // dataset is listed, so the peak starts with the read side caught up.
+    t = performance.now();
+    await listedEverywhere(s, accounts, opts.datasets, 600_000);
+    line(`  every dataset visible on the admin listener ${fmt((performance.now() - t) / 1000, 1)} s later`);
+
+    const watched = new Set(accounts.slice(0, opts.watch).map((_, k) => k));
+    const targetsFor = (from: number, to: number): Target[] => accounts.flatMap((_, k) => ids.slice(from, to).map((id) => ({ key: k, path: `/datasets/${id}/data`, ...(watched.has(k) ? { watch: true } : {}) })));
+    const peakTargets = targetsFor(0, half);
+    const halfTargets = targetsFor(half, opts.datasets);
+
+    // ── peak ──
+    t = performance.now();
+    const peak = await phase(s, { ...common, mode: 'timed', targets: peakTargets, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000 }, accounts, accounts.slice(0, opts.watch));
+    requireClean('peak', peak.result);
+    const peakRps = peak.result.ok / (peak.result.durationMs / 1000);
+    const peakRecords = peakRps * RECORDS_PER_REQUEST;
+
+    // ── half ──
+    const halfPhase = await phase(
+      s,
+      { ...common, mode: 'paced', targets: halfTargets, perSecond: peakRps / 2, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000, concurrency: opts.concurrency * 4 },
+      accounts,
+      accounts.slice(0, opts.watch),
+    );
+    requireClean('half', halfPhase.result);
+
+    // ── raw ──
+    const raw = await rawInsert(bodies, Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
+
+    const appendsPerDataset = (peak.result.requests + 2) / peakTargets.length;
+    line('');
+    line(`peak (closed loop, ${opts.concurrency} in flight, ${fmt(peak.result.durationMs / 1000, 1)} s):`);
+    line(`  ${fmt(peakRecords)} records/s acknowledged (${fmt(peakRps, 1)} appends/s); ack p50 ${fmt(peak.result.latencyMs.p50, 1)} ms, p99 ${fmt(peak.result.latencyMs.p99, 1)} ms`);
+    line(`  freshness p50 ${fmt(quantile(peak.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(peak.fresh.samples, 0.99))} ms (${peak.fresh.samples.length} samples, ${peak.fresh.unseen} never seen, listing polled every ~${fmt(peak.pollMs)} ms per account)`);
+    if (appendsPerDataset > MAX_APPENDS_PER_DATASET) line(`  (!) ${fmt(appendsPerDataset, 1)} appends per dataset: more than the window's ten; raise --accounts or --datasets`);
+    line(`half (open loop at ${fmt(peakRps / 2, 1)} appends/s):`);
+    line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
+    line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
+    line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
+    line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
+    const freshP99 = Math.max(quantile(peak.fresh.samples, 0.99), quantile(halfPhase.fresh.samples, 0.99));
+    line('');
+    line('targets:');
+    line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakRecords)} — ${verdict(peakRecords >= TARGETS.recordsPerS)}`);
+    line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakRecords / raw.perBatchRecordsPerS, 2)} — ${verdict(peakRecords / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakRecords / raw.flushSizeRecordsPerS, 2)})`);
+    line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms: ${fmt(freshP99)} ms — ${verdict(freshP99 <= TARGETS.freshP99Ms)}`);
+    line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
+  } finally {
+    await stack?.stop();
+    if (opts.cpuProf !== '') line(`CPU profiles in ${path.resolve(opts.cpuProf)}/<service>/ (node --import tsx bench/cpuprofile.ts FILE)`);
+    await stack?.drop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    process.stderr.write(`bench:distributed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    process.exit(1);
+  },
+);

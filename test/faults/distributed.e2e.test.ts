@@ -1,0 +1,159 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { defaultKafkaJarsDir, startPrivateServers, type PrivateServers } from '../../deploy/local/private-servers';
+import { TestStack } from '../helpers/distributed-stack';
+import { FaultWorkload, type Tally } from '../helpers/fault-workload';
+import { BUNDLE, ROOT } from '../helpers/server';
+
+/*
+ * Fault tests of the distributed stack (issue 7): the four services as processes on a PRIVATE Kafka,
+ * ClickHouse and Redis (free loopback ports, a temporary folder; the shared servers are never touched),
+ * under the fault workload (test/helpers/fault-workload.ts). Each test kills or stops one thing in the middle
+ * of the load, brings it back, and ends with the visible state (the admin listener, over ClickHouse) equal
+ * to the pure fold of the acknowledged requests: nothing acknowledged lost, nothing refused applied,
+ * nothing applied twice. Afterwards `pushbase replay --verify-only` rebuilds the topic into scratch tables
+ * and finds them equal to the live ones.
+ *
+ * Bounded: a handful of accounts and datasets per test, every wait with a deadline.
+ */
+
+jest.setTimeout(300_000);
+
+// Accounts of their own for each test's workload: an account's listing then holds only that workload's datasets.
+const TESTS = 5;
+const groups = Array.from({ length: TESTS }, (_, t) =>
+  Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`fault-${t}-${i}-${randomBytes(3).toString('hex')}`, `key-${randomBytes(12).toString('hex')}`])),
+);
+const keys = Object.assign({}, ...groups) as Record<string, string>;
+let servers: PrivateServers | undefined;
+let stack: TestStack | undefined;
+const workloads: FaultWorkload[] = [];
+
+beforeAll(async () => {
+  servers = await startPrivateServers({ parentDir: process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), kafkaJarsDir: defaultKafkaJarsDir(process.env, ROOT) });
+  stack = new TestStack({
+    keys,
+    servers: servers.urls,
+    env: {
+      PUSHBASE_RATE_LIMIT_PER_MINUTE: '1000000',
+      // Writes reach ClickHouse sooner than the default second, so each test's wait is shorter.
+      PUSHBASE_PROJECTOR_FLUSH_MS: '200',
+    },
+  });
+  await stack.start();
+}, 600_000);
+
+afterAll(async () => {
+  for (const w of workloads) await w.stop();
+  await stack?.stop();
+  await servers?.close();
+}, 180_000);
+
+/** A fresh workload on fresh datasets of the stack's accounts, started. */
+function load(): FaultWorkload {
+  const group = groups[workloads.length];
+  if (group === undefined) throw new Error(`more workloads than the ${TESTS} groups of accounts`);
+  const w = new FaultWorkload({ target: stack!, keys: group, datasetsPerAccount: 4, requestTimeoutMs: 30_000 });
+  workloads.push(w);
+  w.start();
+  return w;
+}
+
+const acked = (w: FaultWorkload, n: number, what: string): Promise<Tally> => w.waitFor((t) => t.acknowledged >= n, 120_000, what);
+const answered = (t: Tally, prefix: string): number => Object.entries(t.answers).reduce((n, [k, c]) => n + (k.startsWith(prefix) ? c : 0), 0);
+
+/** Stops the load, then waits for the read side to show exactly the fold of what was acknowledged. */
+async function settle(w: FaultWorkload): Promise<Tally> {
+  await w.stop();
+  const tally = w.tally();
+  try {
+    await w.verify(90_000);
+  } catch (e) {
+    throw new Error(`${(e as Error).message}\nanswers: ${JSON.stringify(tally.answers)}\nlast service lines:\n${stack!.output.slice(-30).join('\n')}`);
+  }
+  // Anything but the failures a fault may cause is a bug of its own (a 500 "internal", say).
+  const allowed = /^(200|201|400 invalid|404 not_found|503 |500 outcome_unknown|ECONNRESET|ECONNREFUSED|reset mid-answer|socket hang up|timeout)/;
+  expect(Object.keys(tally.answers).filter((k) => !allowed.test(k))).toEqual([]);
+  expect(stack!.unexpectedExits).toEqual([]);
+  return tally;
+}
+
+describe('distributed stack under faults', () => {
+  it('kill -9 of the records service during load, then a restart', async () => {
+    const w = load();
+    const before = await acked(w, 100, '100 acknowledged before the kill');
+    await stack!.kill('records');
+    const down = w.tally().requests;
+    // Writes are refused (nothing listens) or unknown (cut mid-call) while it is gone; none is acknowledged.
+    await w.waitFor((t) => t.requests >= down + 16, 60_000, 'requests while records is down');
+    await stack!.restart('records');
+    await acked(w, before.acknowledged + 150, '150 more acknowledged after the restart');
+    await settle(w);
+  });
+
+  it('kill -9 of the projector during load, then a restart: it resumes from its committed offsets', async () => {
+    const w = load();
+    const before = await acked(w, 100, '100 acknowledged before the kill');
+    await stack!.kill('projector');
+    // Writes go on being acknowledged while nothing projects them.
+    await acked(w, before.acknowledged + 100, '100 more acknowledged while the projector is down');
+    await stack!.restart('projector');
+    const after = w.tally().acknowledged;
+    await acked(w, after + 100, '100 more acknowledged after the restart');
+    await settle(w);
+  });
+
+  it('Kafka stopped during requests: writes are refused with 503, and succeed again once it is back', async () => {
+    const w = load();
+    const before = await acked(w, 100, '100 acknowledged before Kafka stops');
+    await servers!.stop('kafka', 'SIGKILL');
+    const stopped = w.tally();
+    const during = await w.waitFor((t) => answered(t, '503 unavailable') >= answered(stopped, '503 unavailable') + 20, 120_000, '503 answers while Kafka is down');
+    // Only requests already in flight when it died (one per dataset at most) can have been acknowledged.
+    expect(during.acknowledged - stopped.acknowledged).toBeLessThanOrEqual(w.datasets.length);
+    expect(before.acknowledged).toBeGreaterThan(0);
+    await servers!.start('kafka');
+    await acked(w, w.tally().acknowledged + 150, '150 more acknowledged after Kafka is back');
+    await settle(w);
+  });
+
+  it('ClickHouse stopped and started again: writes go on, and the projector catches up', async () => {
+    const w = load();
+    const before = await acked(w, 100, '100 acknowledged before ClickHouse stops');
+    await servers!.stop('clickhouse', 'SIGKILL');
+    // The read side is ClickHouse: the admin listener says so with a 503.
+    const account = Object.keys(groups[workloads.length - 1]!)[0]!;
+    expect((await w.admin(`/admin/accounts/${account}/datasets`)).status).toBe(503);
+    // The write path does not need ClickHouse: acknowledgements go on.
+    await acked(w, before.acknowledged + 100, '100 more acknowledged while ClickHouse is down');
+    expect((await w.admin(`/admin/accounts/${account}/datasets`)).status).toBe(503);
+    await servers!.start('clickhouse');
+    await acked(w, w.tally().acknowledged + 50, '50 more acknowledged after ClickHouse is back');
+    await settle(w);
+  });
+
+  it('Redis restarted: the gateway answers 503 while it is down, and recovers', async () => {
+    const w = load();
+    await acked(w, 100, '100 acknowledged before Redis stops');
+    await servers!.stop('redis', 'SIGKILL');
+    const stopped = w.tally();
+    await w.waitFor((t) => answered(t, '503 unavailable') >= answered(stopped, '503 unavailable') + 20, 60_000, '503 answers while Redis is down');
+    await servers!.start('redis');
+    await acked(w, w.tally().acknowledged + 150, '150 more acknowledged after Redis is back');
+    await settle(w);
+  });
+
+  it('after every fault, all the workloads still show their folds, and replaying the topic gives the live state', async () => {
+    for (const w of workloads) await w.verify(60_000);
+    // replay rebuilds with the projector's own code and refuses to run beside a live projector.
+    await stack!.signal('projector', 'SIGTERM');
+    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(process.execPath, [BUNDLE, 'replay', '--verify-only', '--no-progress'], { cwd: ROOT, env: { ...process.env, ...stack!.env }, timeout: 240_000 }, (err, out, errOut) =>
+        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout: out, stderr: errOut }),
+      );
+    });
+    expect({ code, stdout, stderr: stderr.slice(-2000) }).toEqual({ code: 0, stdout: expect.stringMatching(/the rebuilt state equals the live one/), stderr: expect.any(String) });
+    await stack!.restart('projector');
+  });
+});
