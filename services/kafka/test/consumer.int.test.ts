@@ -1,5 +1,5 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { StreamPosition } from '@pushbase/contracts';
+import { encodeEvent, type StreamPosition } from '@pushbase/contracts';
 import type { Admin } from 'kafkajs';
 import {
   createKafka,
@@ -112,7 +112,7 @@ describe('KafkaEventConsumer against Kafka', () => {
     await producer.connect();
     const send = async (commit: boolean, events: readonly DatasetEvent[]): Promise<void> => {
       const tx = await producer.transaction();
-      await tx.send({ topic, messages: events.map((e) => ({ key: `${e.account}/${e.dataset}`, value: JSON.stringify(e) })) });
+      await tx.send({ topic, messages: events.map((e) => ({ key: `${e.account}/${e.dataset}`, value: encodeEvent(e) })) });
       await (commit ? tx.commit() : tx.abort());
     };
     try {
