@@ -7,6 +7,7 @@ import type { StreamPosition } from '@pushbase/contracts';
 import { fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, ensureTopic } from '@pushbase/kafka';
 import { eventually, randomName, requireKafka, testAdmin, testConnection, KAFKA_BROKERS } from '../../../test/helpers/kafka';
+import { randomPrefix, redisUrl } from '../../../test/helpers/redis';
 import { loadProjectorConfig, runProjector, type Logger, type ProjectorConfig, type RunningProjector } from '../src';
 
 /*
@@ -34,6 +35,7 @@ export async function infra(partitions: number): Promise<Infra> {
   const admin = await testAdmin();
   const topic = randomName('pb-projector');
   const database = `pb_projector_${randomBytes(6).toString('hex')}`;
+  const redisPrefix = randomPrefix();
   const conn = connectClickHouse(CLICKHOUSE_URL);
   try {
     await migrate(conn, database);
@@ -57,6 +59,10 @@ export async function infra(partitions: number): Promise<Infra> {
       PUSHBASE_PROJECTOR_GROUP: groupId,
       PUSHBASE_CLICKHOUSE_URL: CLICKHOUSE_URL,
       PUSHBASE_CLICKHOUSE_DATABASE: database,
+      // The projector also keeps the Redis schema store: the servers the run was given, under a prefix of
+      // this test's own (not the default one, which a live stack on the same Redis would share).
+      PUSHBASE_REDIS_URL: redisUrl(),
+      PUSHBASE_REDIS_PREFIX: redisPrefix,
       PUSHBASE_PROJECTOR_FLUSH_MS: '200',
       ...extra,
     }),
