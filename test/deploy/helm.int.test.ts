@@ -144,6 +144,8 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
     expect(drainMs).toBeLessThanOrEqual(30_000);
     expect(d.spec.template.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThanOrEqual(drainMs + Number(env.PUSHBASE_SHUTDOWN_TIMEOUT_MS) + 5000);
     for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) expect({ svc, probe, grpc: c[probe]?.grpc }).toEqual({ svc, probe, grpc: { port } });
+    // Readiness sees NOT_SERVING before the drain ends, so the pod leaves the Service while it still serves.
+    expect(c.readinessProbe.periodSeconds * (c.readinessProbe.failureThreshold ?? 3) * 1000).toBeLessThan(drainMs);
     const config = svc === 'schema' ? loadSchemaConfig(env) : loadRecordsConfig(env);
     expect(config.grpc).toMatchObject({ host: '0.0.0.0', port });
     const service = named(objects, 'Service', name(svc));

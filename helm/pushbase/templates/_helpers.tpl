@@ -186,10 +186,11 @@ startupProbe:
     port: {{ .port }}
   periodSeconds: 2
   failureThreshold: 60
+# Seen well within the drain: NOT_SERVING takes the pod out of the Service before the listener closes.
 readinessProbe:
   grpc:
     port: {{ .port }}
-  periodSeconds: 5
+  periodSeconds: 2
   failureThreshold: 1
 livenessProbe:
   grpc:
