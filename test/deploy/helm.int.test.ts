@@ -6,45 +6,14 @@
  * values refused at template time by values.schema.json or the chart's own checks.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { parseTrustedProxies } from '@pushbase/gateway';
 import { loadGatewayConfig } from '../../services/gateway/src/config';
 import { loadSchemaConfig } from '../../services/schema/src/config';
 import { loadRecordsConfig } from '../../services/records/src/config';
 import { loadMigrateConfig, loadProjectorConfig } from '../../services/projector/src/config';
 import { SERVICES } from '../../services/cli/src/distributed';
-
-const root = path.resolve(__dirname, '..', '..');
-const chart = path.join(root, 'helm', 'pushbase');
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { HELM_VERSION } = require('../../scripts/ensure-helm.js') as { HELM_VERSION: string };
-
-type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; labels?: Record<string, string>; annotations?: Record<string, string> }; spec?: any; data?: Record<string, string> };
-
-/** helm with a home of its own under the run's temp folder: no user's repositories or plugins count. */
-function helm(args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const binary = process.env.PUSHBASE_HELM;
-  if (binary === undefined) throw new Error(`no helm binary: ${process.env.PUSHBASE_HELM_ERROR ?? 'jest global setup did not run scripts/ensure-helm.js'}`);
-  const home = mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'helm-home-'));
-  const res = spawnSync(binary, args, {
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH, HOME: home, HELM_CACHE_HOME: path.join(home, 'cache'), HELM_CONFIG_HOME: path.join(home, 'config'), HELM_DATA_HOME: path.join(home, 'data') },
-    timeout: 60_000,
-  });
-  if (res.error) throw res.error;
-  return { status: res.status, stdout: res.stdout, stderr: res.stderr };
-}
-
-function render(release: string, valuesFiles: string[] = [], sets: string[] = []): K8sObject[] {
-  const res = helm(['template', release, chart, '--namespace', 'pushbase', ...valuesFiles.flatMap((f) => ['-f', f]), ...sets.flatMap((s) => ['--set', s])]);
-  if (res.status !== 0) throw new Error(`helm template failed (${res.status}):\n${res.stderr}`);
-  return parseAllDocuments(res.stdout)
-    .map((d) => d.toJS() as K8sObject | null)
-    .filter((o): o is K8sObject => o !== null);
-}
+import { byKind, chart, component, envOf, helm, HELM_VERSION, isHook, matches, named, render, root, type K8sObject } from './chart';
 
 /** Each object against the Kubernetes OpenAPI schemas kubernetes-models bundles (an ESM-only package, hence a child process). */
 function schemaProblems(objects: K8sObject[]): { kind: string; name: string; error: string }[] {
@@ -60,31 +29,6 @@ function schemaProblems(objects: K8sObject[]): { kind: string; name: string; err
   const res = spawnSync(process.execPath, ['--input-type=module', '-e', script], { cwd: root, input: JSON.stringify(objects), encoding: 'utf8', timeout: 60_000 });
   if (res.status !== 0) throw new Error(`schema validation did not run: ${res.stderr}`);
   return JSON.parse(res.stdout);
-}
-
-const byKind = (objects: K8sObject[], kind: string): K8sObject[] => objects.filter((o) => o.kind === kind);
-const named = (objects: K8sObject[], kind: string, name: string): K8sObject => {
-  const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
-  if (found === undefined) throw new Error(`no ${kind} ${name} among ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')}`);
-  return found;
-};
-const matches = (selector: Record<string, string>, labels: Record<string, string> | undefined): boolean => Object.entries(selector).every(([k, v]) => labels?.[k] === v);
-const component = (o: K8sObject): string | undefined => o.metadata.labels?.['app.kubernetes.io/component'];
-const isHook = (o: K8sObject): boolean => o.metadata.annotations?.['helm.sh/hook'] !== undefined;
-
-/** The container's environment as the process would see it, secretKeyRefs filled with plausible values. */
-function envOf(container: any, secrets: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const e of container.env ?? []) {
-    if (e.value !== undefined) env[e.name] = String(e.value);
-    else if (e.valueFrom?.secretKeyRef !== undefined) {
-      const ref = e.valueFrom.secretKeyRef;
-      const value = secrets[`${ref.name}/${ref.key}`];
-      if (value === undefined && ref.optional !== true) throw new Error(`${e.name}: no value for Secret ${ref.name} key ${ref.key}`);
-      if (value !== undefined) env[e.name] = value;
-    } else throw new Error(`${e.name}: neither a value nor a secretKeyRef`);
-  }
-  return env;
 }
 
 /** Everything every rendering must satisfy, whatever the values. */
@@ -290,7 +234,7 @@ describe('helm/pushbase', () => {
   });
 
   describe('with ci/production-values.yaml (ingress, replicas, an existing Secret)', () => {
-    const objects = render('prod', [path.join(chart, 'ci', 'production-values.yaml')]);
+    const objects = render('prod', ['-f', path.join(chart, 'ci', 'production-values.yaml')]);
     // What the operator's Secrets would hold.
     const secrets = {
       'pushbase-auth/admin-token': 'an-admin-token-of-the-operator-0123',
