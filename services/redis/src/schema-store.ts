@@ -3,6 +3,7 @@ import type { DatasetEvent, DatasetSummary } from '@pushbase/domain';
 import type { ChainableCommander, Redis, Result } from 'ioredis';
 import { redisError } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
+import { decodeSchemaIntent, pendingFor, schemaIntentNamespace, type SchemaIntent } from './schema-intent';
 
 /*
  * The live datasets' definitions and the per-account count, for the schema and record services to decide
@@ -48,6 +49,25 @@ end
 return 0
 `;
 
+const HEAD_FIELDS = ['incarnation', 'created_at', 'updated_at'] as const;
+
+function headOf([incarnation, created, updated]: readonly (string | null | undefined)[]): DatasetHead | undefined {
+  if (incarnation === null || incarnation === undefined) return undefined;
+  return { incarnation, created_at: Number(created), updated_at: Number(updated) };
+}
+
+function summaryOf(account: string, id: string, h: Record<string, string>): DatasetSummary | undefined {
+  if (h.incarnation === undefined || h.definition === undefined) return undefined;
+  return {
+    account,
+    id,
+    incarnation: h.incarnation,
+    definition: JSON.parse(h.definition) as DatasetSummary['definition'],
+    created_at: Number(h.created_at),
+    updated_at: Number(h.updated_at),
+  };
+}
+
 /** Where the schema store's keys live under a prefix: replay builds a fresh one and promotes it. */
 export const schemaNamespace = (prefix: string): string => `${checkPrefix(prefix)}schema:`;
 
@@ -57,14 +77,33 @@ declare module 'ioredis' {
   }
 }
 
+/** A dataset's live incarnation and its times, without the definition. */
+export interface DatasetHead {
+  readonly incarnation: string;
+  readonly created_at: number;
+  readonly updated_at: number;
+}
+
+/**
+ * A read of one dataset together with whether a change of it is pending: decided by the schema service
+ * and perhaps already in the event log, but not yet shown here (schema-intent.ts). A reader that answers
+ * without the account's lease must not answer from `dataset` when `pending` is true.
+ */
+export interface SettledRead<T> {
+  readonly dataset: T | undefined;
+  readonly pending: boolean;
+}
+
 export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
   private readonly prefix: string;
+  private readonly intentNamespace: string;
 
   constructor(
     private readonly redis: Redis,
     options: { readonly prefix?: string } = {},
   ) {
     this.prefix = schemaNamespace(options.prefix ?? DEFAULT_PREFIX);
+    this.intentNamespace = schemaIntentNamespace(options.prefix ?? DEFAULT_PREFIX);
     redis.defineCommand('pushbaseSchemaApply', { numberOfKeys: 3, lua: APPLY });
   }
 
@@ -83,31 +122,59 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
     } catch (e) {
       throw redisError(this.where(), 'reading a dataset', e);
     }
-    if (h.incarnation === undefined || h.definition === undefined) return undefined;
-    return {
-      account,
-      id,
-      incarnation: h.incarnation,
-      definition: JSON.parse(h.definition) as DatasetSummary['definition'],
-      created_at: Number(h.created_at),
-      updated_at: Number(h.updated_at),
-    };
+    return summaryOf(account, id, h);
   }
 
   /**
    * The live incarnation of a dataset and its times, without the definition: one small read, for a caller
    * that keeps definitions by incarnation (the records service's cache). Undefined when not live.
    */
-  async head(account: string, id: string): Promise<{ incarnation: string; created_at: number; updated_at: number } | undefined> {
+  async head(account: string, id: string): Promise<DatasetHead | undefined> {
     let h: (string | null)[];
     try {
-      h = await this.redis.hmget(this.datasetKey(account, id), 'incarnation', 'created_at', 'updated_at');
+      h = await this.redis.hmget(this.datasetKey(account, id), ...HEAD_FIELDS);
     } catch (e) {
       throw redisError(this.where(), 'reading a dataset', e);
     }
-    const [incarnation, created, updated] = h;
-    if (incarnation === null || incarnation === undefined) return undefined;
-    return { incarnation, created_at: Number(created), updated_at: Number(updated) };
+    return headOf(h);
+  }
+
+  /** head(), with whether a change of the dataset is pending (SettledRead), from one moment of the store. */
+  async settledHead(account: string, id: string): Promise<SettledRead<DatasetHead>> {
+    const [h, intent] = await this.withIntent(account, 'reading a dataset', (m) => m.hmget(this.datasetKey(account, id), ...HEAD_FIELDS));
+    const dataset = headOf(h as (string | null)[]);
+    return { dataset, pending: pendingFor(intent, id, dataset?.incarnation) };
+  }
+
+  /** get(), with whether a change of the dataset is pending (SettledRead), from one moment of the store. */
+  async settledGet(account: string, id: string): Promise<SettledRead<DatasetSummary>> {
+    const [h, intent] = await this.withIntent(account, 'reading a dataset', (m) => m.hgetall(this.datasetKey(account, id)));
+    const dataset = summaryOf(account, id, h as Record<string, string>);
+    return { dataset, pending: pendingFor(intent, id, dataset?.incarnation) };
+  }
+
+  /**
+   * Runs `read` and reads the account's schema intent in one MULTI/EXEC: one round trip, and Redis runs a
+   * transaction without any other client's command in between, so the dataset and the intent are of one
+   * moment. Two plain reads (even pipelined) could have a roll-forward (apply, then remove the intent) fall
+   * between them and pair the stale incarnation with "no intent" — the very answer this is here to
+   * prevent. A Lua script would be as atomic, but would have to know the intent's shape a second time, in
+   * Lua; the transaction hands the intent (present only while a change is in flight, or after a crash) to
+   * the one decoder in schema-intent.ts.
+   */
+  private async withIntent(account: string, what: string, read: (m: ChainableCommander) => ChainableCommander): Promise<[unknown, SchemaIntent | undefined]> {
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await read(this.redis.multi()).get(`${this.intentNamespace}${account}`).exec();
+    } catch (e) {
+      throw redisError(this.where(), what, e);
+    }
+    // null: the transaction was discarded (only a WATCH does that, and there is none), so treat it as a failure.
+    if (results === null) throw redisError(this.where(), what, new Error('transaction discarded'));
+    const failed = results.find(([err]) => err !== null);
+    if (failed) throw redisError(this.where(), what, failed[0]);
+    const raw = results[1]?.[1];
+    return [results[0]?.[1], typeof raw === 'string' ? decodeSchemaIntent(raw) : undefined];
   }
 
   async count(account: string): Promise<number> {
