@@ -31,7 +31,7 @@ import type { RedisSchemaStore } from '@pushbase/redis';
  * leaves the event committed and Redis stale until the next holder of the account's lease rolls it
  * forward (up to a lease TTL). A write validated then against the deleted (or not yet re-created)
  * incarnation would be acknowledged and dropped by the fold. So both reads below come with the account's
- * intent, from one moment of Redis (RedisSchemaStore.settledHead/settledGet: one MULTI), and while a change
+ * intent, from one moment of Redis (RedisSchemaStore.settledHead/settledGet: one script), and while a change
  * of THIS dataset is pending the write is refused `unavailable` (503) before anything is sent: it will
  * never be applied, and a retry after the roll-forward is validated against the store as the log has it.
  * That holds whether the pending event is a deletion or a definition of a new incarnation: the write is
