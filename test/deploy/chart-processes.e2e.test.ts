@@ -145,13 +145,28 @@ describe('the chart rendered, run as processes', () => {
     expect(records).toEqual([{ n: 1 }, { n: 2 }]);
   }, 120_000);
 
-  it('stops every service on SIGTERM with exit 0, the gateway first and the projector last', async () => {
+  it('stops every service on SIGTERM with exit 0 in its grace period, the gateway first and the projector last; the gRPC services answer NOT_SERVING to their readiness probe during the drain, still listening', async () => {
     for (const name of ['run-pushbase-gateway', 'run-pushbase-records', 'run-pushbase-schema', 'run-pushbase-projector']) {
       const proc = running.get(name)!;
-      const grace = named(objects, 'Deployment', name).spec.template.spec.terminationGracePeriodSeconds as number;
+      const spec = named(objects, 'Deployment', name).spec.template.spec;
+      const container = spec.containers[0];
       // Within the grace period the chart gives it, as the kubelet would wait before SIGKILL.
-      const exit = await proc.signal('SIGTERM', grace * 1000);
-      expect({ name, exit }).toEqual({ name, exit: { code: 0, signal: null } });
+      const sent = Date.now();
+      const exited = proc.signal('SIGTERM', (spec.terminationGracePeriodSeconds as number) * 1000);
+      if (container.readinessProbe?.grpc !== undefined) {
+        const drainMs = Number(envOf(container, secrets).PUSHBASE_GRPC_DRAIN_MS);
+        expect(drainMs).toBeGreaterThanOrEqual(1000);
+        const probe = container.readinessProbe.grpc as { port: number; service?: string };
+        const client = healthClient(`127.0.0.1:${probe.port}`);
+        try {
+          const status = await eventually(async () => ((await client.check(probe.service ?? '')) === 'NOT_SERVING' ? 'NOT_SERVING' : undefined), drainMs);
+          // Answered by the service itself, so its listener was still open, within the drain.
+          expect({ name, status, withinDrain: Date.now() - sent < drainMs }).toEqual({ name, status: 'NOT_SERVING', withinDrain: true });
+        } finally {
+          client.close();
+        }
+      }
+      expect({ name, exit: await exited }).toEqual({ name, exit: { code: 0, signal: null } });
       running.delete(name);
     }
   }, 300_000);

@@ -91,7 +91,7 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
     // Readiness sees NOT_SERVING before the drain ends, so the pod leaves the Service while it still serves.
     expect(c.readinessProbe.periodSeconds * (c.readinessProbe.failureThreshold ?? 3) * 1000).toBeLessThan(drainMs);
     const config = svc === 'schema' ? loadSchemaConfig(env) : loadRecordsConfig(env);
-    expect(config.grpc).toMatchObject({ host: '0.0.0.0', port });
+    expect(config.grpc).toEqual({ host: '0.0.0.0', port, drainMs });
     const service = named(objects, 'Service', name(svc));
     expect(matches(service.spec.selector, d.spec.template.metadata.labels)).toBe(true);
     expect(service.spec.ports).toEqual([expect.objectContaining({ name: 'grpc', port, targetPort: 'grpc' })]);
