@@ -6,6 +6,7 @@
  * values refused at template time by values.schema.json or the chart's own checks.
  */
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseTrustedProxies } from '@pushbase/gateway';
 import { loadGatewayConfig } from '../../services/gateway/src/config';
@@ -184,6 +185,15 @@ describe('helm/pushbase', () => {
     const res = helm(['version', '--short']);
     expect(res.status).toBe(0);
     expect(res.stdout.trim()).toBe(HELM_VERSION);
+  });
+
+  it('sets only variables the README documents', () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const production = render('docs', ['-f', path.join(chart, 'ci', 'production-values.yaml')]);
+    const variables = new Set<string>();
+    for (const o of [...byKind(production, 'Deployment'), ...byKind(production, 'Job')]) for (const e of o.spec.template.spec.containers[0].env) variables.add(e.name as string);
+    expect(variables.size).toBeGreaterThan(20);
+    expect([...variables].filter((v) => !readme.includes(`\`${v}\``))).toEqual([]);
   });
 
   it('passes helm lint --strict with the default values and with the production values', () => {
