@@ -8,6 +8,10 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { SERVICES } from '../../services/cli/src/distributed';
 import { CLICKHOUSE_IMAGE, KAFKA_IMAGE, REDIS_IMAGE } from '../../deploy/local/containers';
+import { loadGatewayConfig } from '../../services/gateway/src/config';
+import { loadSchemaConfig } from '../../services/schema/src/config';
+import { loadRecordsConfig } from '../../services/records/src/config';
+import { loadMigrateConfig, loadProjectorConfig } from '../../services/projector/src/config';
 
 const root = path.resolve(__dirname, '..', '..');
 
@@ -70,5 +74,15 @@ describe('deploy/compose.yaml', () => {
     // The public port for everyone, the admin listener on the host's loopback only.
     expect(services.gateway!.ports).toEqual([`${gateway.PUSHBASE_PORT}:${gateway.PUSHBASE_PORT}`, `127.0.0.1:${gateway.PUSHBASE_ADMIN_PORT}:${gateway.PUSHBASE_ADMIN_PORT}`]);
     expect(services.gateway!.healthcheck?.test.join(' ')).toContain(`127.0.0.1:${gateway.PUSHBASE_ADMIN_PORT}/healthz`);
+  });
+
+  it("gives each service an environment its own configuration accepts", () => {
+    const env = (name: string): NodeJS.ProcessEnv => services[name]!.environment!;
+    expect(loadMigrateConfig(env('migrate')).kafka).toMatchObject({ partitions: 6, replicationFactor: 1 });
+    expect(loadProjectorConfig(env('projector')).clickhouse.url).toBe('http://clickhouse:8123');
+    expect(loadSchemaConfig(env('schema')).grpc).toEqual({ host: '0.0.0.0', port: 50051, drainMs: 2000 });
+    expect(loadRecordsConfig(env('records')).grpc).toEqual({ host: '0.0.0.0', port: 50052, drainMs: 2000 });
+    const gateway = loadGatewayConfig({ ...env('gateway'), PUSHBASE_DATA_DIR: '/var/lib/pushbase' });
+    expect({ port: gateway.port, adminPort: gateway.adminPort, adminHost: gateway.adminHost }).toEqual({ port: 8443, adminPort: 8444, adminHost: '0.0.0.0' });
   });
 });
