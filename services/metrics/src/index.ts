@@ -1,1 +1,4 @@
-export {};
+export * from './registry';
+export * from './instruments';
+export * from './listener';
+export * from './config';
