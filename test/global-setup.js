@@ -20,6 +20,13 @@ module.exports = async (globalConfig) => {
   const selected = globalConfig.selectProjects ?? [];
   if (selected.length > 0 && selected.every((p) => p === 'unit')) return;
 
+  // schemathesis for test/e2e/schemathesis.e2e.test.ts: a pinned Python tool in the project's own
+  // virtualenv, installed once (so its minute of pip is never counted in a test's timeout), then instant.
+  if (selected.length === 0 || selected.some((p) => p.startsWith('e2e'))) {
+    const { ensureSchemathesis } = require('../scripts/ensure-schemathesis.js');
+    process.env.PUSHBASE_SCHEMATHESIS_PYTHON = ensureSchemathesis((line) => process.stderr.write(`\npushbase tests: ${line}…\n`)).python;
+  }
+
   const { startTestServices } = tsx.require('../deploy/local/test-services.ts', __filename);
   // Quiet unless slow: only the once-per-machine steps (apt-get, Maven, formatting) are announced.
   const say = (line, kind) => {
