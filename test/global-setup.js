@@ -11,6 +11,7 @@ const { execFileSync } = require('node:child_process');
 // processes, installed on first use, or containers where a Docker engine is reachable. Their URLs go into
 // the environment the test workers inherit; the teardown stops only what this run started.
 const tsx = require('tsx/cjs/api');
+const { ensureHelm } = require('../scripts/ensure-helm.js');
 
 module.exports = async (globalConfig) => {
   execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build.js')], { stdio: 'inherit' });
@@ -19,6 +20,14 @@ module.exports = async (globalConfig) => {
   // Only the unit project needs no server.
   const selected = globalConfig.selectProjects ?? [];
   if (selected.length > 0 && selected.every((p) => p === 'unit')) return;
+
+  // The helm binary of the chart's tests (test/deploy/helm.int.test.ts), built once per machine from source
+  // (scripts/ensure-helm.js). A failed build fails that suite with the reason, not the whole run.
+  try {
+    process.env.PUSHBASE_HELM = ensureHelm((line) => process.stderr.write(`\n${line}\n`));
+  } catch (e) {
+    process.env.PUSHBASE_HELM_ERROR = e instanceof Error ? e.message : String(e);
+  }
 
   const { startTestServices } = tsx.require('../deploy/local/test-services.ts', __filename);
   // Quiet unless slow: only the once-per-machine steps (apt-get, Maven, formatting) are announced.

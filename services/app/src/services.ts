@@ -27,6 +27,21 @@ export interface SchemaDecision<T> {
  */
 export interface SchemaChanges {
   decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T>;
+  /**
+   * A read of one dataset without the account's lock, for answers that change nothing (find of an
+   * existing dataset, get): the dataset as the store shows it, and whether a change of it is pending —
+   * decided, perhaps durable, not yet in the store (a distributed holder stopped between the log and the
+   * store). When it is, the caller must not answer from the store but go through `decided`, which
+   * completes that change first. Absent when the store always holds every change `decided` resolved and
+   * no other (embedded: one process, the log's listener updates the store before the append resolves).
+   */
+  settled?(account: string, id: string): Promise<SettledDataset>;
+}
+
+/** See SchemaChanges.settled. */
+export interface SettledDataset {
+  readonly dataset: DatasetSummary | undefined;
+  readonly pending: boolean;
 }
 
 /**
@@ -62,6 +77,8 @@ export type SchemaServiceDeps = SchemaServiceCommonDeps & ({ readonly log: Event
 export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   const { store, clock, ids } = deps;
   const changes = 'changes' in deps ? deps.changes : logSchemaChanges(deps.log);
+  const settled = async (account: string, id: string): Promise<SettledDataset> =>
+    changes.settled === undefined ? { dataset: await store.get(account, id), pending: false } : changes.settled(account, id);
   return {
     findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
       const safeId = parseDatasetId(id);
@@ -71,10 +88,12 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
       };
       // A dataset that exists is found (or conflicts) from one read, without the account's lock: that answer
       // changes nothing and rests on the dataset alone, so it is correct as of the read (a delete running
-      // meanwhile comes after it). Only a create, which rests on the count too, must be serialised.
-      const seen = await decide();
-      if (seen.existing !== undefined) {
-        const found = seen.decision();
+      // meanwhile comes after it). Only a create, which rests on the count too, must be serialised — and an
+      // answer while a change of the dataset is pending, which the store does not show yet.
+      const seen = await settled(account, safeId);
+      if (!seen.pending && seen.dataset !== undefined) {
+        // The count matters only to a create, which is never answered here.
+        const found = decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, seen.dataset, 0);
         if (found.outcome === 'found') return { created: false, dataset: found.dataset };
       }
       return changes.decided(account, async (): Promise<SchemaDecision<FindOrCreateResult>> => {
@@ -84,7 +103,10 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
       });
     },
     get: async ({ account, id }: DatasetRef): Promise<DatasetSummary> => {
-      const ds = await store.get(account, parseDatasetId(id));
+      const safeId = parseDatasetId(id);
+      const seen = await settled(account, safeId);
+      // A pending change is completed under the lock (decided with no event of its own) before the answer.
+      const ds = seen.pending ? await changes.decided(account, async () => ({ answer: await store.get(account, safeId) })) : seen.dataset;
       if (ds === undefined) throw notFound();
       return ds;
     },

@@ -35,6 +35,11 @@ const schema = z
     PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_RECORDS_GRPC_PORT: integer(0, 0, 65_535),
+    // After SIGTERM, how long health reports NOT_SERVING while calls are still answered, before the drain
+    // (PUSHBASE_SHUTDOWN_TIMEOUT_MS) begins: behind a Kubernetes Service, the time for the readiness probe to
+    // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
+    // for clients connected directly (the drain's GOAWAY sends them elsewhere).
+    PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
     /*
      * The Kafka transactional id: one per running instance, the same across its restarts, so a restarted
      * instance fences its predecessor (and settles its open transaction) at its first connect. Default:
@@ -66,7 +71,7 @@ const schema = z
         lingerMs: e.PUSHBASE_RECORDS_LINGER_MS,
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
-      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT }),
+      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
     }),
   );

@@ -8,7 +8,7 @@ export interface RunningRecords {
   readonly port: number;
   readonly server: RecordsServer;
   readonly appender: KafkaEventAppender;
-  /** Health NOT_SERVING, calls in flight drained (cancelled after the shutdown timeout), Kafka and Redis closed. */
+  /** Health NOT_SERVING, calls still taken for the drain delay (PUSHBASE_GRPC_DRAIN_MS), then those in flight drained (cancelled after the shutdown timeout), Kafka and Redis closed. */
   stop(): Promise<void>;
 }
 
@@ -67,7 +67,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     appender,
     stop: () =>
       (stopped ??= (async () => {
-        await server.grpc.shutdown(config.shutdownTimeoutMs);
+        await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
         try {
           await appender.close();
         } finally {

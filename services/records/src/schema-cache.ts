@@ -1,5 +1,5 @@
 import type { SchemaStore } from '@pushbase/contracts';
-import type { DatasetSummary } from '@pushbase/domain';
+import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import type { RedisSchemaStore } from '@pushbase/redis';
 
 /*
@@ -25,6 +25,17 @@ import type { RedisSchemaStore } from '@pushbase/redis';
  * A write that races a delete (validated against incarnation A while A is being deleted) may still be
  * acknowledged and not applied: it is ordered before the delete, whose effect removes its records with the
  * rest of A. It is never applied to another incarnation: the event names A.
+ *
+ * A change the store does not show yet. The schema service writes its decided event as the account's
+ * intent before Kafka and removes it once Redis shows the event; a schema service that dies in between
+ * leaves the event committed and Redis stale until the next holder of the account's lease rolls it
+ * forward (up to a lease TTL). A write validated then against the deleted (or not yet re-created)
+ * incarnation would be acknowledged and dropped by the fold. So both reads below come with the account's
+ * intent, from one moment of Redis (RedisSchemaStore.settledHead/settledGet: one script), and while a change
+ * of THIS dataset is pending the write is refused `unavailable` (503) before anything is sent: it will
+ * never be applied, and a retry after the roll-forward is validated against the store as the log has it.
+ * That holds whether the pending event is a deletion or a definition of a new incarnation: the write is
+ * validated against no incarnation at all. An intent of another dataset of the account does not block.
  */
 
 export interface CachedSchemaStoreOptions {
@@ -36,6 +47,9 @@ interface Entry {
   readonly incarnation: string;
   readonly definition: DatasetSummary['definition'];
 }
+
+const pendingChange = (): DomainError =>
+  new DomainError('unavailable', 'A change of this dataset is being completed; nothing was written, try again in a moment');
 
 export class CachedSchemaStore implements SchemaStore {
   private readonly maxEntries: number;
@@ -52,7 +66,8 @@ export class CachedSchemaStore implements SchemaStore {
 
   async get(account: string, id: string): Promise<DatasetSummary | undefined> {
     const key = `${account}/${id}`;
-    const head = await this.store.head(account, id);
+    const { dataset: head, pending } = await this.store.settledHead(account, id);
+    if (pending) throw pendingChange();
     if (head === undefined) {
       this.entries.delete(key);
       return undefined;
@@ -65,7 +80,9 @@ export class CachedSchemaStore implements SchemaStore {
       return { account, id, incarnation: head.incarnation, definition: cached.definition, created_at: head.created_at, updated_at: head.updated_at };
     }
     this.counts.misses += 1;
-    const full = await this.store.get(account, id);
+    // The intent again: a change may have begun since the head was read.
+    const { dataset: full, pending: pendingNow } = await this.store.settledGet(account, id);
+    if (pendingNow) throw pendingChange();
     this.entries.delete(key);
     if (full === undefined) return undefined;
     this.entries.set(key, { incarnation: full.incarnation, definition: full.definition });

@@ -9,13 +9,16 @@ import type { Redis } from 'ioredis';
 import { healthClient } from '../../grpc/test/support';
 import { BUNDLE } from '../../../test/helpers/server';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
-import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
 import { body, readTopic, SchemaFixture } from './support';
 
 /*
  * The shipped bundle as a deployment runs it: `pushbase records` says where it listens, reports SERVING,
- * writes over gRPC into the topic, and on SIGTERM drains and exits 0.
+ * writes over gRPC into the topic, and on SIGTERM turns NOT_SERVING, keeps answering for the drain delay
+ * (PUSHBASE_GRPC_DRAIN_MS), drains and exits 0.
  */
+
+const DRAIN_MS = 3000;
 
 let admin: Admin;
 let redis: Redis;
@@ -37,7 +40,7 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-it('pushbase records: listens, serves writes into the topic, reports health, and exits 0 on SIGTERM', async () => {
+it('pushbase records: listens, serves writes into the topic, reports health, and on SIGTERM answers through the drain delay, then exits 0', async () => {
   const topic = randomName('pushbase-records-cli');
   topics.push(topic);
   await ensureTopic(admin, { topic, partitions: 2 });
@@ -56,6 +59,7 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
       PUSHBASE_GRPC_HOST: '127.0.0.1',
       PUSHBASE_RECORDS_GRPC_PORT: '0',
       PUSHBASE_RECORDS_TRANSACTIONAL_ID: randomName('pushbase-records-cli'),
+      PUSHBASE_GRPC_DRAIN_MS: String(DRAIN_MS),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -87,13 +91,18 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
     await expect(health.check('pushbase.v1.RecordService')).resolves.toBe('SERVING');
     await client.append({ account, id: 'sales', json: body([{ amount: 1 }]) });
     await client.replace({ account, id: 'sales', json: body([{ amount: 2 }]) });
+
+    const signalled = Date.now();
+    child.kill('SIGTERM');
+    // Probes see NOT_SERVING while writes are still taken from those that have not noticed yet.
+    await eventually('health NOT_SERVING', async () => (await health.check('')) === 'NOT_SERVING', 10_000);
+    await client.append({ account, id: 'sales', json: body([{ amount: 3 }]) });
+    expect(await exited).toBe(0);
+    expect(Date.now() - signalled).toBeGreaterThanOrEqual(DRAIN_MS);
   } finally {
     health.close();
     client.close();
   }
-  expect((await readTopic(admin, topic)).map((e) => e.type)).toEqual(['RecordsAppended', 'RecordsReplaced']);
-
-  child.kill('SIGTERM');
-  expect(await exited).toBe(0);
+  expect((await readTopic(admin, topic)).map((e) => e.type)).toEqual(['RecordsAppended', 'RecordsReplaced', 'RecordsAppended']);
   expect(lines.map((l) => l.msg)).toContain('shutting down');
 });

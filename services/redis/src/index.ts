@@ -2,6 +2,7 @@
 export * from './keys';
 export * from './rate-limiter';
 export * from './schema-store';
+export * from './schema-intent';
 export * from './key-store';
 export * from './connection';
 export * from './config';

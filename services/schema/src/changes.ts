@@ -1,9 +1,18 @@
-import type { SchemaChanges, SchemaDecision } from '@pushbase/app';
+import type { SchemaChanges, SchemaDecision, SettledDataset } from '@pushbase/app';
 import { KeyedMutex } from '@pushbase/app';
 import type { EventAppender, SchemaStoreWriter } from '@pushbase/contracts';
-import { DomainError, type DatasetDefined, type DatasetDeleted } from '@pushbase/domain';
+import { DomainError } from '@pushbase/domain';
 import type { Logger } from '@pushbase/grpc';
-import { checkPrefix, redisError, type Redis } from '@pushbase/redis';
+import {
+  decodeSchemaIntent,
+  encodeSchemaIntent,
+  redisError,
+  schemaIntentKey,
+  schemaIntentNamespace,
+  type Redis,
+  type RedisSchemaStore,
+  type SchemaChangeEvent,
+} from '@pushbase/redis';
 import type { Result } from 'ioredis';
 import type { AccountLease, RedisAccountLock } from './account-lock';
 
@@ -24,6 +33,7 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  *   7. delete the intent, release the lease, answer.
  *
  *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
+ *                                     (its key and shape: services/redis/src/schema-intent.ts)
  *
  * Repair. An intent present at step 2 belongs to a holder that stopped between 4 and 7: its event may or
  * may not be in Kafka. Rolling forward re-appends the SAME event (same incarnation) and applies it, so both
@@ -51,7 +61,7 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  * lets it expire — so the next holder starts only once such a late commit can no longer arrive in practice.
  */
 
-type SchemaEvent = DatasetDefined | DatasetDeleted;
+type SchemaEvent = SchemaChangeEvent;
 
 export interface RedisSchemaChangesOptions {
   readonly redis: Redis;
@@ -60,8 +70,11 @@ export interface RedisSchemaChangesOptions {
   readonly lock: RedisAccountLock;
   /** Where decided events go: Kafka in production. Its `unavailable` must mean "never stored". */
   readonly appender: EventAppender;
-  /** The Redis schema store the decisions are read from; applying is idempotent per incarnation. */
-  readonly store: SchemaStoreWriter;
+  /**
+   * The Redis schema store the decisions are read from; applying is idempotent per incarnation. Its
+   * settledGet serves the lock-free reads (settled()).
+   */
+  readonly store: SchemaStoreWriter & Pick<RedisSchemaStore, 'settledGet'>;
   readonly log?: Logger;
   /** Test seam: runs once the append was acknowledged, before Redis is updated (where a crash needs repair). */
   readonly afterAppend?: (event: SchemaEvent) => Promise<void>;
@@ -103,7 +116,8 @@ export class RedisSchemaChanges implements SchemaChanges {
   private readonly redis: Redis;
   private readonly lock: RedisAccountLock;
   private readonly appender: EventAppender;
-  private readonly store: SchemaStoreWriter;
+  private readonly store: SchemaStoreWriter & Pick<RedisSchemaStore, 'settledGet'>;
+  private readonly prefix: string;
   private readonly log: Logger;
   private readonly afterAppend: ((event: SchemaEvent) => Promise<void>) | undefined;
 
@@ -114,13 +128,24 @@ export class RedisSchemaChanges implements SchemaChanges {
     this.store = options.store;
     this.log = options.log ?? (() => undefined);
     this.afterAppend = options.afterAppend;
-    this.intentNamespace = `${checkPrefix(options.prefix)}schema-intent:`;
+    this.prefix = options.prefix;
+    this.intentNamespace = schemaIntentNamespace(options.prefix);
     this.redis.defineCommand('pushbaseSchemaWriteIntent', { numberOfKeys: 2, lua: WRITE_INTENT });
     this.redis.defineCommand('pushbaseSchemaRetractIntent', { numberOfKeys: 1, lua: RETRACT_INTENT });
   }
 
   intentKey(account: string): string {
-    return `${this.intentNamespace}${account}`;
+    return schemaIntentKey(this.prefix, account);
+  }
+
+  /**
+   * The dataset and whether a change of it is pending, in one read: the lock-free answers (find of an
+   * existing dataset, get) go through `decided` instead when it is, which waits for the account's lease
+   * (a dead holder's expires) and rolls the intent forward first. Without this, a holder that died after
+   * its DatasetDeleted was committed to Kafka left the store answering "found" for a whole lease TTL.
+   */
+  settled(account: string, id: string): Promise<SettledDataset> {
+    return this.store.settledGet(account, id);
   }
 
   decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T> {
@@ -221,7 +246,7 @@ export class RedisSchemaChanges implements SchemaChanges {
       throw redisError(this.where(), 'reading the schema intent', e);
     }
     if (written === null) return false;
-    const { event } = JSON.parse(written) as { event: SchemaEvent };
+    const { event } = decodeSchemaIntent(written);
     try {
       await this.appendUnderLease(holding, event);
     } catch (e) {
@@ -241,7 +266,7 @@ export class RedisSchemaChanges implements SchemaChanges {
   private async commit(holding: Holding, event: SchemaEvent): Promise<void> {
     const { lease } = holding;
     const key = this.intentKey(lease.account);
-    const intent = JSON.stringify({ token: lease.token, event });
+    const intent = encodeSchemaIntent({ token: lease.token, event });
     let ours: number;
     try {
       ours = await this.redis.pushbaseSchemaWriteIntent(lease.key, key, lease.token, intent);

@@ -44,6 +44,11 @@ const schema = z
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),
+    // After SIGTERM, how long health reports NOT_SERVING while calls are still answered, before the drain
+    // (PUSHBASE_SHUTDOWN_TIMEOUT_MS) begins: behind a Kubernetes Service, the time for the readiness probe to
+    // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
+    // for clients connected directly (the drain's GOAWAY sends them elsewhere).
+    PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
     // From append() to the broker's acknowledgment; later, the change is refused or its outcome unknown.
     PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: integer(10_000, 100, 120_000),
     // The per-account lease that serialises decisions across replicas (services/schema/src/changes.ts).
@@ -77,7 +82,7 @@ const schema = z
         transactionalId: e.PUSHBASE_SCHEMA_TRANSACTIONAL_ID ?? defaultTransactionalId('schema'),
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
-      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT }),
+      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,

@@ -7,7 +7,7 @@ import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './
 export interface RunningSchema {
   readonly port: number;
   readonly server: SchemaServer;
-  /** Health NOT_SERVING, calls in flight drained (cancelled after the shutdown timeout), sweep stopped, Kafka and Redis closed. */
+  /** Health NOT_SERVING, calls still taken for the drain delay (PUSHBASE_GRPC_DRAIN_MS), then those in flight drained (cancelled after the shutdown timeout), sweep stopped, Kafka and Redis closed. */
   stop(): Promise<void>;
 }
 
@@ -66,7 +66,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     server,
     stop: () =>
       (stopped ??= (async () => {
-        await server.grpc.shutdown(config.shutdownTimeoutMs);
+        await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
         await stopSweeping();
         try {
           await appender.close();

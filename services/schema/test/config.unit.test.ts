@@ -7,7 +7,8 @@ describe('pushbase schema configuration', () => {
     // Unique per start unless set: two replicas never fence each other.
     expect(loadSchemaConfig({}).kafka.transactionalId).not.toBe(c.kafka.transactionalId);
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
-    expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0 });
+    // No drain delay unless asked: locally the drain's GOAWAY is enough.
+    expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.lock).toEqual({ ttlMs: 60_000, waitMs: 10_000 });
     expect(Object.isFrozen(c)).toBe(true);
   });
@@ -22,6 +23,7 @@ describe('pushbase schema configuration', () => {
       PUSHBASE_REDIS_PREFIX: 'pb:',
       PUSHBASE_GRPC_HOST: '0.0.0.0',
       PUSHBASE_SCHEMA_GRPC_PORT: '7001',
+      PUSHBASE_GRPC_DRAIN_MS: '5000',
       PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '5000',
       PUSHBASE_SCHEMA_LOCK_TTL_MS: '10000',
       PUSHBASE_SCHEMA_LOCK_WAIT_MS: ' ',
@@ -31,7 +33,7 @@ describe('pushbase schema configuration', () => {
     expect(c).toEqual({
       kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
       redis: { url: 'rediss://r:6380', prefix: 'pb:' },
-      grpc: { host: '0.0.0.0', port: 7001 },
+      grpc: { host: '0.0.0.0', port: 7001, drainMs: 5000 },
       lock: { ttlMs: 10_000, waitMs: 10_000 },
       sweepIntervalMs: 500,
       shutdownTimeoutMs: 0,
@@ -50,5 +52,8 @@ describe('pushbase schema configuration', () => {
     expect(message).toMatch(/PUSHBASE_REDIS_PREFIX/);
     expect(message).toMatch(/PUSHBASE_SCHEMA_GRPC_PORT/);
     expect(message).toMatch(/PUSHBASE_KAFKA_BROKERS/);
+    expect(() => loadSchemaConfig({ PUSHBASE_GRPC_DRAIN_MS: '-1' })).toThrow(/PUSHBASE_GRPC_DRAIN_MS/);
+    expect(() => loadSchemaConfig({ PUSHBASE_GRPC_DRAIN_MS: 'soon' })).toThrow(/PUSHBASE_GRPC_DRAIN_MS/);
+    expect(loadSchemaConfig({ PUSHBASE_GRPC_DRAIN_MS: ' ' }).grpc.drainMs).toBe(0);
   });
 });

@@ -82,3 +82,35 @@ it('stops gracefully: NOT_SERVING first, the call in flight answered, then close
     await running.stop();
   }
 });
+
+it('with PUSHBASE_GRPC_DRAIN_MS: NOT_SERVING at once, calls still answered for the drain delay, then none', async () => {
+  const DRAIN_MS = 3000;
+  const config = loadSchemaConfig({
+    PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
+    PUSHBASE_KAFKA_TOPIC: topic,
+    PUSHBASE_REDIS_URL: redisUrl(),
+    PUSHBASE_REDIS_PREFIX: prefix,
+    PUSHBASE_GRPC_DRAIN_MS: String(DRAIN_MS),
+  });
+  const running = await runSchema(config, { log: () => undefined });
+  const address = `127.0.0.1:${running.port}`;
+  const client = connectSchemaService(address, { protos: pushbaseServices() });
+  const health = healthClient(address);
+  try {
+    const account = `acct-${randomBytes(4).toString('hex')}`;
+    await create(client, account, 'before');
+    const started = Date.now();
+    const stopping = running.stop();
+    // Probes see NOT_SERVING while the server still answers whoever has not noticed yet, a change included.
+    await eventually('health NOT_SERVING', async () => (await health.check('')) === 'NOT_SERVING');
+    await expect(create(client, account, 'during')).resolves.toMatchObject({ created: true });
+    await expect(client.get({ account, id: 'before' })).resolves.toMatchObject({ id: 'before' });
+    await stopping;
+    expect(Date.now() - started).toBeGreaterThanOrEqual(DRAIN_MS);
+    await expect(client.get({ account, id: 'before' })).rejects.toMatchObject({ code: 'unavailable' });
+  } finally {
+    health.close();
+    client.close();
+    await running.stop();
+  }
+});

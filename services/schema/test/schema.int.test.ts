@@ -253,6 +253,77 @@ describe('the distributed schema service', () => {
   });
 });
 
+describe('the distributed schema service while a holder that died between Kafka and Redis keeps its lease', () => {
+  /**
+   * Replica `a` "dies" (stops for good) once its deletion of `gone` is committed to Kafka, before Redis hears
+   * of it: the store still shows `gone`, the account's intent says it is deleted, and the lease (1.5 s here;
+   * 60 s by default) is nobody's to release. `b` is a live replica with the same short lease.
+   */
+  async function deletionLeftBehind() {
+    const { topic, prefix, account, store } = await setting();
+    const lock = { ttlMs: 1500, waitMs: 30_000 };
+    const b = await replica({ topic, prefix, lock });
+    const made = await create(b.service, account, 'gone');
+    await create(b.service, account, 'kept');
+    let crashed!: () => void;
+    const frozen = new Promise<void>((resolve) => (crashed = resolve));
+    let appended = false;
+    const a = await replica({
+      topic,
+      prefix,
+      lock,
+      afterAppend: async () => {
+        appended = true;
+        await frozen;
+      },
+    });
+    const zombie = a.service.delete({ account, id: 'gone' });
+    await eventually('the crashed append', () => appended);
+    expect((await store.get(account, 'gone'))?.incarnation).toBe(made.dataset.incarnation); // stale
+    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+    const finish = async (): Promise<void> => {
+      crashed();
+      await zombie;
+    };
+    return { topic, prefix, account, store, b, made, finish };
+  }
+
+  it('does not answer a find-or-create of the deleted dataset "found" from the stale store: it waits for the lease, rolls the deletion forward and creates anew', async () => {
+    const { topic, prefix, account, store, b, made, finish } = await deletionLeftBehind();
+    // Another dataset of the account is found lock-free: the intent is not rolled forward by it.
+    await expect(create(b.service, account, 'kept')).resolves.toMatchObject({ created: false });
+    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+
+    const again = await create(b.service, account, 'gone');
+    expect(again.created).toBe(true);
+    expect(again.dataset.incarnation).not.toBe(made.dataset.incarnation);
+    expect(await leftovers(prefix)).toEqual([]);
+    await finish();
+    const events = await readTopic(topic);
+    expect(events.map((e) => [e.type, e.dataset])).toEqual([
+      ['DatasetDefined', 'gone'],
+      ['DatasetDefined', 'kept'],
+      ['DatasetDeleted', 'gone'],
+      ['DatasetDeleted', 'gone'], // the roll-forward's copy, which the fold ignores
+      ['DatasetDefined', 'gone'],
+    ]);
+    await storeMatchesTopic(store, account, events, ['gone', 'kept']);
+    expect(await store.count(account)).toBe(2);
+  });
+
+  it('does not answer a get of the deleted dataset from the stale store: not_found once the deletion is rolled forward', async () => {
+    const { topic, prefix, account, store, b, finish } = await deletionLeftBehind();
+    await expect(b.service.get({ account, id: 'kept' })).resolves.toMatchObject({ id: 'kept' });
+    await expect(b.service.get({ account, id: 'gone' })).rejects.toMatchObject({ code: 'not_found' });
+    expect(await store.get(account, 'gone')).toBeUndefined();
+    expect(await leftovers(prefix)).toEqual([]);
+    await finish();
+    const events = await readTopic(topic);
+    await storeMatchesTopic(store, account, events, ['gone', 'kept']);
+    expect(await store.count(account)).toBe(1);
+  });
+});
+
 describe('the distributed schema service while an account is held', () => {
   it('refuses undecided (503) a change that waited longer than the lock wait, queued here or for the lease; nothing stored', async () => {
     const { topic, prefix, account, store } = await setting();

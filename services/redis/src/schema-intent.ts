@@ -1,0 +1,53 @@
+import type { DatasetDefined, DatasetDeleted } from '@pushbase/domain';
+import { checkPrefix } from './keys';
+
+/*
+ * The schema service's write-ahead intent: the change an account's lease holder decided, written before
+ * the event goes to Kafka and removed once the event is applied to the schema store
+ * (services/schema/src/changes.ts has the whole protocol). While it is there, the event may already be in
+ * the log without the store showing it — a holder that died between the two steps leaves it until the
+ * next holder rolls it forward. So readers that answer from the store without the account's lease (the
+ * records service, the schema service's lock-free reads) read it beside the dataset and hold back.
+ *
+ *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
+ *
+ * Outside `<prefix>schema:` on purpose: `pushbase replay` swaps whole generations of that namespace, and an
+ * intent must survive a swap untouched.
+ */
+
+/** The events a schema decision makes. */
+export type SchemaChangeEvent = DatasetDefined | DatasetDeleted;
+
+export interface SchemaIntent {
+  /** The token of the lease under which it was written. */
+  readonly token: string;
+  readonly event: SchemaChangeEvent;
+}
+
+/** Every intent key under `prefix` starts with this (the account follows). */
+export const schemaIntentNamespace = (prefix: string): string => `${checkPrefix(prefix)}schema-intent:`;
+
+export const schemaIntentKey = (prefix: string, account: string): string => `${schemaIntentNamespace(prefix)}${account}`;
+
+export const encodeSchemaIntent = (intent: SchemaIntent): string => JSON.stringify({ token: intent.token, event: intent.event });
+
+/** Only this module and the schema service write intents, so the shape is trusted once it is an object with an event. */
+export function decodeSchemaIntent(raw: string): SchemaIntent {
+  const parsed = JSON.parse(raw) as Partial<SchemaIntent> | null;
+  if (parsed === null || typeof parsed !== 'object' || typeof parsed.event !== 'object' || parsed.event === null) {
+    throw new Error(`Not a schema intent: ${raw.slice(0, 200)}`);
+  }
+  return parsed as SchemaIntent;
+}
+
+/**
+ * Whether `intent` is a change of dataset `id` that the store, whose live incarnation of `id` is
+ * `liveIncarnation`, does not show yet. An intent of another dataset of the account does not matter to
+ * `id`. One the store already shows (the projector applied the event from the log before the holder's
+ * successor rolled it forward, or only the intent's removal failed) changes nothing a reader could see:
+ * a deletion whose incarnation is no longer live, a definition whose incarnation is.
+ */
+export function pendingFor(intent: SchemaIntent | undefined, id: string, liveIncarnation: string | undefined): boolean {
+  if (intent === undefined || intent.event.dataset !== id) return false;
+  return intent.event.type === 'DatasetDeleted' ? liveIncarnation === intent.event.incarnation : liveIncarnation !== intent.event.incarnation;
+}
