@@ -141,6 +141,12 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
 }
 
+/** A process's peak resident set (VmHWM) in MiB, from /proc/<pid>/status. */
+function peakRssMiB(pid: number): number {
+  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match === null ? NaN : Number(match[1]) / 1024;
+}
+
 const line = (s = ''): boolean => process.stdout.write(`${s}\n`);
 const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
@@ -443,14 +449,19 @@ async function main(): Promise<void> {
     line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
     line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
     line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
-    const freshP99 = Math.max(quantile(peak.fresh.samples, 0.99), quantile(halfPhase.fresh.samples, 0.99));
+    // Judged in each phase on its own: at the peak the closed loop holds the machine's every core, so the
+    // projector's share decides whether it keeps up; at half the peak it shows the pipeline's own delay.
+    const freshPeakP99 = quantile(peak.fresh.samples, 0.99);
+    const freshHalfP99 = quantile(halfPhase.fresh.samples, 0.99);
     line('');
     line('targets:');
     line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakRecords)} — ${verdict(peakRecords >= TARGETS.recordsPerS)}`);
     line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakRecords / raw.perBatchRecordsPerS, 2)} — ${verdict(peakRecords / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakRecords / raw.flushSizeRecordsPerS, 2)})`);
     line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
-    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms: ${fmt(freshP99)} ms — ${verdict(freshP99 <= TARGETS.freshP99Ms)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at half the peak: ${fmt(freshHalfP99)} ms — ${verdict(freshHalfP99 <= TARGETS.freshP99Ms)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at the peak: ${fmt(freshPeakP99)} ms — ${verdict(freshPeakP99 <= TARGETS.freshP99Ms)}`);
     line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
+    line(`  peak RSS: ${SERVICES.map((n) => `${n} ${fmt(peakRssMiB(pids[n]))} MiB`).join(', ')}`);
   } finally {
     await stack?.stop();
     if (opts.cpuProf !== '') line(`CPU profiles in ${path.resolve(opts.cpuProf)}/<service>/ (node --import tsx bench/cpuprofile.ts FILE)`);
