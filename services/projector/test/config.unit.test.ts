@@ -10,7 +10,7 @@ describe('loadProjectorConfig', () => {
       redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
       maxRows: 4_000_000,
       flushRows: 50_000,
-      flushIntervalMs: 1000,
+      flushIntervalMs: 250,
     });
   });
 
