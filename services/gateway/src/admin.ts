@@ -5,6 +5,9 @@ import type { ReadModel } from '@pushbase/contracts';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
 
+/** The admin listener's unauthenticated health route. */
+export const HEALTH_PATH = '/healthz';
+
 export interface AdminDeps {
   readonly readModel: ReadModel;
   readonly token: string;
@@ -23,6 +26,19 @@ export function createAdminApp({ readModel, token, log }: AdminDeps): Koa {
     await next();
   });
   app.use(errorMiddleware(log ?? ((line: string) => process.stderr.write(`${line}\n`))));
+  /*
+   * The one route without the token: an orchestrator's HTTP probe (the chart's liveness and readiness)
+   * carries no credentials, and the public port cannot serve it (every route there needs an API key and,
+   * behind a TLS proxy, a peer among the trusted proxies). It says only that this process serves; no data.
+   */
+  app.use(async (ctx: Context, next: Next) => {
+    if (ctx.path !== HEALTH_PATH || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) {
+      await next();
+      return;
+    }
+    ctx.set('Cache-Control', 'no-store');
+    ctx.body = { status: 'ok' };
+  });
   app.use(async (ctx: Context, next: Next) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
     if (m === null || !safeEqual(m[1] as string, token)) {
