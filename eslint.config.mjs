@@ -3,7 +3,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', '.tools/**', 'bin/**', 'bench/.scratch*'] },
+  { ignores: ['node_modules/**', '**/dist/**', 'coverage/**', '.data/**', '.services/**', 'bin/**', 'bench/.scratch*'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -1,25 +1,36 @@
 #!/usr/bin/env node
 // schemathesis (a Python tool, installed from PyPI by pip) for test/e2e/schemathesis.e2e.test.ts, in a
-// virtualenv of the project's own: .tools/schemathesis-<hash of test/schemathesis/requirements.txt>/.
+// virtualenv of its own: schemathesis-<hash of test/schemathesis/requirements.txt>/ in the same cache as
+// scripts/ensure-helm.js's helm (outside the work tree, so a fresh clone on the same machine reuses it).
 // Like ensure-deps.js it is quiet and instant when the virtualenv is already in place; jest's global setup
-// calls it, and `node scripts/ensure-schemathesis.js` prints the interpreter to run it with.
+// calls it.
 //
 // Every version is pinned (requirements.txt: schemathesis and all it pulls in), so a new release of a
-// dependency cannot change what the test checks. Two runs may provision at once (two worktrees, jest
-// projects): each builds in a folder of its own and renames it into place; a loser uses the winner's. A
-// virtualenv's console scripts hold their folder's path, so the tool runs as `<venv>/bin/python -m
-// schemathesis.cli`, which works from the renamed folder.
+// dependency cannot change what the test checks; editing the file makes a new virtualenv. Two runs may
+// provision at once (two worktrees, jest projects): each builds in a folder of its own and renames it into
+// place; a loser uses the winner's. A virtualenv's console scripts hold their folder's path, so the tool
+// runs as `<venv>/bin/python -m schemathesis.cli`, which works from the renamed folder.
+//
+//   node scripts/ensure-schemathesis.js    installs when missing, prints the interpreter to run it with
+//   PUSHBASE_PYTHON=/path/to/python3       the Python to make the virtualenv with (default: python3)
+//   PUSHBASE_TOOLS_DIR=/some/dir           cache folder (default: $XDG_CACHE_HOME/pushbase or ~/.cache/pushbase)
 'use strict';
 const { createHash } = require('node:crypto');
 const { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, openSync, closeSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
+const os = require('node:os');
 const path = require('node:path');
 
-const root = path.resolve(__dirname, '..');
-const REQUIREMENTS = path.join(root, 'test', 'schemathesis', 'requirements.txt');
-const TOOLS = path.join(root, '.tools');
+const REQUIREMENTS = path.resolve(__dirname, '..', 'test', 'schemathesis', 'requirements.txt');
 /** schemathesis 4 needs Python 3.9 or later; the virtualenv uses whichever python3 is on PATH. */
 const MIN_PYTHON = [3, 9];
+
+/** The same cache as scripts/ensure-helm.js. */
+function toolsDir() {
+  if (process.env.PUSHBASE_TOOLS_DIR) return path.resolve(process.env.PUSHBASE_TOOLS_DIR);
+  const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
+  return path.join(cache, 'pushbase');
+}
 
 function pinnedVersion(requirements) {
   const m = /^schemathesis==(\S+)$/m.exec(requirements);
@@ -53,7 +64,7 @@ function findPython(log, say) {
   const ok = () => spawnSync(python, ['-c', probe], { stdio: 'ignore' }).status === 0;
   if (ok()) return python;
   if (existsSync('/usr/bin/apt-get') && process.getuid?.() === 0) {
-    say('installing Debian packages: python3 python3-venv');
+    say('pushbase: installing Debian packages: python3 python3-venv…');
     const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
     if (run('/usr/bin/apt-get', ['update'], log, { env }) === 0 && run('/usr/bin/apt-get', ['install', '-y', '--no-install-recommends', 'python3', 'python3-venv'], log, { env }) === 0 && ok()) {
       return python;
@@ -66,19 +77,20 @@ function findPython(log, say) {
  * Returns the virtualenv's interpreter and the pinned schemathesis version, creating the virtualenv first
  * when it is missing. `say` announces the slow, once-per-machine steps.
  */
-function ensureSchemathesis(say = (line) => process.stderr.write(`pushbase: ${line}…\n`)) {
+function ensureSchemathesis(say = (line) => process.stderr.write(`${line}\n`)) {
   const requirements = readFileSync(REQUIREMENTS, 'utf8');
   const version = pinnedVersion(requirements);
   const hash = createHash('sha256').update(requirements).digest('hex').slice(0, 16);
-  const home = path.join(TOOLS, `schemathesis-${hash}`);
+  const tools = toolsDir();
+  const home = path.join(tools, `schemathesis-${hash}`);
   const python = path.join(home, 'bin', 'python');
   const done = path.join(home, '.complete');
   if (existsSync(done)) return { python, version, home };
 
-  mkdirSync(TOOLS, { recursive: true });
+  mkdirSync(tools, { recursive: true });
   const mine = `${home}.${process.pid}.${Date.now()}`;
   const log = `${mine}.log`;
-  say(`installing schemathesis ${version} from PyPI into ${path.relative(root, home)}`);
+  say(`pushbase: installing schemathesis ${version} from PyPI into ${home} (once per machine; a minute)…`);
   try {
     const base = findPython(log, say);
     if (run(base, ['-m', 'venv', mine], log) !== 0) throw new Error(`${base} -m venv failed; ${log} ends:\n${tail(log)}`);

@@ -25,8 +25,8 @@ import { ANY_BODY, expectOk, uid, UNLIMITED } from './support';
  * about 10 s embedded and 15 s distributed on this 2-core machine (plus the stack's start), so there is no
  * reason to keep it to one.
  *
- * schemathesis is a pinned Python tool in a virtualenv of the project's (scripts/ensure-schemathesis.js),
- * which jest's global setup provisions before any suite runs and names in PUSHBASE_SCHEMATHESIS_PYTHON.
+ * schemathesis is a pinned Python tool in a virtualenv of its own (scripts/ensure-schemathesis.js), which
+ * jest's global setup provisions before any suite runs and names in PUSHBASE_SCHEMATHESIS_PYTHON.
  */
 
 const CONFIG = path.join(ROOT, 'test/schemathesis/schemathesis.toml');
@@ -70,7 +70,7 @@ afterAll(async () => {
 async function schemathesis(name: string, config: string, args: readonly string[]): Promise<StRun> {
   const python = process.env.PUSHBASE_SCHEMATHESIS_PYTHON;
   if (python === undefined || !existsSync(python)) {
-    throw new Error(`PUSHBASE_SCHEMATHESIS_PYTHON is ${python ?? 'unset'}: jest's global setup provisions schemathesis (scripts/ensure-schemathesis.js)`);
+    throw new Error(`no schemathesis (PUSHBASE_SCHEMATHESIS_PYTHON is ${python ?? 'unset'}): ${process.env.PUSHBASE_SCHEMATHESIS_ERROR ?? "jest's global setup provisions it with scripts/ensure-schemathesis.js"}`);
   }
   const reportPath = path.join(workDir, `${name}.json`);
   const child = spawn(
