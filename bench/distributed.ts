@@ -36,11 +36,13 @@ import { request as httpRequest } from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { connectClickHouse, dropDatabase, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
+import { connectClickHouse, dropDatabase, migrate, quoteIdentifier } from '@pushbase/clickhouse';
 import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
 import { project, type ProjectedDataset } from '@pushbase/projector';
 import { insertBody } from '../services/clickhouse/src/client';
-import { encodeRecord } from '../services/clickhouse/src/layout';
+import { storedPlan, writeSlots } from '../services/clickhouse/src/layout';
+import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
+import { RECORDS_INSERT_COLUMNS } from '../services/clickhouse/src/store';
 import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { TestStack } from '../test/helpers/distributed-stack';
@@ -307,22 +309,28 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
       summaries.push(defined.dataset);
       held.set(streamKey(account, `raw-${d}`), project(undefined, defined.event, { partition: 0, offset: offset++ }).dataset);
     }
-    const slots = slotsOf(summaries[0]!.definition);
+    const plan = storedPlan(summaries[0]!.definition);
+    // Each batch's rows in the store's own format and columns (RowBinary, RECORDS_INSERT_COLUMNS).
     const batches: Buffer[] = [];
-    const encoded: string[][] = [];
     for (let b = 0; b < opts.rawBatches; b++) {
       const dataset = summaries[b % datasets]!;
       const event = decideAppend({ account, id: dataset.id, body: JSON.parse(bodies[b % bodies.length]!), at }, dataset);
       const key = streamKey(account, dataset.id);
       const step = project(held.get(key), event, { partition: 0, offset: offset++ });
       held.set(key, step.dataset);
-      const lines = step.rows.map((r) => {
-        const row: Record<string, unknown> = { account: r.account, dataset: r.dataset, incarnation: r.incarnation, row_key: r.row_key, version: r.version, seq: r.seq, deleted: r.deleted ? 1 : 0 };
-        if (r.record !== null) encodeRecord(slots, r.record, row);
-        return `${JSON.stringify(row)}\n`;
-      });
-      encoded.push(lines);
-      batches.push(Buffer.from(lines.join('')));
+      const w = new RowBinaryWriter();
+      for (const r of step.rows) {
+        w.string(r.account);
+        w.string(r.dataset);
+        w.string(r.incarnation);
+        w.string(r.row_key);
+        w.int64(r.version);
+        w.int64(r.seq);
+        w.uint8(r.deleted ? 1 : 0);
+        w.string('');
+        writeSlots(w, plan, r.record);
+      }
+      batches.push(Buffer.from(w.bytes()));
     }
     await migrate(conn, database);
     const tables = [`${quoteIdentifier(database)}.raw_batches`, `${quoteIdentifier(database)}.raw_flush`];
@@ -332,13 +340,13 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
     const t0 = performance.now();
     for (const batch of batches) {
       const t = performance.now();
-      await insertBody(conn, tables[0]!, batch, 'a raw batch');
+      await insertBody(conn, tables[0]!, batch, 'a raw batch', { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS });
       times.push(performance.now() - t);
     }
     const perBatchMs = performance.now() - t0;
     const perFlush = Math.max(1, Math.floor(flushRows / RECORDS_PER_REQUEST));
     const t1 = performance.now();
-    for (let i = 0; i < encoded.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.from(encoded.slice(i, i + perFlush).flat().join('')), 'raw rows');
+    for (let i = 0; i < batches.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.concat(batches.slice(i, i + perFlush)), 'raw rows', { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS });
     const flushMs = performance.now() - t1;
     return { perBatchRecordsPerS: (records / perBatchMs) * 1000, perBatchMedianMs: quantile(times, 0.5), flushSizeRecordsPerS: (records / flushMs) * 1000 };
   } finally {
