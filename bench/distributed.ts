@@ -10,7 +10,9 @@
  *   peak   closed loop, --concurrency requests in flight, for --seconds after --warmup:
  *          records/s acknowledged, ack p50/p99;
  *   half   open loop at half the peak's request rate on other datasets: ack p50/p99 there;
- *   fresh  in both phases, the datasets of --watch accounts are timed from each 2xx until the admin
+ *   rate   open loop at the target rate, 50,000 records/s (100 appends/s), on a third set of datasets:
+ *          whether that rate is kept end to end, acknowledged and visible within the freshness target;
+ *   fresh  in every phase, the datasets of --watch accounts are timed from each 2xx until the admin
  *          listener's listing counts its records (polled back to back): freshness p50/p99;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
  *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
@@ -22,7 +24,7 @@
  * A dataset's listing counts its records only up to the 5000-record window, so every dataset gets at most
  * ten appends in a run: --accounts × --datasets must be large enough for the rate (it says when not).
  *
- * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 24 --watch 3
+ * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 36 --watch 3
  *   --raw-batches 200 --max-seconds 900
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
  *                    with `node --import tsx bench/cpuprofile.ts FILE`); the profiler slows them
@@ -90,8 +92,8 @@ const opts = {
   warmup: intOption('warmup', 3, 0, 60),
   concurrency: intOption('concurrency', 32, 1, 512),
   accounts: intOption('accounts', 40, 1, 1000),
-  // Half of each account's datasets take the peak, the other half the half-load phase.
-  datasets: intOption('datasets', 24, 2, 100),
+  // A third of each account's datasets take each phase (peak, half, rate).
+  datasets: intOption('datasets', 36, 3, 100),
   watch: intOption('watch', 3, 1, 100),
   rawBatches: intOption('raw-batches', 200, 1, 10_000),
   maxSeconds: intOption('max-seconds', 900, 30, 3600),
@@ -407,7 +409,7 @@ async function main(): Promise<void> {
 
     const bodies = Array.from({ length: 32 }, (_, i) => appendBody(i));
     const common = { origin: `https://127.0.0.1:${s.port}`, ca: s.ca, keys, bodies, concurrency: opts.concurrency };
-    const half = Math.floor(opts.datasets / 2);
+    const third = Math.floor(opts.datasets / 3);
     const ids = Array.from({ length: opts.datasets }, (_, d) => `ds-${d}`);
     const creates: Job[] = accounts.flatMap((_, k) => ids.map((id) => ({ key: k, method: 'PUT' as const, path: `/datasets/${id}`, body: 0 })));
     let t = performance.now();
@@ -421,8 +423,9 @@ async function main(): Promise<void> {
 
     const watched = new Set(accounts.slice(0, opts.watch).map((_, k) => k));
     const targetsFor = (from: number, to: number): Target[] => accounts.flatMap((_, k) => ids.slice(from, to).map((id) => ({ key: k, path: `/datasets/${id}/data`, ...(watched.has(k) ? { watch: true } : {}) })));
-    const peakTargets = targetsFor(0, half);
-    const halfTargets = targetsFor(half, opts.datasets);
+    const peakTargets = targetsFor(0, third);
+    const halfTargets = targetsFor(third, 2 * third);
+    const rateTargets = targetsFor(2 * third, opts.datasets);
 
     // ── peak ──
     t = performance.now();
@@ -441,6 +444,17 @@ async function main(): Promise<void> {
       accounts.slice(0, opts.watch),
     );
     requireClean('half', halfPhase.result);
+    const halfDrainS = await projectorCaughtUp(s, 600_000);
+
+    // ── rate ──
+    const targetRps = TARGETS.recordsPerS / RECORDS_PER_REQUEST;
+    const ratePhase = await phase(
+      s,
+      { ...common, mode: 'paced', targets: rateTargets, perSecond: targetRps, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000, concurrency: opts.concurrency * 4 },
+      accounts,
+      accounts.slice(0, opts.watch),
+    );
+    requireClean('rate', ratePhase.result);
 
     // ── raw ──
     const raw = await rawInsert(bodies, Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
@@ -455,20 +469,27 @@ async function main(): Promise<void> {
     line(`half (open loop at ${fmt(peakRps / 2, 1)} appends/s):`);
     line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
+    line(`  the projector had applied every event of the phase ${fmt(halfDrainS, 1)} s after the phase's polls ended`);
+    const rateRecords = (ratePhase.result.ok / (ratePhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST;
+    line(`rate (open loop at the target, ${fmt(targetRps, 1)} appends/s):`);
+    line(`  ${fmt(rateRecords)} records/s; ack p50 ${fmt(ratePhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(ratePhase.result.latencyMs.p99, 1)} ms`);
+    line(`  freshness p50 ${fmt(quantile(ratePhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(ratePhase.fresh.samples, 0.99))} ms (${ratePhase.fresh.samples.length} samples, ${ratePhase.fresh.unseen} never seen)`);
     line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
     line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
     // Judged in each phase on its own: at the peak the closed loop holds the machine's every core, so the
     // projector's share decides whether it keeps up; at half the peak it shows the pipeline's own delay.
     const freshPeakP99 = quantile(peak.fresh.samples, 0.99);
     const freshHalfP99 = quantile(halfPhase.fresh.samples, 0.99);
+    const freshRateP99 = quantile(ratePhase.fresh.samples, 0.99);
     line('');
     line('targets:');
     line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakRecords)} — ${verdict(peakRecords >= TARGETS.recordsPerS)}`);
     line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakRecords / raw.perBatchRecordsPerS, 2)} — ${verdict(peakRecords / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakRecords / raw.flushSizeRecordsPerS, 2)})`);
     line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at half the peak: ${fmt(freshHalfP99)} ms — ${verdict(freshHalfP99 <= TARGETS.freshP99Ms)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at ${fmt(TARGETS.recordsPerS)} records/s: ${fmt(freshRateP99)} ms — ${verdict(freshRateP99 <= TARGETS.freshP99Ms && ratePhase.fresh.unseen === 0 && rateRecords >= TARGETS.recordsPerS * 0.98)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at the peak: ${fmt(freshPeakP99)} ms — ${verdict(freshPeakP99 <= TARGETS.freshP99Ms)}`);
-    line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
+    line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds + ratePhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
     line(`  peak RSS: ${SERVICES.map((n) => `${n} ${fmt(peakRssMiB(pids[n]))} MiB`).join(', ')}`);
   } finally {
     await stack?.stop();
