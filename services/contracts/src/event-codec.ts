@@ -1,4 +1,16 @@
-import { EVENT_SCHEMA_VERSION, recordShape, type DatasetEvent, type DatasetRecord, type FieldValue, type RecordShape } from '@pushbase/domain';
+import {
+  EVENT_SCHEMA_VERSION,
+  recordShape,
+  withEncodedRecords,
+  type DatasetDefined,
+  type DatasetDeleted,
+  type DatasetEvent,
+  type DatasetRecord,
+  type FieldValue,
+  type RecordShape,
+  type RecordsAppended,
+  type RecordsReplaced,
+} from '@pushbase/domain';
 
 /*
  * The event envelope, one codec for every log adapter (the file log's frames, Kafka's messages, replay):
@@ -251,6 +263,46 @@ function checkRows(type: string, e: RawEvent): void {
     const row: unknown = rows[i];
     if (!Array.isArray(row) || row.length !== fields.length) throw new EventDecodeError(`${type}: row ${i} must be an array of ${fields.length} values`);
   }
+}
+
+/**
+ * An event without its records, as the thread that encoded it describes it to the thread that folds it:
+ * events with records carry their number instead (a few hundred bytes to pass, not the records).
+ */
+export type EventHead =
+  | DatasetDefined
+  | DatasetDeleted
+  | (Omit<RecordsAppended, 'records'> & { readonly count: number })
+  | (Omit<RecordsReplaced, 'records'> & { readonly count: number });
+
+export function eventHeads(events: readonly DatasetEvent[]): EventHead[] {
+  return events.map((e) => {
+    if (e.type !== 'RecordsAppended' && e.type !== 'RecordsReplaced') return e;
+    const { records, ...head } = e;
+    return { ...head, count: records.length };
+  });
+}
+
+/**
+ * The events of one encoded batch (encodeEventBatch's bytes) from their heads, without decoding it: each
+ * event's records are decoded from `encoded` only when read (withEncodedRecords), and a dataset's rows
+ * may keep them encoded until then (the domain's RowMap). `encoded` is held, so it must not change.
+ */
+export function eventsFromEncodedBatch(encoded: Uint8Array, heads: readonly EventHead[]): DatasetEvent[] {
+  return heads.map((h, i) => {
+    if (h.type !== 'RecordsAppended' && h.type !== 'RecordsReplaced') return h;
+    const { count, ...head } = h;
+    const decode = (): readonly DatasetRecord[] => {
+      const event = decodeEventBatch(encoded)[i];
+      if (event === undefined || event.type !== h.type || event.records.length !== count) {
+        throw new EventDecodeError(`event ${i} of the batch is not the ${h.type} of ${count} records its head says`);
+      }
+      return event.records;
+    };
+    return h.type === 'RecordsAppended'
+      ? withEncodedRecords<RecordsAppended>(head as Omit<RecordsAppended, 'records'>, { count, bytes: encoded.byteLength, decode })
+      : withEncodedRecords<RecordsReplaced>(head as Omit<RecordsReplaced, 'records'>, { count, bytes: encoded.byteLength, decode });
+  });
 }
 
 function parseJson(bytes: Uint8Array | string): unknown {
