@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import { crc32 } from 'node:zlib';
-import { fieldOrder, recordShape, type DatasetDefinition, type DatasetRecord, type DatasetState, type FieldValue, type RowKey } from '@pushbase/domain';
+import { fieldOrder, recordShape, RowMap, type DatasetDefinition, type DatasetRecord, type DatasetState, type DeferredRows, type EncodedRecords, type FieldValue, type RowKey } from '@pushbase/domain';
 import type { FrameAt } from './frames';
 
 /*
@@ -54,10 +54,15 @@ interface Meta {
   readonly fields: readonly string[];
 }
 
-/** A dataset as captured for a snapshot: row keys and records index-aligned, oldest insertion first. */
+/**
+ * A dataset as captured for a snapshot: row keys and records index-aligned, oldest insertion first, then
+ * (when `deferred` is there) the newer rows still encoded in their events (RowMap), built only as the
+ * snapshot is written (completeRows), over many event-loop turns rather than all in the capture's one.
+ */
 export interface DatasetRows extends Omit<DatasetState, 'rows'> {
   readonly keys: readonly RowKey[];
   readonly records: readonly DatasetRecord[];
+  readonly deferred?: readonly DeferredRows[];
 }
 
 /** A dataset as captured for a snapshot while its rows are still as a snapshot encoded them (LazyRows). */
@@ -79,7 +84,25 @@ export function captureDataset(ds: DatasetState): CapturedDataset {
     pending.source.retain(); // until the capture is written: releaseCaptured
     return { ...meta, encoded: pending };
   }
+  if (rows instanceof RowMap && rows.hasDeferred) return { ...meta, ...rows.capture() };
   return { ...meta, keys: [...rows.keys()], records: [...rows.values()] };
+}
+
+/** A captured dataset's rows with its deferred ones built: keys and records only. */
+export function completeRows(d: DatasetRows): DatasetRows {
+  const { deferred, ...rows } = d;
+  if (deferred === undefined) return d;
+  const keys = [...d.keys];
+  const records = [...d.records];
+  for (const slice of deferred) {
+    const built = slice.source.decode();
+    if (built.length !== slice.source.count) throw new Error(`dataset ${d.account}/${d.id}: encoded records gave ${built.length} records, not ${slice.source.count}`);
+    for (let i = slice.start; i < slice.end; i++) {
+      keys.push(slice.first + i);
+      records.push(built[i]!);
+    }
+  }
+  return { ...rows, keys, records };
 }
 
 /** Lets go of the snapshot files the captured datasets still encoded in them read from. */
@@ -89,7 +112,7 @@ export function releaseCaptured(datasets: readonly CapturedDataset[]): void {
 
 /** The row keys and records of a captured dataset, decoding them if they are still encoded. */
 export function rowsOf(d: CapturedDataset): DatasetRows {
-  if ('keys' in d) return d;
+  if ('keys' in d) return completeRows(d);
   const { encoded, ...meta } = d;
   const rows = new Map<RowKey, DatasetRecord>();
   decodeRows(encoded, rows, (key, record) => rows.set(key, record));
@@ -234,8 +257,9 @@ function writeColumn(w: ByteWriter, values: readonly FieldValue[]): void {
 }
 
 /** The frame payload of one dataset. */
-export function encodeDataset(d: CapturedDataset): Buffer {
-  if (!('keys' in d)) {
+export function encodeDataset(captured: CapturedDataset): Buffer {
+  if (!('keys' in captured)) {
+    const d = captured;
     // Never decoded since it was loaded: the same columns, under the dataset's meta as it is now.
     const meta = Buffer.from(JSON.stringify(metaOf(d, d.encoded.rows, d.encoded.fields)), 'utf8');
     const columns = columnsOf(d.encoded);
@@ -245,6 +269,7 @@ export function encodeDataset(d: CapturedDataset): Buffer {
     w.bytes(columns);
     return w.result();
   }
+  const d = completeRows(captured);
   const fields = fieldOrder(d.definition);
   const n = d.records.length;
   if (d.keys.length !== n) throw new Error(`dataset ${d.account}/${d.id}: ${d.keys.length} row keys for ${n} records`);
@@ -529,7 +554,7 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  * value indexes), and is checked against the same crc when read again, so decoding cannot meet a damaged
  * byte; should it fail anyway (the file damaged since), it throws rather than serve a partial dataset.
  */
-export class LazyRows extends Map<RowKey, DatasetRecord> {
+export class LazyRows extends RowMap {
   private encoded: EncodedRows | undefined;
 
   constructor(encoded: EncodedRows) {
@@ -559,6 +584,15 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
 
   override get size(): number {
     return this.encoded?.rows ?? super.size;
+  }
+  // Rows appended or evicted come after, or before, the snapshot's: decode those first.
+  override appendEncoded(first: number, source: EncodedRecords): void {
+    this.load();
+    super.appendEncoded(first, source);
+  }
+  override deleteOldest(n: number): void {
+    this.load();
+    super.deleteOldest(n);
   }
   override get(key: RowKey): DatasetRecord | undefined {
     this.load();
@@ -669,17 +703,27 @@ export function estimateDatasetBytes(ds: DatasetState): number {
   const meta = 16 + JSON.stringify(metaOf(ds, ds.rows.size, fields)).length;
   const pending = ds.rows instanceof LazyRows ? ds.rows.pending : undefined;
   if (pending !== undefined) return meta + pending.length - pending.columnsStart;
-  const n = ds.rows.size;
+  // Rows still encoded are judged by their encoding's size (JSON by position: more than the columns take),
+  // not built for the sake of an estimate.
+  let deferredBytes = 0;
+  let n = ds.rows.size;
+  let pairs: Iterable<[RowKey, DatasetRecord]> = ds.rows;
+  if (ds.rows instanceof RowMap && ds.rows.hasDeferred) {
+    const c = ds.rows.capture();
+    for (const d of c.deferred) deferredBytes += Math.ceil(((d.end - d.start) / d.source.count) * d.source.bytes);
+    n = c.keys.length;
+    pairs = c.keys.map((k, i): [RowKey, DatasetRecord] => [k, c.records[i]!]);
+  }
   const every = Math.max(1, Math.floor(n / SAMPLE_ROWS));
   const keys: FieldValue[] = [];
   const records: DatasetRecord[] = [];
   let i = 0;
-  for (const [key, record] of ds.rows) {
+  for (const [key, record] of pairs) {
     if (i++ % every !== 0) continue;
     keys.push(key);
     records.push(record);
   }
-  let bytes = meta + estimateColumn(keys, n);
+  let bytes = meta + deferredBytes + estimateColumn(keys, n);
   for (const f of fields) bytes += estimateColumn(records.map((r) => r[f] ?? null), n);
   return bytes;
 }

@@ -1,16 +1,22 @@
 import { decideWriteSync, type RawWriteCommand } from '@pushbase/app';
+import { eventHeads, type EventHead } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import Piscina from 'piscina';
 
 /*
  * A write-pool thread (bundled as dist/write-worker.js): parses, validates and serialises one write and
- * hands the encoded event back without copying. A DomainError comes back as data, so that its code
- * survives the thread boundary; anything else is a real failure and rejects the task.
+ * hands the encoded event back without copying, with the events' heads (everything but the records), so
+ * the event loop can store and fold the write without decoding it. A DomainError comes back as data, so
+ * that its code survives the thread boundary; anything else is a real failure and rejects the task.
  */
 
 export interface WriteTask {
   readonly cmd: RawWriteCommand;
   readonly dataset: DatasetSummary | undefined;
+}
+export interface WriteTaskResult {
+  readonly encoded: Uint8Array;
+  readonly heads: readonly EventHead[];
 }
 export type WriteTaskError = { readonly error: { readonly code: DomainError['code']; readonly message: string; readonly path?: string } };
 
@@ -30,8 +36,12 @@ function cached(dataset: DatasetSummary | undefined): DatasetSummary | undefined
 
 export default function decide({ cmd, dataset }: WriteTask): unknown {
   try {
-    const { encoded } = decideWriteSync(cmd, cached(dataset));
-    return Piscina.move(encoded);
+    const { events, encoded } = decideWriteSync(cmd, cached(dataset));
+    const result: WriteTaskResult = { encoded, heads: eventHeads(events) };
+    // Moved, not cloned: the encoded events travel as their buffer; only the small heads are copied.
+    // (Piscina's getters for the two symbols are typed as plain symbols, hence the cast.)
+    const movable = { [Piscina.transferableSymbol]: encoded.buffer, [Piscina.valueSymbol]: result } as unknown as Parameters<typeof Piscina.move>[0];
+    return Piscina.move(movable);
   } catch (e: unknown) {
     if (!(e instanceof DomainError)) throw e;
     const error: WriteTaskError = { error: { code: e.code, message: e.message, ...(e.path === undefined ? {} : { path: e.path }) } };
