@@ -176,11 +176,16 @@ export function decodeEvent(bytes: Uint8Array | string, options: EventCodecOptio
 
 /** The events of one file-log frame: a JSON array of events. */
 export function decodeEventBatch(bytes: Uint8Array | string, options: EventCodecOptions = {}): DatasetEvent[] {
+  return decodeWireBatch(bytes, options).map(fromWire);
+}
+
+/** A batch's events, checked and upcast, as stored: records by position. */
+function decodeWireBatch(bytes: Uint8Array | string, options: EventCodecOptions): RawEvent[] {
   const parsed = parseJson(bytes);
   if (!Array.isArray(parsed)) throw new EventDecodeError(`an event batch must be a JSON array, not ${kind(parsed)}`);
   return parsed.map((value, i) => {
     try {
-      return decodeEventValue(value, options);
+      return checkedWire(value, options);
     } catch (err) {
       if (err instanceof EventDecodeError) throw new EventDecodeError(`event ${i} of the batch: ${err.message}`);
       throw err;
@@ -190,6 +195,11 @@ export function decodeEventBatch(bytes: Uint8Array | string, options: EventCodec
 
 /** An already parsed event, upcast to the current version. */
 export function decodeEventValue(value: unknown, options: EventCodecOptions = {}): DatasetEvent {
+  return fromWire(checkedWire(value, options));
+}
+
+/** An already parsed event, upcast to the current version and checked, as stored. */
+function checkedWire(value: unknown, options: EventCodecOptions): RawEvent {
   const current = options.currentVersion ?? EVENT_SCHEMA_VERSION;
   const upcasters = options.upcasters ?? EVENT_UPCASTERS;
   if (!isObject(value)) throw new EventDecodeError(`an event must be a JSON object, not ${kind(value)}`);
@@ -214,7 +224,7 @@ export function decodeEventValue(value: unknown, options: EventCodecOptions = {}
     version += 1;
   }
   checkShape(event);
-  return fromWire(event);
+  return event;
 }
 
 /** The in-memory event of a checked current-version event: its rows back into records. */
@@ -292,16 +302,21 @@ export function eventsFromEncodedBatch(encoded: Uint8Array, heads: readonly Even
   return heads.map((h, i) => {
     if (h.type !== 'RecordsAppended' && h.type !== 'RecordsReplaced') return h;
     const { count, ...head } = h;
-    const decode = (): readonly DatasetRecord[] => {
-      const event = decodeEventBatch(encoded)[i];
-      if (event === undefined || event.type !== h.type || event.records.length !== count) {
+    const decodeValues = (): { fields: string[]; rows: FieldValue[][] } => {
+      const event = decodeWireBatch(encoded, {})[i] as (RawEvent & { fields: string[]; rows: FieldValue[][] }) | undefined;
+      if (event === undefined || event.type !== h.type || event.rows.length !== count) {
         throw new EventDecodeError(`event ${i} of the batch is not the ${h.type} of ${count} records its head says`);
       }
-      return event.records;
+      return event;
     };
+    const decode = (): readonly DatasetRecord[] => {
+      const { fields, rows } = decodeValues();
+      return toRecords(fields, rows);
+    };
+    const records = { count, bytes: encoded.byteLength, decode, decodeValues };
     return h.type === 'RecordsAppended'
-      ? withEncodedRecords<RecordsAppended>(head as Omit<RecordsAppended, 'records'>, { count, bytes: encoded.byteLength, decode })
-      : withEncodedRecords<RecordsReplaced>(head as Omit<RecordsReplaced, 'records'>, { count, bytes: encoded.byteLength, decode });
+      ? withEncodedRecords<RecordsAppended>(head as Omit<RecordsAppended, 'records'>, records)
+      : withEncodedRecords<RecordsReplaced>(head as Omit<RecordsReplaced, 'records'>, records);
   });
 }
 

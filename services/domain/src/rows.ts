@@ -1,5 +1,5 @@
 import type { RecordsAppended, RecordsReplaced } from './events';
-import type { DatasetRecord } from './types';
+import type { DatasetRecord, FieldValue } from './types';
 
 /*
  * Records still encoded, and the row map that can hold them so.
@@ -26,6 +26,11 @@ export interface EncodedRecords {
   readonly bytes: number;
   /** The records, built anew on each call (deterministic: the same records every time), `count` of them. */
   decode(): readonly DatasetRecord[];
+  /**
+   * The same records by position, without building them: each row holds the values of `fields` in that
+   * order. For readers that want values, not records (a snapshot's columns). Optional: decode() serves too.
+   */
+  decodeValues?(): { readonly fields: readonly string[]; readonly rows: readonly (readonly FieldValue[])[] };
 }
 
 const ENCODED = Symbol('pushbase.encodedRecords');

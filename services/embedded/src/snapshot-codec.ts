@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import { crc32 } from 'node:zlib';
-import { fieldOrder, recordShape, RowMap, type DatasetDefinition, type DatasetRecord, type DatasetState, type DeferredRows, type EncodedRecords, type FieldValue, type RowKey } from '@pushbase/domain';
+import { fieldOrder, recordShape, RowMap, type RecordShape, type DatasetDefinition, type DatasetRecord, type DatasetState, type DeferredRows, type EncodedRecords, type FieldValue, type RowKey } from '@pushbase/domain';
 import type { FrameAt } from './frames';
 
 /*
@@ -174,6 +175,8 @@ class ByteWriter {
   }
 }
 
+const LITTLE_ENDIAN = os.endianness() === 'LE';
+
 const isInt32 = (v: number): boolean => (v | 0) === v && !Object.is(v, -0);
 
 function nullBitmap(values: readonly FieldValue[]): Buffer | undefined {
@@ -214,13 +217,18 @@ function writeColumn(w: ByteWriter, values: readonly FieldValue[]): void {
       const bitmap = nullBitmap(values);
       w.u8(bitmap === undefined ? 0 : 1);
       if (bitmap !== undefined) w.bytes(bitmap);
-      const width = kind === KIND_I32 ? 4 : 8;
-      let at = w.reserve(values.length * width);
-      const buf = w.buffer;
-      for (const v of values) {
-        const n = v === null ? 0 : (v as number);
-        at = kind === KIND_I32 ? buf.writeInt32LE(n, at) : buf.writeDoubleLE(n, at);
+      // Filled as a typed array and copied in whole: far cheaper than a checked write call per value. The
+      // format is little-endian, which typed arrays are on every platform Node runs on but a few; there,
+      // value by value.
+      const typed = kind === KIND_I32 ? new Int32Array(values.length) : new Float64Array(values.length);
+      for (let i = 0; i < values.length; i++) typed[i] = (values[i] as number | null) ?? 0;
+      if (LITTLE_ENDIAN) {
+        w.bytes(new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength));
+        return;
       }
+      let at = w.reserve(typed.byteLength);
+      const buf = w.buffer;
+      for (const n of typed) at = kind === KIND_I32 ? buf.writeInt32LE(n, at) : buf.writeDoubleLE(n, at);
       return;
     }
     case KIND_STR: {
@@ -243,9 +251,14 @@ function writeColumn(w: ByteWriter, values: readonly FieldValue[]): void {
       w.bytes(bytes);
       const width = distinct.length < 0xff ? 1 : distinct.length < 0xffff ? 2 : 4;
       w.u8(width);
+      if (LITTLE_ENDIAN || width === 1) {
+        const typed = width === 1 ? Uint8Array.from(codes) : width === 2 ? Uint16Array.from(codes) : codes;
+        w.bytes(new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength));
+        return;
+      }
       let at = w.reserve(values.length * width);
       const buf = w.buffer;
-      for (const code of codes) at = width === 1 ? buf.writeUInt8(code, at) : width === 2 ? buf.writeUInt16LE(code, at) : buf.writeUInt32LE(code, at);
+      for (const code of codes) at = width === 2 ? buf.writeUInt16LE(code, at) : buf.writeUInt32LE(code, at);
       return;
     }
     default: {
@@ -269,26 +282,77 @@ export function encodeDataset(captured: CapturedDataset): Buffer {
     w.bytes(columns);
     return w.result();
   }
-  const d = completeRows(captured);
+  const d = captured;
   const fields = fieldOrder(d.definition);
-  const n = d.records.length;
-  if (d.keys.length !== n) throw new Error(`dataset ${d.account}/${d.id}: ${d.keys.length} row keys for ${n} records`);
+  const { keys, columns } = columnsOfRows(d, fields);
+  const n = keys.length;
   const metaBytes = Buffer.from(JSON.stringify(metaOf(d, n, fields)), 'utf8');
   const w = new ByteWriter(metaBytes.length + 16 + n * (8 + fields.length * 8));
   w.u32(metaBytes.length);
   w.bytes(metaBytes);
-  writeColumn(w, d.keys);
-  const column = new Array<FieldValue>(n);
-  for (const f of fields) {
-    for (let i = 0; i < n; i++) {
-      const v = d.records[i]![f];
-      // The domain's records hold every field of their dataset; anything else cannot be stored by position.
-      if (v === undefined) throw new Error(`dataset ${d.account}/${d.id}: record ${i} has no field "${f}"`);
-      column[i] = v;
-    }
-    writeColumn(w, column);
-  }
+  writeColumn(w, keys);
+  for (const column of columns) writeColumn(w, column);
   return w.result();
+}
+
+/**
+ * A captured dataset's row keys and its values field by field (one array per field of `fields`), read
+ * straight from the records (RecordShape.intoColumns) and from the rows still encoded (their values by
+ * position, EncodedRecords.decodeValues): no record is built to be written, which is most of what a
+ * snapshot taken during ingest would otherwise cost.
+ */
+function columnsOfRows(d: DatasetRows, fields: readonly string[]): { keys: RowKey[]; columns: FieldValue[][] } {
+  const n = d.records.length + (d.deferred ?? []).reduce((sum, s) => sum + s.end - s.start, 0);
+  if (d.keys.length !== d.records.length) throw new Error(`dataset ${d.account}/${d.id}: ${d.keys.length} row keys for ${d.records.length} records`);
+  const keys = d.keys.slice();
+  const columns = fields.map(() => new Array<FieldValue>(n));
+  // The domain's records hold every field of their dataset; anything else cannot be stored by position.
+  const lacking = (i: number, record: DatasetRecord | undefined): Error => {
+    const f = fields.find((name) => record?.[name] === undefined) ?? fields[0];
+    return new Error(`dataset ${d.account}/${d.id}: record ${i} has no field "${f}"`);
+  };
+  const bad = shapeOf(fields).intoColumns(d.records, columns, 0);
+  if (bad >= 0) throw lacking(bad, d.records[bad]);
+  let at = d.records.length;
+  for (const slice of d.deferred ?? []) {
+    const { fields: order, rows } = valuesOf(slice.source);
+    if (rows.length !== slice.source.count) throw new Error(`dataset ${d.account}/${d.id}: encoded records gave ${rows.length} records, not ${slice.source.count}`);
+    const from = fields.map((f) => order.indexOf(f));
+    const missing = from.indexOf(-1);
+    if (missing >= 0 && slice.end > slice.start) throw lacking(at, { ...Object.fromEntries(order.map((f) => [f, null])) });
+    for (let i = slice.start; i < slice.end; i++) {
+      const row = rows[i]!;
+      for (let j = 0; j < from.length; j++) columns[j]![at] = row[from[j]!]!;
+      keys.push(slice.first + i);
+      at++;
+    }
+  }
+  return { keys, columns };
+}
+
+const valuesOf = (source: EncodedRecords): { readonly fields: readonly string[]; readonly rows: readonly (readonly FieldValue[])[] } => {
+  if (source.decodeValues !== undefined) return source.decodeValues();
+  const records = source.decode();
+  const fields = records.length === 0 ? [] : Object.keys(records[0]!);
+  const shape = shapeOf(fields);
+  return { fields, rows: records.map((r) => shape.toValues(r)) };
+};
+
+/**
+ * Record shapes by field list, so each dataset definition's generated conversions are compiled once and
+ * stay optimised, rather than made anew for every dataset written or decoded. A bounded cache (emptied
+ * when full), not state: any entry is rebuilt from its key.
+ */
+const shapes = new Map<string, RecordShape>();
+function shapeOf(fields: readonly string[]): RecordShape {
+  const key = JSON.stringify(fields);
+  let shape = shapes.get(key);
+  if (shape === undefined) {
+    if (shapes.size >= 4096) shapes.clear();
+    shape = recordShape(fields);
+    shapes.set(key, shape);
+  }
+  return shape;
 }
 
 // ── Reading ──────────────────────────────────────────────────────────────────────────────────────────
@@ -534,7 +598,7 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
   const r = new ByteReader(columnsOf(e));
   const keys = openColumn(r, e.rows, 'row keys', true, false);
   const columns = e.fields.map((f) => openColumn(r, e.rows, `field ${f}`, true));
-  const shape = recordShape(e.fields);
+  const shape = shapeOf(e.fields);
   const values = new Array<FieldValue>(columns.length);
   for (let i = 0; i < e.rows; i++) {
     for (let f = 0; f < columns.length; f++) values[f] = valueAt(columns[f]!, i);

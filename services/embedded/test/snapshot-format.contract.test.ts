@@ -84,6 +84,19 @@ describe('snapshot format 2', () => {
     expect(sawDeferred).toBe(true);
   });
 
+  it('refuses to write a record that lacks a field of its dataset, built or still encoded, naming it', async () => {
+    const def = definition(['a', 'b']);
+    const built = dataset('built', def, [
+      [0, { a: '1', b: '2' }],
+      [1, { a: '3' }],
+    ]);
+    await expect(writeSnapshot(dir, 1, stateOf(built))).rejects.toThrow('dataset acme/built: record 1 has no field "b"');
+    const rows = new RowMap();
+    rows.set(0, { a: '1', b: '2' });
+    rows.appendEncoded(1, { count: 1, bytes: 10, decode: () => [{ a: '3' }] });
+    await expect(writeSnapshot(dir, 1, stateOf({ ...built, id: 'encoded', rows }))).rejects.toThrow('dataset acme/encoded: record 1 has no field "b"');
+  });
+
   it('keeps values of every kind exactly, whatever the column holds', async () => {
     const many = Array.from({ length: 70_000 }, (_, i): [RowKey, DatasetRecord] => [`k${i}`, { s: `v${i}`, r: ['x', 'y', 'z'][i % 3]!, n: i % 5 === 0 ? null : i * 1.5 }]);
     const odd: [RowKey, DatasetRecord][] = [
