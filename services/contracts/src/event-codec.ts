@@ -294,11 +294,13 @@ export function eventHeads(events: readonly DatasetEvent[]): EventHead[] {
 }
 
 /**
- * The events of one encoded batch (encodeEventBatch's bytes) from their heads, without decoding it: each
- * event's records are decoded from `encoded` only when read (withEncodedRecords), and a dataset's rows
- * may keep them encoded until then (the domain's RowMap). `encoded` is held, so it must not change.
+ * The events of one encoded batch (encodeEventBatch's bytes, or its text) from their heads, without
+ * decoding it: each event's records are decoded from `encoded` only when read (withEncodedRecords), and a
+ * dataset's rows may keep them encoded until then (the domain's RowMap). `encoded` is held, so bytes must
+ * not change; text is what to hold for long (it lives on the JS heap, where the collector sizes itself).
  */
-export function eventsFromEncodedBatch(encoded: Uint8Array, heads: readonly EventHead[]): DatasetEvent[] {
+export function eventsFromEncodedBatch(encoded: Uint8Array | string, heads: readonly EventHead[]): DatasetEvent[] {
+  const bytes = typeof encoded === 'string' ? encoded.length : encoded.byteLength;
   return heads.map((h, i) => {
     if (h.type !== 'RecordsAppended' && h.type !== 'RecordsReplaced') return h;
     const { count, ...head } = h;
@@ -313,7 +315,7 @@ export function eventsFromEncodedBatch(encoded: Uint8Array, heads: readonly Even
       const { fields, rows } = decodeValues();
       return toRecords(fields, rows);
     };
-    const records = { count, bytes: encoded.byteLength, decode, decodeValues };
+    const records = { count, bytes, decode, decodeValues };
     return h.type === 'RecordsAppended'
       ? withEncodedRecords<RecordsAppended>(head as Omit<RecordsAppended, 'records'>, records)
       : withEncodedRecords<RecordsReplaced>(head as Omit<RecordsReplaced, 'records'>, records);

@@ -176,8 +176,11 @@ describe('event codec', () => {
   });
 
   describe('events from an encoded batch and their heads (what a write worker hands back)', () => {
-    it('are the batch\'s events, records decoded only when read', () => {
-      const bytes = encodeEventBatch(events);
+    it.each([
+      ['bytes', (e: DatasetEvent[]) => encodeEventBatch(e)],
+      ['text', (e: DatasetEvent[]) => encodeEventBatch(e).toString('utf8')],
+    ])('are the batch\'s events, records decoded only when read, from its %s', (_what, encode) => {
+      const bytes = encode(events);
       const heads = eventHeads(events);
       expect(JSON.stringify(heads)).not.toContain('2.5');
       const lazy = eventsFromEncodedBatch(bytes, heads);

@@ -40,7 +40,7 @@ export function createWritePool(threads: number, filename: string = WRITE_WORKER
         : { account: dataset.account, id: dataset.id, incarnation: dataset.incarnation, definition: dataset.definition, created_at: dataset.created_at, updated_at: dataset.updated_at };
     const result = await pool.run({ cmd: { ...cmd, json }, dataset: schema }, { transferList: [json.buffer] });
     if ('error' in result) throw new DomainError(result.error.code, result.error.message, result.error.path);
-    return { events: eventsFromEncodedBatch(result.encoded, result.heads), encoded: result.encoded };
+    return { events: eventsFromEncodedBatch(result.text, result.heads), encoded: result.encoded };
   };
   return { decider, threads, close: () => pool.destroy() };
 }
