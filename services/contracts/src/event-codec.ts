@@ -2,6 +2,7 @@ import {
   EVENT_SCHEMA_VERSION,
   recordShape,
   withEncodedRecords,
+  type EncodedRecords,
   type DatasetDefined,
   type DatasetDeleted,
   type DatasetEvent,
@@ -300,26 +301,44 @@ export function eventHeads(events: readonly DatasetEvent[]): EventHead[] {
  * not change; text is what to hold for long (it lives on the JS heap, where the collector sizes itself).
  */
 export function eventsFromEncodedBatch(encoded: Uint8Array | string, heads: readonly EventHead[]): DatasetEvent[] {
-  const bytes = typeof encoded === 'string' ? encoded.length : encoded.byteLength;
   return heads.map((h, i) => {
     if (h.type !== 'RecordsAppended' && h.type !== 'RecordsReplaced') return h;
     const { count, ...head } = h;
-    const decodeValues = (): { fields: string[]; rows: FieldValue[][] } => {
-      const event = decodeWireBatch(encoded, {})[i] as (RawEvent & { fields: string[]; rows: FieldValue[][] }) | undefined;
-      if (event === undefined || event.type !== h.type || event.rows.length !== count) {
-        throw new EventDecodeError(`event ${i} of the batch is not the ${h.type} of ${count} records its head says`);
-      }
-      return event;
-    };
-    const decode = (): readonly DatasetRecord[] => {
-      const { fields, rows } = decodeValues();
-      return toRecords(fields, rows);
-    };
-    const records = { count, bytes, decode, decodeValues };
+    const records = new BatchRecords(encoded, i, h.type, count);
     return h.type === 'RecordsAppended'
       ? withEncodedRecords<RecordsAppended>(head as Omit<RecordsAppended, 'records'>, records)
       : withEncodedRecords<RecordsReplaced>(head as Omit<RecordsReplaced, 'records'>, records);
   });
+}
+
+/**
+ * The records of event `index` of an encoded batch, decoded on demand. Plain data (the batch, the index,
+ * what the head said), so it can be rebuilt on another thread from those: `new BatchRecords(...)`.
+ */
+export class BatchRecords implements EncodedRecords {
+  readonly bytes: number;
+
+  constructor(
+    readonly encoded: Uint8Array | string,
+    readonly index: number,
+    readonly type: 'RecordsAppended' | 'RecordsReplaced',
+    readonly count: number,
+  ) {
+    this.bytes = typeof encoded === 'string' ? encoded.length : encoded.byteLength;
+  }
+
+  decodeValues(): { fields: string[]; rows: FieldValue[][] } {
+    const event = decodeWireBatch(this.encoded, {})[this.index] as (RawEvent & { fields: string[]; rows: FieldValue[][] }) | undefined;
+    if (event === undefined || event.type !== this.type || event.rows.length !== this.count) {
+      throw new EventDecodeError(`event ${this.index} of the batch is not the ${this.type} of ${this.count} records its head says`);
+    }
+    return event;
+  }
+
+  decode(): readonly DatasetRecord[] {
+    const { fields, rows } = this.decodeValues();
+    return toRecords(fields, rows);
+  }
 }
 
 function parseJson(bytes: Uint8Array | string): unknown {

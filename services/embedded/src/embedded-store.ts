@@ -5,6 +5,8 @@ import { initialState } from '@pushbase/domain';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
 import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
+import { encodeDataset, type CapturedDataset } from './snapshot-codec';
+import type { SnapshotPool } from './snapshot-pool';
 import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, writeSnapshot, type LoadedSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
 
 /*
@@ -67,6 +69,8 @@ export interface EmbeddedStoreOptions {
   readonly runCompaction?: CompactionRunner;
   /** Test seam: passed to the log. */
   readonly maxBatchBytes?: number;
+  /** Where the live snapshot's datasets are encoded when that pays (snapshot-pool.ts); else on the event loop. */
+  readonly snapshotPool?: SnapshotPool;
   /** Test seam: the snapshot writer's writes, and the free space of the data directory's file system. */
   readonly snapshotIo?: Partial<SnapshotIo> & { readonly freeBytes?: (dir: string) => Promise<number> };
 }
@@ -292,7 +296,9 @@ export class EmbeddedStore {
     const from = this.snapshotPosition;
     if (this.eventLog.stats().position !== job.sealedEnd) throw new Error('the log moved on before the snapshot was captured');
     const captured = captureState(this.projection.currentState());
-    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, this.opts.snapshotIo);
+    const pool = this.opts.snapshotPool;
+    const io = pool === undefined ? this.opts.snapshotIo : { ...this.opts.snapshotIo, encodeDataset: (d: CapturedDataset) => pool.encode(d, encodeDataset) };
+    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, io);
     const pruned = await pruneCovered(job.dir, snapshot.position, from > 0 ? from : undefined, job.retainSnapshots === 1 ? 1 : 2);
     return {
       snapshot,
