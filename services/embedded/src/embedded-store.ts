@@ -19,8 +19,10 @@ import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, remov
  *
  * Compaction: when the sealed segments not yet covered by a snapshot hold ≥ compactAfterBytes, a snapshot
  * of the live projection is taken at the log's current position: captured synchronously (copies of each
- * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records),
- * then written over many event-loop turns while requests go on, then the segments it covers are deleted
+ * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records,
+ * and of the slices of rows still encoded in their events), then written over many event-loop turns while
+ * requests go on (datasets still encoded in their events are encoded on the snapshot pool's thread,
+ * snapshot-pool.ts), then the segments it covers are deleted
  * (compaction.ts → pruneCovered). At most one runs at a time. A failed run is logged and retried after
  * retryMs, doubling with each failure in a row up to maxRetryMs (segment rolls do not cut the wait short);
  * it never stops the server, and it deletes nothing a durable snapshot does not cover.
