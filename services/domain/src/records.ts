@@ -1,5 +1,6 @@
 import { fieldOf } from './definition';
 import { describeValue, invalid, quoteValue } from './errors';
+import { recordShape, type RecordShape } from './positional';
 import { isCalendarDate, normaliseDateTime } from './time';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
 
@@ -74,6 +75,10 @@ interface CompiledField {
 interface CompiledDefinition {
   readonly fields: readonly CompiledField[];
   readonly keys: ReadonlySet<string>;
+  /** Builds the output record from its values in field order, all in one object literal. */
+  readonly shape: RecordShape;
+  /** Scratch for one record's values (validation is synchronous, so one per definition serves). */
+  readonly values: FieldValue[];
 }
 
 // A definition is immutable once parsed, so its compiled validators can be cached by identity.
@@ -86,7 +91,7 @@ function compileAndCache(def: DatasetDefinition): CompiledDefinition {
     shadowsPrototype: key in Object.prototype,
     normalise: normaliserFor(f),
   }));
-  const c = { fields, keys: new Set(fields.map((f) => f.key)) };
+  const c = { fields, keys: new Set(fields.map((f) => f.key)), shape: recordShape(fields.map((f) => f.key)), values: new Array<FieldValue>(fields.length).fill(null) };
   compiled.set(def, c);
   return c;
 }
@@ -112,8 +117,12 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
       );
     }
   }
-  const out: Record<string, FieldValue> = {};
-  for (const f of c.fields) {
+  // Values first, then the record in one go (RecordShape.fromValues): an object grown key by key through
+  // a store whose key changes every field is the slow way to make one, and this runs for every record.
+  const out = c.values;
+  const fields = c.fields;
+  for (let j = 0; j < fields.length; j++) {
+    const f = fields[j]!;
     // Own keys only: a missing field named "constructor" is missing, not Object.prototype's.
     const v = f.shadowsPrototype && !Object.hasOwn(obj, f.key) ? undefined : obj[f.key];
     if (v === undefined || v === null) {
@@ -123,16 +132,16 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
           `${at(index)}.${f.key}`,
         );
       }
-      out[f.key] = null;
+      out[j] = null;
       continue;
     }
     const n = f.normalise(v);
     if (n instanceof Refusal) {
       throw invalid(`Record ${index} (${at(index)}): the field "${f.key}" ${n.reason}; got ${quoteValue(v)}`, `${at(index)}.${f.key}`);
     }
-    out[f.key] = n;
+    out[j] = n;
   }
-  return out;
+  return c.shape.fromValues(out);
 }
 
 /**
