@@ -10,7 +10,9 @@
  *   peak   closed loop, --concurrency requests in flight, for --seconds after --warmup:
  *          records/s acknowledged, ack p50/p99;
  *   half   open loop at half the peak's request rate on other datasets: ack p50/p99 there;
- *   fresh  in both phases, the datasets of --watch accounts are timed from each 2xx until the admin
+ *   rate   open loop at the target rate, 50,000 records/s (100 appends/s), on a third set of datasets:
+ *          whether that rate is kept end to end, acknowledged and visible within the freshness target;
+ *   fresh  in every phase, the datasets of --watch accounts are timed from each 2xx until the admin
  *          listener's listing counts its records (polled back to back): freshness p50/p99;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
  *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
@@ -22,7 +24,7 @@
  * A dataset's listing counts its records only up to the 5000-record window, so every dataset gets at most
  * ten appends in a run: --accounts × --datasets must be large enough for the rate (it says when not).
  *
- * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 24 --watch 3
+ * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 36 --watch 3
  *   --raw-batches 200 --max-seconds 900
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
  *                    with `node --import tsx bench/cpuprofile.ts FILE`); the profiler slows them
@@ -36,13 +38,17 @@ import { request as httpRequest } from 'node:http';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { connectClickHouse, dropDatabase, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
+import { connectClickHouse, dropDatabase, migrate, quoteIdentifier } from '@pushbase/clickhouse';
 import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
 import { project, type ProjectedDataset } from '@pushbase/projector';
 import { insertBody } from '../services/clickhouse/src/client';
-import { encodeRecord } from '../services/clickhouse/src/layout';
+import { storedPlan, writeSlots } from '../services/clickhouse/src/layout';
+import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
+import { RECORDS_INSERT_COLUMNS } from '../services/clickhouse/src/store';
 import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
+import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { TestStack } from '../test/helpers/distributed-stack';
+import { HighWatermarks } from '../test/helpers/high-watermarks';
 import { forkLoad, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
 
@@ -86,8 +92,8 @@ const opts = {
   warmup: intOption('warmup', 3, 0, 60),
   concurrency: intOption('concurrency', 32, 1, 512),
   accounts: intOption('accounts', 40, 1, 1000),
-  // Half of each account's datasets take the peak, the other half the half-load phase.
-  datasets: intOption('datasets', 24, 2, 100),
+  // A third of each account's datasets take each phase (peak, half, rate).
+  datasets: intOption('datasets', 36, 3, 100),
   watch: intOption('watch', 3, 1, 100),
   rawBatches: intOption('raw-batches', 200, 1, 10_000),
   maxSeconds: intOption('max-seconds', 900, 30, 3600),
@@ -137,6 +143,12 @@ function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After the command name: utime and stime are fields 14 and 15 (1-based) → indices 11, 12 here.
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/** A process's peak resident set (VmHWM) in MiB, from /proc/<pid>/status. */
+function peakRssMiB(pid: number): number {
+  const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match === null ? NaN : Number(match[1]) / 1024;
 }
 
 const line = (s = ''): boolean => process.stdout.write(`${s}\n`);
@@ -249,6 +261,32 @@ async function listedEverywhere(s: TestStack, accounts: readonly string[], datas
   }
 }
 
+/**
+ * Waits until the projector group's committed offsets reach every partition's high watermark as it is now:
+ * every event acknowledged so far is projected. Returns the seconds it took.
+ */
+async function projectorCaughtUp(s: TestStack, timeoutMs: number): Promise<number> {
+  const t = performance.now();
+  const kafka = createKafka({ brokers: parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'pushbase-bench' });
+  const admin = kafka.admin();
+  const watermarks = new HighWatermarks(kafka);
+  await admin.connect();
+  try {
+    const ends = await watermarks.of(s.names.topic);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const [committed] = await admin.fetchOffsets({ groupId: s.names.group, topics: [s.names.topic] });
+      const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      if ([...ends].every(([partition, end]) => end === 0 || (at.get(partition) ?? -1) >= end)) return (performance.now() - t) / 1000;
+      if (Date.now() > deadline) throw new Error(`the projector did not catch up within ${timeoutMs / 1000} s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await admin.disconnect();
+    await watermarks.close();
+  }
+}
+
 // ── The raw insert rate: the same batches straight into ClickHouse ───────────────────────────────────
 
 /**
@@ -273,22 +311,28 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
       summaries.push(defined.dataset);
       held.set(streamKey(account, `raw-${d}`), project(undefined, defined.event, { partition: 0, offset: offset++ }).dataset);
     }
-    const slots = slotsOf(summaries[0]!.definition);
+    const plan = storedPlan(summaries[0]!.definition);
+    // Each batch's rows in the store's own format and columns (RowBinary, RECORDS_INSERT_COLUMNS).
     const batches: Buffer[] = [];
-    const encoded: string[][] = [];
     for (let b = 0; b < opts.rawBatches; b++) {
       const dataset = summaries[b % datasets]!;
       const event = decideAppend({ account, id: dataset.id, body: JSON.parse(bodies[b % bodies.length]!), at }, dataset);
       const key = streamKey(account, dataset.id);
       const step = project(held.get(key), event, { partition: 0, offset: offset++ });
       held.set(key, step.dataset);
-      const lines = step.rows.map((r) => {
-        const row: Record<string, unknown> = { account: r.account, dataset: r.dataset, incarnation: r.incarnation, row_key: r.row_key, version: r.version, seq: r.seq, deleted: r.deleted ? 1 : 0 };
-        if (r.record !== null) encodeRecord(slots, r.record, row);
-        return `${JSON.stringify(row)}\n`;
-      });
-      encoded.push(lines);
-      batches.push(Buffer.from(lines.join('')));
+      const w = new RowBinaryWriter();
+      for (const r of step.rows) {
+        w.string(r.account);
+        w.string(r.dataset);
+        w.string(r.incarnation);
+        w.string(r.row_key);
+        w.int64(r.version);
+        w.int64(r.seq);
+        w.uint8(r.deleted ? 1 : 0);
+        w.string('');
+        writeSlots(w, plan, r.record);
+      }
+      batches.push(Buffer.from(w.bytes()));
     }
     await migrate(conn, database);
     const tables = [`${quoteIdentifier(database)}.raw_batches`, `${quoteIdentifier(database)}.raw_flush`];
@@ -298,13 +342,13 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
     const t0 = performance.now();
     for (const batch of batches) {
       const t = performance.now();
-      await insertBody(conn, tables[0]!, batch, 'a raw batch');
+      await insertBody(conn, tables[0]!, batch, 'a raw batch', { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS });
       times.push(performance.now() - t);
     }
     const perBatchMs = performance.now() - t0;
     const perFlush = Math.max(1, Math.floor(flushRows / RECORDS_PER_REQUEST));
     const t1 = performance.now();
-    for (let i = 0; i < encoded.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.from(encoded.slice(i, i + perFlush).flat().join('')), 'raw rows');
+    for (let i = 0; i < batches.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.concat(batches.slice(i, i + perFlush)), 'raw rows', { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS });
     const flushMs = performance.now() - t1;
     return { perBatchRecordsPerS: (records / perBatchMs) * 1000, perBatchMedianMs: quantile(times, 0.5), flushSizeRecordsPerS: (records / flushMs) * 1000 };
   } finally {
@@ -365,7 +409,7 @@ async function main(): Promise<void> {
 
     const bodies = Array.from({ length: 32 }, (_, i) => appendBody(i));
     const common = { origin: `https://127.0.0.1:${s.port}`, ca: s.ca, keys, bodies, concurrency: opts.concurrency };
-    const half = Math.floor(opts.datasets / 2);
+    const third = Math.floor(opts.datasets / 3);
     const ids = Array.from({ length: opts.datasets }, (_, d) => `ds-${d}`);
     const creates: Job[] = accounts.flatMap((_, k) => ids.map((id) => ({ key: k, method: 'PUT' as const, path: `/datasets/${id}`, body: 0 })));
     let t = performance.now();
@@ -379,8 +423,9 @@ async function main(): Promise<void> {
 
     const watched = new Set(accounts.slice(0, opts.watch).map((_, k) => k));
     const targetsFor = (from: number, to: number): Target[] => accounts.flatMap((_, k) => ids.slice(from, to).map((id) => ({ key: k, path: `/datasets/${id}/data`, ...(watched.has(k) ? { watch: true } : {}) })));
-    const peakTargets = targetsFor(0, half);
-    const halfTargets = targetsFor(half, opts.datasets);
+    const peakTargets = targetsFor(0, third);
+    const halfTargets = targetsFor(third, 2 * third);
+    const rateTargets = targetsFor(2 * third, opts.datasets);
 
     // ── peak ──
     t = performance.now();
@@ -388,6 +433,8 @@ async function main(): Promise<void> {
     requireClean('peak', peak.result);
     const peakRps = peak.result.ok / (peak.result.durationMs / 1000);
     const peakRecords = peakRps * RECORDS_PER_REQUEST;
+    // The half phase starts from a caught-up read side, as the peak did: its freshness is its own.
+    const drainS = await projectorCaughtUp(s, 600_000);
 
     // ── half ──
     const halfPhase = await phase(
@@ -397,6 +444,17 @@ async function main(): Promise<void> {
       accounts.slice(0, opts.watch),
     );
     requireClean('half', halfPhase.result);
+    const halfDrainS = await projectorCaughtUp(s, 600_000);
+
+    // ── rate ──
+    const targetRps = TARGETS.recordsPerS / RECORDS_PER_REQUEST;
+    const ratePhase = await phase(
+      s,
+      { ...common, mode: 'paced', targets: rateTargets, perSecond: targetRps, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000, concurrency: opts.concurrency * 4 },
+      accounts,
+      accounts.slice(0, opts.watch),
+    );
+    requireClean('rate', ratePhase.result);
 
     // ── raw ──
     const raw = await rawInsert(bodies, Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
@@ -406,20 +464,33 @@ async function main(): Promise<void> {
     line(`peak (closed loop, ${opts.concurrency} in flight, ${fmt(peak.result.durationMs / 1000, 1)} s):`);
     line(`  ${fmt(peakRecords)} records/s acknowledged (${fmt(peakRps, 1)} appends/s); ack p50 ${fmt(peak.result.latencyMs.p50, 1)} ms, p99 ${fmt(peak.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(peak.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(peak.fresh.samples, 0.99))} ms (${peak.fresh.samples.length} samples, ${peak.fresh.unseen} never seen, listing polled every ~${fmt(peak.pollMs)} ms per account)`);
+    line(`  the projector had applied every event of the phase ${fmt(drainS, 1)} s after the phase's polls ended`);
     if (appendsPerDataset > MAX_APPENDS_PER_DATASET) line(`  (!) ${fmt(appendsPerDataset, 1)} appends per dataset: more than the window's ten; raise --accounts or --datasets`);
     line(`half (open loop at ${fmt(peakRps / 2, 1)} appends/s):`);
     line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
+    line(`  the projector had applied every event of the phase ${fmt(halfDrainS, 1)} s after the phase's polls ended`);
+    const rateRecords = (ratePhase.result.ok / (ratePhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST;
+    line(`rate (open loop at the target, ${fmt(targetRps, 1)} appends/s):`);
+    line(`  ${fmt(rateRecords)} records/s; ack p50 ${fmt(ratePhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(ratePhase.result.latencyMs.p99, 1)} ms`);
+    line(`  freshness p50 ${fmt(quantile(ratePhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(ratePhase.fresh.samples, 0.99))} ms (${ratePhase.fresh.samples.length} samples, ${ratePhase.fresh.unseen} never seen)`);
     line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
     line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
-    const freshP99 = Math.max(quantile(peak.fresh.samples, 0.99), quantile(halfPhase.fresh.samples, 0.99));
+    // Judged in each phase on its own: at the peak the closed loop holds the machine's every core, so the
+    // projector's share decides whether it keeps up; at half the peak it shows the pipeline's own delay.
+    const freshPeakP99 = quantile(peak.fresh.samples, 0.99);
+    const freshHalfP99 = quantile(halfPhase.fresh.samples, 0.99);
+    const freshRateP99 = quantile(ratePhase.fresh.samples, 0.99);
     line('');
     line('targets:');
     line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakRecords)} — ${verdict(peakRecords >= TARGETS.recordsPerS)}`);
     line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakRecords / raw.perBatchRecordsPerS, 2)} — ${verdict(peakRecords / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakRecords / raw.flushSizeRecordsPerS, 2)})`);
     line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
-    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms: ${fmt(freshP99)} ms — ${verdict(freshP99 <= TARGETS.freshP99Ms)}`);
-    line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at half the peak: ${fmt(freshHalfP99)} ms — ${verdict(freshHalfP99 <= TARGETS.freshP99Ms)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at ${fmt(TARGETS.recordsPerS)} records/s: ${fmt(freshRateP99)} ms — ${verdict(freshRateP99 <= TARGETS.freshP99Ms && ratePhase.fresh.unseen === 0 && rateRecords >= TARGETS.recordsPerS * 0.98)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at the peak: ${fmt(freshPeakP99)} ms — ${verdict(freshPeakP99 <= TARGETS.freshP99Ms)}`);
+    line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds + ratePhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
+    line(`  peak RSS: ${SERVICES.map((n) => `${n} ${fmt(peakRssMiB(pids[n]))} MiB`).join(', ')}`);
   } finally {
     await stack?.stop();
     if (opts.cpuProf !== '') line(`CPU profiles in ${path.resolve(opts.cpuProf)}/<service>/ (node --import tsx bench/cpuprofile.ts FILE)`);

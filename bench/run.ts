@@ -147,12 +147,28 @@ function procStatus(pid: number): { rss: number; hwm: number } {
   return { rss: kb('VmRSS'), hwm: kb('VmHWM') };
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+/** CPU seconds (user + system) a process (or one of its threads: /proc/<pid>/task/<tid>) has used so far. */
+function cpuSeconds(pid: number, task?: string): number {
+  const stat = readFileSync(task === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${task}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After the command name: state is field 3, utime 14, stime 15 (1-based) → indices 11, 12 here.
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/**
+ * CPU seconds per thread of a process, by thread id. Per request, these are the figures that hold still
+ * on a shared machine, where records/s and the ceiling move with whatever else runs.
+ */
+function threadCpuSeconds(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      out.set(tid, cpuSeconds(pid, tid));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
 }
 
 function dirBytes(dir: string): number {
@@ -347,8 +363,16 @@ async function throughputPhase(ceiling: number | undefined): Promise<void> {
   // Server CPU over the measured window only: sample it when the window opens and when it closes.
   let cpuAtOpen = NaN;
   let cpuAtClose = NaN;
-  const openTimer = setTimeout(() => (cpuAtOpen = cpuSeconds(pid)), opts.warmup * 1000 + 300);
-  const closeTimer = setTimeout(() => (cpuAtClose = cpuSeconds(pid)), (opts.warmup + opts.seconds) * 1000 + 300);
+  let threadsAtOpen = new Map<string, number>();
+  let threadsAtClose = new Map<string, number>();
+  const openTimer = setTimeout(() => {
+    cpuAtOpen = cpuSeconds(pid);
+    threadsAtOpen = threadCpuSeconds(pid);
+  }, opts.warmup * 1000 + 300);
+  const closeTimer = setTimeout(() => {
+    cpuAtClose = cpuSeconds(pid);
+    threadsAtClose = threadCpuSeconds(pid);
+  }, (opts.warmup + opts.seconds) * 1000 + 300);
   const r = await generate({
     ...common,
     mode: 'timed',
@@ -360,7 +384,10 @@ async function throughputPhase(ceiling: number | undefined): Promise<void> {
   clearTimeout(openTimer);
   clearTimeout(closeTimer);
   // The generator may report back just before the closing sample was due: take it now, then.
-  if (Number.isNaN(cpuAtClose)) cpuAtClose = cpuSeconds(pid);
+  if (Number.isNaN(cpuAtClose)) {
+    cpuAtClose = cpuSeconds(pid);
+    threadsAtClose = threadCpuSeconds(pid);
+  }
   const mem = procStatus(pid);
   const stored = await totalRecords(server, accounts);
   const exit = await stopServer(server);
@@ -377,6 +404,16 @@ async function throughputPhase(ceiling: number | undefined): Promise<void> {
   line(`    latency          p50 ${fmt(r.latencyMs.p50, 1)} ms   p90 ${fmt(r.latencyMs.p90, 1)} ms   p99 ${fmt(r.latencyMs.p99, 1)} ms   max ${fmt(r.latencyMs.max, 1)} ms`);
   if (ceiling !== undefined) line(`    ratio to the JSON.parse ceiling   ${fmt(recordsPerS / ceiling, 3)}  (${fmt(recordsPerS)} / ${fmt(ceiling)})`);
   line(`    server CPU       ${fmt(serverCores, 2)} cores busy during the window; generator used ${fmt(r.cpuSeconds, 1)} CPU-s in total`);
+  // The event loop is the thread whose id is the pid; the others are the write and snapshot workers, V8's
+  // collector threads and libuv's file I/O threads. Threads started inside the window count from zero.
+  const perRequest = (tid: string): number => ((threadsAtClose.get(tid)! - (threadsAtOpen.get(tid) ?? 0)) * 1000) / Math.max(1, r.ok);
+  const others = [...threadsAtClose.keys()].filter((tid) => tid !== String(pid)).map(perRequest).filter((ms) => ms >= 0.005);
+  if (threadsAtClose.has(String(pid))) {
+    line(
+      `    CPU per request  event loop ${fmt(perRequest(String(pid)), 3)} ms; other threads ${fmt(others.reduce((a, b) => a + b, 0), 3)} ms ` +
+        `(busiest: ${others.sort((a, b) => b - a).slice(0, 3).map((ms) => fmt(ms, 3)).join(', ')} ms)`,
+    );
+  }
   line(`    server RSS       ${mib(mem.rss)} after the run (peak ${mib(mem.hwm)}); ${fmt(stored.records)} records held in ${stored.datasets} datasets; exit code ${exit}`);
   for (const e of r.firstErrors) line(`    error: ${e}`);
   if (opts.cpuProf !== '') line(`    server CPU profile written to ${path.resolve(opts.cpuProf, 'throughput')}`);

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Bundles the TypeScript services into dist/pushbase.js, which `npm start`, the `pushbase` command and the
-// end-to-end tests run, and dist/write-worker.js, the threads that parse and validate writes. Third-party packages stay external (loaded from node_modules);
+// end-to-end tests run, dist/write-worker.js, the threads that parse and validate writes, and dist/snapshot-worker.js,
+// the thread that encodes snapshot frames. Third-party packages stay external (loaded from node_modules);
 // the @pushbase/* workspaces are compiled in. Compiling ahead of time, rather than through tsx's loader,
 // matters on the hot path: the loader keeps function names by wrapping every closure creation in a
 // defineProperty call and turns module exports into getters (measured in bench/, see the issue note).
@@ -27,10 +28,12 @@ rmSync(path.join(root, 'dist'), { recursive: true, force: true });
 
 esbuild
   .build({
-    // The server, and the write-pool thread it starts from beside itself (services/embedded/src/write-pool.ts).
+    // The server, and the write-pool and snapshot-pool threads it starts from beside itself
+    // (services/embedded/src/write-pool.ts, snapshot-pool.ts).
     entryPoints: {
       pushbase: path.join(root, 'services/cli/src/main.ts'),
       'write-worker': path.join(root, 'services/embedded/src/write-worker.ts'),
+      'snapshot-worker': path.join(root, 'services/embedded/src/snapshot-worker.ts'),
     },
     outdir: path.join(root, 'dist'),
     bundle: true,

@@ -12,6 +12,7 @@ const { execFileSync } = require('node:child_process');
 // the environment the test workers inherit; the teardown stops only what this run started.
 const tsx = require('tsx/cjs/api');
 const { ensureHelm } = require('../scripts/ensure-helm.js');
+const { ensureSchemathesis } = require('../scripts/ensure-schemathesis.js');
 
 module.exports = async (globalConfig) => {
   execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build.js')], { stdio: 'inherit' });
@@ -27,6 +28,17 @@ module.exports = async (globalConfig) => {
     process.env.PUSHBASE_HELM = ensureHelm((line) => process.stderr.write(`\n${line}\n`));
   } catch (e) {
     process.env.PUSHBASE_HELM_ERROR = e instanceof Error ? e.message : String(e);
+  }
+
+  // schemathesis for test/e2e/schemathesis.e2e.test.ts: pinned, from PyPI, in a virtualenv of its own made
+  // once per machine (scripts/ensure-schemathesis.js), so pip's minute is never counted in a test's
+  // timeout. Like helm, a failed install fails that suite with the reason, not the whole run.
+  if (selected.length === 0 || selected.some((p) => p.startsWith('e2e'))) {
+    try {
+      process.env.PUSHBASE_SCHEMATHESIS_PYTHON = ensureSchemathesis((line) => process.stderr.write(`\n${line}\n`)).python;
+    } catch (e) {
+      process.env.PUSHBASE_SCHEMATHESIS_ERROR = e instanceof Error ? e.message : String(e);
+    }
   }
 
   const { startTestServices } = tsx.require('../deploy/local/test-services.ts', __filename);

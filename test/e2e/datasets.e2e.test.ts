@@ -203,6 +203,11 @@ describe('invalid definitions are refused with 400 naming the rule', () => {
     ['unique_by of several fields with a number', { fields: { day: field('date', 'Day'), n }, unique_by: ['day', 'n'] }, /string, date or datetime|"?n"?/],
     ['unique_by of several fields with money', { fields: { s: field('string', 'S'), m: field('money', 'M', { currency_code: 'USD' }) }, unique_by: ['s', 'm'] }, /m/],
     ['unique_by that is a number', { fields: { n }, unique_by: 5 }, /unique_by/],
+    // An invalid currency_code or time_unit is refused on every type, not only the one that uses it.
+    ['a number field with an invalid currency_code', { fields: { n: field('number', 'N', { currency_code: 'usd' }) } }, /"n" has an invalid currency_code "usd"/],
+    ['a date field with an invalid time_unit', { fields: { d: field('date', 'D', { time_unit: 'AAA' }) } }, /"d" has an invalid time_unit "AAA"/],
+    ['a money field with an invalid time_unit', { fields: { m: field('money', 'M', { currency_code: 'EUR', time_unit: 5 }) } }, /"m" has an invalid time_unit 5/],
+    ['a duration field with an invalid currency_code', { fields: { d: field('duration', 'D', { time_unit: 'hours', currency_code: 'AAA' }) } }, /"d" has an invalid currency_code "AAA"/],
     ['unique_by holding a non-string', { fields: { n }, unique_by: [1] }, /unique_by/],
   ];
   it.each(cases)('%s', async (_name, body, message) => {
@@ -216,6 +221,21 @@ describe('invalid definitions are refused with 400 naming the rule', () => {
     expectError(res, 400, /dya/);
     expect(res.body.error.message).toContain('day');
     expect(res.body.error.message).toContain('amount');
+  });
+
+  it('tolerates a valid or null currency_code / time_unit on a type that does not use it, and does not store it', async () => {
+    const fields = {
+      n: field('number', 'N', { currency_code: 'USD', time_unit: null }),
+      d: field('date', 'D', { time_unit: 'hours', currency_code: null }),
+      m: field('money', 'M', { currency_code: 'EUR', time_unit: 'seconds' }),
+    };
+    const res = await put(uid('tolerated'), { fields });
+    expectOk(res, 201, ANY_BODY);
+    expect(res.body.fields).toEqual({
+      n: { type: 'number', name: 'N', optional: false },
+      d: { type: 'date', name: 'D', optional: false },
+      m: { type: 'money', name: 'M', optional: false, currency_code: 'EUR' },
+    });
   });
 
   it('allows a unique_by of one number field, and an empty unique_by', async () => {

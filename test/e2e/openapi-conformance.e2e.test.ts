@@ -81,6 +81,11 @@ describe('the live server conforms to docs/openapi.yaml', () => {
       const errors = validateResponse(tpl === '/nowhere' ? 'GET' : 'PATCH', tpl, res.status, res.headers, res.body);
       if (errors.length > 0) failures.push(`${tpl} → ${res.status}: ${errors.join('; ')}`);
     }
+    // HEAD / answers as GET / without the body; HEAD elsewhere is a method the path does not have.
+    const head = await server.request('HEAD', '/', { key });
+    expect({ status: head.status, text: head.text, requestId: typeof head.headers['x-request-id'] }).toEqual({ status: 200, text: '', requestId: 'string' });
+    const headElsewhere = await server.request('HEAD', '/datasets/oa.sales/data', { key });
+    expect({ status: headElsewhere.status, allow: headElsewhere.headers.allow }).toEqual({ status: 405, allow: expect.stringMatching(/POST/) });
     // the rate limit: the same key until refused
     let limited: Response | undefined;
     for (let i = 0; i < 70 && limited === undefined; i++) {

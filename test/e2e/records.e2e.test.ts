@@ -369,18 +369,36 @@ describe('delete_by', () => {
   });
 
   const badDeleteBy: [string, unknown, RegExp][] = [
-    ['an unknown field', 'dya', /delete_by|dya/],
-    ['a string field', 'label', /delete_by|label/],
-    ['a number field', 'n', /delete_by|\bn\b/],
-    ['a number', 5, /delete_by/],
-    ['an object', { field: 'day' }, /delete_by/],
-    ['a two-element array', ['day', 'at'], /delete_by/],
+    ['an unknown field', 'dya', /delete_?by|dya/i],
+    ['a string field', 'label', /delete_?by|label/i],
+    ['a number field', 'n', /delete_?by|\bn\b/i],
+    ['a number', 5, /delete_?by/i],
+    ['an object', { field: 'day' }, /delete_?by/i],
+    ['a two-element array', ['day', 'at'], /delete_?by/i],
   ];
   it.each(badDeleteBy)('refuses %s with 400 and stores nothing', async (_name, value, message) => {
     const before = (await records(id)).length;
     expectError(await append(id, { data: [rec], delete_by: value }), 400, message);
     expectError(await append(id, { data: [rec], deleteBy: value }), 400, message);
     expect(await records(id)).toHaveLength(before);
+  });
+
+  // The review's finding: a malformed deleteBy beside a valid delete_by was dropped silently.
+  it.each(badDeleteBy)('refuses %s as deleteBy beside a valid delete_by, with the path deleteBy', async (_name, value) => {
+    const before = (await records(id)).length;
+    for (const delete_by of ['day', ['at'], '']) {
+      const res = await append(id, { data: [rec], delete_by, deleteBy: value });
+      expectError(res, 400, /deleteBy/);
+      expect(res.body.error.path).toBe('deleteBy');
+    }
+    expect(await records(id)).toHaveLength(before);
+  });
+
+  it('refuses delete_by and deleteBy naming different fields, takes them naming the same one', async () => {
+    const before = (await records(id)).length;
+    expectError(await append(id, { data: [rec], delete_by: 'day', deleteBy: 'at' }), 400, '"delete_by" and "deleteBy" name different fields ("day" and "at"); send one of them');
+    expectOk(await append(id, { data: [rec], delete_by: 'day', deleteBy: ['day'] }));
+    expect(await records(id)).toHaveLength(before + 1);
   });
 
   it('answers 404 rather than 400 when the dataset does not exist', async () => {

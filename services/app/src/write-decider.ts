@@ -30,10 +30,16 @@ export type WriteDecider = (cmd: RawWriteCommand, dataset: DatasetSummary | unde
 const encoder = new TextEncoder();
 
 export function decideWriteSync(cmd: RawWriteCommand, dataset: DatasetSummary | undefined): DecidedWrite {
+  const { events, text } = decideWriteText(cmd, dataset);
+  return { events, encoded: encoder.encode(text) };
+}
+
+/** decideWriteSync with the encoded events as text (what a worker also hands back: see write-pool.ts). */
+export function decideWriteText(cmd: RawWriteCommand, dataset: DatasetSummary | undefined): { events: readonly DatasetEvent[]; text: string } {
   const body = parseJsonBody(cmd.json);
   const command = { account: cmd.account, id: cmd.id, body, at: cmd.at };
   const events = [cmd.kind === 'append' ? decideAppend(command, dataset) : decideReplace(command, dataset)];
-  return { events, encoded: encoder.encode(encodeEventBatchText(events)) };
+  return { events, text: encodeEventBatchText(events) };
 }
 
 /** Decides on the calling thread. */

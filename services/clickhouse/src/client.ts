@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { ClickHouseError, ClickHouseLogLevel, createClient, drainStream, type ClickHouseClient } from '@clickhouse/client';
 import { DomainError } from '@pushbase/domain';
+import { quoteIdentifier } from './sql';
 
 /*
  * A thin door onto @clickhouse/client: one client per store (no module-level singleton), errors turned into
@@ -90,12 +91,21 @@ export async function selectRows<T>(conn: ClickHouseConnection, query: string, w
 }
 
 /**
- * Sends an INSERT whose JSONEachRow body was serialised here, not by the client, so its exact size is
- * known before it is sent (see MAX_INSERT_BYTES in store.ts) and no second copy of it is made.
+ * Sends an INSERT whose body was serialised here, not by the client, so its exact size is known before it
+ * is sent (see MAX_INSERT_BYTES in store.ts) and no second copy of it is made. JSONEachRow by default;
+ * RowBinary (row-binary.ts) needs the column list its rows follow. Column names are the store's own
+ * constants, never user input.
  */
-export async function insertBody(conn: ClickHouseConnection, table: string, body: Buffer, what: string): Promise<void> {
+export async function insertBody(
+  conn: ClickHouseConnection,
+  table: string,
+  body: Buffer,
+  what: string,
+  as: { readonly format: 'JSONEachRow' } | { readonly format: 'RowBinary'; readonly columns: readonly string[] } = { format: 'JSONEachRow' },
+): Promise<void> {
+  const query = as.format === 'RowBinary' ? `INSERT INTO ${table} (${as.columns.map(quoteIdentifier).join(', ')}) FORMAT RowBinary` : `INSERT INTO ${table} FORMAT JSONEachRow`;
   try {
-    const { stream } = await conn.client.exec({ query: `INSERT INTO ${table} FORMAT JSONEachRow`, values: Readable.from([body]) });
+    const { stream } = await conn.client.exec({ query, values: Readable.from([body]) });
     await drainStream(stream);
   } catch (e) {
     throw storeError(conn.url, what, e);

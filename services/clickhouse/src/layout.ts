@@ -10,6 +10,8 @@ import {
   type FieldValue,
 } from '@pushbase/domain';
 
+import type { RowBinaryWriter } from './row-binary';
+
 /*
  * How a dataset's fields sit in the one records table: typed slots, so SQL can aggregate without parsing.
  *   num_0…num_9   Float64  number, percentage, money, duration
@@ -123,6 +125,58 @@ function encodeValue(s: Slot, v: string | number): string | number {
     }
   }
   throw new Error(`The ${s.type} field "${s.key}" holds ${JSON.stringify(v)}, not a normalised ${s.type}`);
+}
+
+// One plan per definition (immutable once parsed): the slot at each stored column, or none.
+const plans = new WeakMap<DatasetDefinition, readonly (Slot | undefined)[]>();
+
+/** The definition's slot at each of STORED_COLUMNS, in that order (undefined where it has none). */
+export function storedPlan(definition: DatasetDefinition): readonly (Slot | undefined)[] {
+  let plan = plans.get(definition);
+  if (plan === undefined) {
+    const byStored = new Map(slotsOf(definition).map((s) => [s.stored, s]));
+    plan = STORED_COLUMNS.map((c) => byStored.get(c.stored));
+    plans.set(definition, plan);
+  }
+  return plan;
+}
+
+/**
+ * A row's slot columns in RowBinary (row-binary.ts), in STORED_COLUMNS order: the record's values where
+ * `plan` has a slot, NULL elsewhere, and NULL throughout for `record` null (tombstones, head rows). The same
+ * values encodeRecord gives: a number's own bits, a string's UTF-8 (lone surrogates as U+FFFD), a date or
+ * datetime as epoch milliseconds.
+ */
+export function writeSlots(w: RowBinaryWriter, plan: readonly (Slot | undefined)[], record: DatasetRecord | null): void {
+  for (const s of plan) {
+    const v: FieldValue = s === undefined || record === null ? null : (record[s.key] ?? null);
+    if (v === null) {
+      w.isNull(true);
+      continue;
+    }
+    const slot = s as Slot;
+    switch (slot.kind) {
+      case 'num':
+        if (typeof v !== 'number') break;
+        w.isNull(false);
+        w.float64(v);
+        continue;
+      case 'str':
+        if (typeof v !== 'string') break;
+        w.isNull(false);
+        w.string(v);
+        continue;
+      case 'time': {
+        if (typeof v !== 'string') break;
+        const ms = slot.type === 'date' ? (isCalendarDate(v) ? dateMillis(v) : undefined) : parseDateTimeMillis(v);
+        if (ms === undefined || Number.isNaN(ms)) break;
+        w.isNull(false);
+        w.int64(ms);
+        continue;
+      }
+    }
+    throw new Error(`The ${slot.type} field "${slot.key}" holds ${JSON.stringify(v)}, not a normalised ${slot.type}`);
+  }
 }
 
 /** A stored row's columns (as text, the way the store selects them) back into the fold's record. */

@@ -3,7 +3,7 @@ import { invalid, parseDatasetId } from '@pushbase/domain';
 /*
  * The one place where values meet SQL text. ClickHouse 18.16 has no query parameters, so the few values a
  * read must name (an account, a dataset id) are validated against their pattern first and then written as
- * string literals by `quoteString`; user values of records only ever travel in INSERT bodies (JSONEachRow).
+ * string literals by `quoteString`; user values of records only ever travel in INSERT bodies (RowBinary for the records table, JSONEachRow for heads).
  * Identifiers (database names) are validated against a strict pattern and backquoted.
  */
 

@@ -1,4 +1,17 @@
-import { EVENT_SCHEMA_VERSION, recordShape, type DatasetEvent, type DatasetRecord, type FieldValue, type RecordShape } from '@pushbase/domain';
+import {
+  EVENT_SCHEMA_VERSION,
+  recordShape,
+  withEncodedRecords,
+  type EncodedRecords,
+  type DatasetDefined,
+  type DatasetDeleted,
+  type DatasetEvent,
+  type DatasetRecord,
+  type FieldValue,
+  type RecordShape,
+  type RecordsAppended,
+  type RecordsReplaced,
+} from '@pushbase/domain';
 
 /*
  * The event envelope, one codec for every log adapter (the file log's frames, Kafka's messages, replay):
@@ -164,11 +177,16 @@ export function decodeEvent(bytes: Uint8Array | string, options: EventCodecOptio
 
 /** The events of one file-log frame: a JSON array of events. */
 export function decodeEventBatch(bytes: Uint8Array | string, options: EventCodecOptions = {}): DatasetEvent[] {
+  return decodeWireBatch(bytes, options).map(fromWire);
+}
+
+/** A batch's events, checked and upcast, as stored: records by position. */
+function decodeWireBatch(bytes: Uint8Array | string, options: EventCodecOptions): RawEvent[] {
   const parsed = parseJson(bytes);
   if (!Array.isArray(parsed)) throw new EventDecodeError(`an event batch must be a JSON array, not ${kind(parsed)}`);
   return parsed.map((value, i) => {
     try {
-      return decodeEventValue(value, options);
+      return checkedWire(value, options);
     } catch (err) {
       if (err instanceof EventDecodeError) throw new EventDecodeError(`event ${i} of the batch: ${err.message}`);
       throw err;
@@ -178,6 +196,11 @@ export function decodeEventBatch(bytes: Uint8Array | string, options: EventCodec
 
 /** An already parsed event, upcast to the current version. */
 export function decodeEventValue(value: unknown, options: EventCodecOptions = {}): DatasetEvent {
+  return fromWire(checkedWire(value, options));
+}
+
+/** An already parsed event, upcast to the current version and checked, as stored. */
+function checkedWire(value: unknown, options: EventCodecOptions): RawEvent {
   const current = options.currentVersion ?? EVENT_SCHEMA_VERSION;
   const upcasters = options.upcasters ?? EVENT_UPCASTERS;
   if (!isObject(value)) throw new EventDecodeError(`an event must be a JSON object, not ${kind(value)}`);
@@ -202,7 +225,7 @@ export function decodeEventValue(value: unknown, options: EventCodecOptions = {}
     version += 1;
   }
   checkShape(event);
-  return fromWire(event);
+  return event;
 }
 
 /** The in-memory event of a checked current-version event: its rows back into records. */
@@ -250,6 +273,71 @@ function checkRows(type: string, e: RawEvent): void {
   for (let i = 0; i < rows.length; i++) {
     const row: unknown = rows[i];
     if (!Array.isArray(row) || row.length !== fields.length) throw new EventDecodeError(`${type}: row ${i} must be an array of ${fields.length} values`);
+  }
+}
+
+/**
+ * An event without its records, as the thread that encoded it describes it to the thread that folds it:
+ * events with records carry their number instead (a few hundred bytes to pass, not the records).
+ */
+export type EventHead =
+  | DatasetDefined
+  | DatasetDeleted
+  | (Omit<RecordsAppended, 'records'> & { readonly count: number })
+  | (Omit<RecordsReplaced, 'records'> & { readonly count: number });
+
+export function eventHeads(events: readonly DatasetEvent[]): EventHead[] {
+  return events.map((e) => {
+    if (e.type !== 'RecordsAppended' && e.type !== 'RecordsReplaced') return e;
+    const { records, ...head } = e;
+    return { ...head, count: records.length };
+  });
+}
+
+/**
+ * The events of one encoded batch (encodeEventBatch's bytes, or its text) from their heads, without
+ * decoding it: each event's records are decoded from `encoded` only when read (withEncodedRecords), and a
+ * dataset's rows may keep them encoded until then (the domain's RowMap). `encoded` is held, so bytes must
+ * not change; text is what to hold for long (it lives on the JS heap, where the collector sizes itself).
+ */
+export function eventsFromEncodedBatch(encoded: Uint8Array | string, heads: readonly EventHead[]): DatasetEvent[] {
+  return heads.map((h, i) => {
+    if (h.type !== 'RecordsAppended' && h.type !== 'RecordsReplaced') return h;
+    const { count, ...head } = h;
+    const records = new BatchRecords(encoded, i, h.type, count);
+    return h.type === 'RecordsAppended'
+      ? withEncodedRecords<RecordsAppended>(head as Omit<RecordsAppended, 'records'>, records)
+      : withEncodedRecords<RecordsReplaced>(head as Omit<RecordsReplaced, 'records'>, records);
+  });
+}
+
+/**
+ * The records of event `index` of an encoded batch, decoded on demand. Plain data (the batch, the index,
+ * what the head said), so it can be rebuilt on another thread from those: `new BatchRecords(...)`.
+ */
+export class BatchRecords implements EncodedRecords {
+  readonly bytes: number;
+
+  constructor(
+    readonly encoded: Uint8Array | string,
+    readonly index: number,
+    readonly type: 'RecordsAppended' | 'RecordsReplaced',
+    readonly count: number,
+  ) {
+    this.bytes = typeof encoded === 'string' ? encoded.length : encoded.byteLength;
+  }
+
+  decodeValues(): { fields: string[]; rows: FieldValue[][] } {
+    const event = decodeWireBatch(this.encoded, {})[this.index] as (RawEvent & { fields: string[]; rows: FieldValue[][] }) | undefined;
+    if (event === undefined || event.type !== this.type || event.rows.length !== this.count) {
+      throw new EventDecodeError(`event ${this.index} of the batch is not the ${this.type} of ${this.count} records its head says`);
+    }
+    return event;
+  }
+
+  decode(): readonly DatasetRecord[] {
+    const { fields, rows } = this.decodeValues();
+    return toRecords(fields, rows);
   }
 }
 

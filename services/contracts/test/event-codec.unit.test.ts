@@ -1,5 +1,16 @@
-import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import { decodeEvent, decodeEventBatch, decodeEventValue, encodeEvent, encodeEventBatch, EVENT_UPCASTERS, EventDecodeError, type Upcaster } from '../src/event-codec';
+import { encodedRecordsOf, EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
+import {
+  decodeEvent,
+  decodeEventBatch,
+  decodeEventValue,
+  encodeEvent,
+  encodeEventBatch,
+  eventHeads,
+  eventsFromEncodedBatch,
+  EVENT_UPCASTERS,
+  EventDecodeError,
+  type Upcaster,
+} from '../src/event-codec';
 
 const base = { schema_version: EVENT_SCHEMA_VERSION, account: 'acct', dataset: 'sales', incarnation: 'inc-7', at: 1_700_000_000_000 } as const;
 
@@ -161,6 +172,30 @@ describe('event codec', () => {
       expect(decodeError(() => decodeEventValue(wire(events[1]!), { currentVersion: 3, upcasters: { 2: (e) => ({ ...e, rows: 'x', schema_version: 3 }) } }))).toMatch(
         /rows must be an array/,
       );
+    });
+  });
+
+  describe('events from an encoded batch and their heads (what a write worker hands back)', () => {
+    it.each([
+      ['bytes', (e: DatasetEvent[]) => encodeEventBatch(e)],
+      ['text', (e: DatasetEvent[]) => encodeEventBatch(e).toString('utf8')],
+    ])('are the batch\'s events, records decoded only when read, from its %s', (_what, encode) => {
+      const bytes = encode(events);
+      const heads = eventHeads(events);
+      expect(JSON.stringify(heads)).not.toContain('2.5');
+      const lazy = eventsFromEncodedBatch(bytes, heads);
+      const counts = lazy.map((e) => (e.type === 'RecordsAppended' || e.type === 'RecordsReplaced' ? encodedRecordsOf(e)?.count : 'none'));
+      expect(counts).toEqual(['none', 2, 1, 1, 'none']);
+      expect(lazy).toEqual(decodeEventBatch(bytes));
+      expect(lazy.map((e) => encodeEvent(e).toString())).toEqual(events.map((e) => encodeEvent(e).toString()));
+    });
+
+    it('refuses, when read, records that are not what the head says', () => {
+      const heads = eventHeads(events).map((h) => ('count' in h ? { ...h, count: h.count + 1 } : h));
+      const lazy = eventsFromEncodedBatch(encodeEventBatch(events), heads);
+      expect(lazy[0]).toEqual(events[0]);
+      const appended = lazy[1] as Extract<DatasetEvent, { type: 'RecordsAppended' }>;
+      expect(decodeError(() => appended.records)).toMatch(/event 1 of the batch is not the RecordsAppended of 3 records/);
     });
   });
 });

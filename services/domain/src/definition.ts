@@ -61,22 +61,35 @@ function parseField(key: string, raw: unknown): FieldDefinition {
     name,
     optional: optional === true,
   };
-  if (type === 'money') {
-    const currency = raw.currency_code;
+  // currency_code belongs to money and time_unit to duration. On another type a valid value is tolerated
+  // and dropped, and so is null: clients build every field from one template (sql-dataset's YAML, a dict
+  // per field), serialisers write every member, and a field whose type changed keeps its old keys. An
+  // invalid value is refused wherever it stands: it is a mistake (a money field typed wrong, a unit
+  // misspelt) the client would otherwise never hear of, and docs/openapi.yaml documents both keys as such.
+  const currency = raw.currency_code;
+  if (type === 'money' || (currency !== undefined && currency !== null)) {
     if (typeof currency !== 'string' || !isCurrencyCode(currency)) {
       throw invalid(
-        `Field "${key}" of type money needs a currency_code: an upper-case ISO 4217 code such as "USD" (got ${quoteValue(currency)})`,
+        type === 'money'
+          ? `Field "${key}" of type money needs a currency_code: an upper-case ISO 4217 code such as "USD" (got ${quoteValue(currency)})`
+          : `Field "${key}" has an invalid currency_code ${quoteValue(currency)}: when given it must be an upper-case ISO 4217 code such as "USD" (only type money uses it)`,
         `${path}.currency_code`,
       );
     }
-    field.currency_code = currency;
+    if (type === 'money') field.currency_code = currency;
   }
-  if (type === 'duration') {
-    const unit = TIME_UNITS.find((u) => u === raw.time_unit);
+  const rawUnit = raw.time_unit;
+  if (type === 'duration' || (rawUnit !== undefined && rawUnit !== null)) {
+    const unit = TIME_UNITS.find((u) => u === rawUnit);
     if (unit === undefined) {
-      throw invalid(`Field "${key}" of type duration needs a time_unit: one of ${TIME_UNITS.join(', ')}`, `${path}.time_unit`);
+      throw invalid(
+        type === 'duration'
+          ? `Field "${key}" of type duration needs a time_unit: one of ${TIME_UNITS.join(', ')}`
+          : `Field "${key}" has an invalid time_unit ${quoteValue(rawUnit)}: when given it must be one of ${TIME_UNITS.join(', ')} (only type duration uses it)`,
+        `${path}.time_unit`,
+      );
     }
-    field.time_unit = unit;
+    if (type === 'duration') field.time_unit = unit;
   }
   return field;
 }

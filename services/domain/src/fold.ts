@@ -1,5 +1,6 @@
-import type { DatasetEvent } from './events';
+import type { DatasetEvent, RecordsAppended, RecordsReplaced } from './events';
 import { uniqueKey } from './records';
+import { encodedRecordsOf, RowMap, type RowKey } from './rows';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldValue } from './types';
 
 /** What the schema side knows of a dataset: enough to decide commands, no records. */
@@ -15,18 +16,13 @@ export interface DatasetSummary {
 /**
  * One dataset's state. `rows` iterates oldest insertion first (a Map keeps insertion order, and a
  * unique_by merge deletes then re-inserts, which makes the merged record the newest, as DECISIONS.md asks).
+ * The fold makes it a RowMap, which may hold the newest rows still encoded (rows.ts).
  */
 export interface DatasetState extends DatasetSummary {
   readonly rows: Map<RowKey, DatasetRecord>;
   /** Row keys of datasets without unique_by come from this counter, i.e. from event position. */
   readonly nextRow: number;
 }
-
-/**
- * A row's key: the unique key (a string) under unique_by, else the row's position in the dataset's
- * history (a number, which a Map holds without allocating).
- */
-export type RowKey = string | number;
 
 /** The whole read model: account → dataset id → state. */
 export type State = Map<string, Map<string, DatasetState>>;
@@ -38,12 +34,19 @@ export const initialState = (): State => new Map();
  * one whole), later-wins inside the request, row keys from the event position otherwise.
  * Returns the next row counter.
  */
-function insertRows(rows: Map<RowKey, DatasetRecord>, uniqueBy: readonly string[], records: readonly DatasetRecord[], nextRow: number): number {
+function insertRows(rows: Map<RowKey, DatasetRecord>, uniqueBy: readonly string[], event: RecordsAppended | RecordsReplaced, nextRow: number): number {
   let next = nextRow;
   if (uniqueBy.length === 0) {
-    for (const r of records) rows.set(next++, r);
+    // Keys by position need nothing of the records: an encoded event's stay encoded until used.
+    const encoded = rows instanceof RowMap ? encodedRecordsOf(event) : undefined;
+    if (encoded !== undefined) {
+      (rows as RowMap).appendEncoded(next, encoded);
+      return next + encoded.count;
+    }
+    for (const r of event.records) rows.set(next++, r);
     return next;
   }
+  const records = event.records;
   // Within one request a later duplicate wins but keeps the first one's place (DECISIONS.md worked example:
   // [d1→1, d2→2, d1→3, d3→4] → d1→3, d2→2, d3→4). Against a stored record, the new one replaces it whole
   // and is re-inserted, so it counts as newly inserted for the window.
@@ -67,6 +70,10 @@ export function enforceWindow(rows: Map<RowKey, DatasetRecord>, deleteBy: string
   let excess = rows.size - limit;
   if (excess <= 0) return;
   if (deleteBy === null) {
+    if (rows instanceof RowMap) {
+      rows.deleteOldest(excess);
+      return;
+    }
     for (const key of rows.keys()) {
       rows.delete(key);
       if (--excess === 0) return;
@@ -120,19 +127,19 @@ function evolveDataset(current: DatasetState | undefined, event: DatasetEvent): 
         definition: event.definition,
         created_at: event.at,
         updated_at: event.at,
-        rows: new Map(),
+        rows: new RowMap(),
         nextRow: 0,
       };
     case 'RecordsAppended': {
       if (current === undefined || current.incarnation !== event.incarnation) return current;
-      const nextRow = insertRows(current.rows, current.definition.unique_by, event.records, current.nextRow);
+      const nextRow = insertRows(current.rows, current.definition.unique_by, event, current.nextRow);
       enforceWindow(current.rows, event.delete_by);
       return { ...current, nextRow, updated_at: event.at };
     }
     case 'RecordsReplaced': {
       if (current === undefined || current.incarnation !== event.incarnation) return current;
-      const rows = new Map<RowKey, DatasetRecord>();
-      const nextRow = insertRows(rows, current.definition.unique_by, event.records, current.nextRow);
+      const rows = new RowMap();
+      const nextRow = insertRows(rows, current.definition.unique_by, event, current.nextRow);
       enforceWindow(rows, null);
       return { ...current, rows, nextRow, updated_at: event.at };
     }

@@ -7,3 +7,4 @@ export * from './events';
 export * from './fold';
 export * from './decide';
 export * from './positional';
+export * from './rows';

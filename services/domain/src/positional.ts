@@ -23,6 +23,12 @@ export interface RecordShape {
   fromValues(values: readonly FieldValue[]): DatasetRecord;
   /** The record's values by position; a field the record lacks reads as null. */
   toValues(record: DatasetRecord): FieldValue[];
+  /**
+   * Writes the records' values into `columns` (one array per field, by position) from index `at` on,
+   * building nothing per record (a snapshot's columns). Returns the index of the first record that lacks
+   * one of the fields, its values and the later records' left unwritten, or -1 when every record has all.
+   */
+  intoColumns(records: readonly DatasetRecord[], columns: readonly FieldValue[][], at: number): number;
 }
 
 export function recordShape(fields: readonly string[]): RecordShape {
@@ -47,17 +53,38 @@ export function recordShape(fields: readonly string[]): RecordShape {
  * difference between the positional encoding paying for itself and not. Names reach the generated code
  * only as JSON.stringify quotes them, which is a valid JavaScript string literal for any string.
  */
-function generated(fields: readonly string[]): Pick<RecordShape, 'fromValues' | 'toValues'> {
+function generated(fields: readonly string[]): Pick<RecordShape, 'fromValues' | 'toValues' | 'intoColumns'> {
   const names = fields.map((f) => JSON.stringify(f));
   /* eslint-disable @typescript-eslint/no-implied-eval -- names only as quoted string literals; see above */
   const fromValues = new Function('v', `return {${names.map((n, i) => `${n}: v[${i}] ?? null`).join(', ')}};`) as RecordShape['fromValues'];
   const toValues = new Function('r', `return [${names.map((n) => `r[${n}] ?? null`).join(', ')}];`) as RecordShape['toValues'];
+  const intoColumns = new Function(
+    'records',
+    'columns',
+    'at',
+    `${names.map((_, i) => `const c${i} = columns[${i}];`).join(' ')}
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i];
+      ${names.map((n, i) => `const v${i} = r[${n}];`).join(' ')}
+      if (${names.map((_, i) => `v${i} === undefined`).join(' || ') || 'false'}) return i;
+      ${names.map((_, i) => `c${i}[at + i] = v${i};`).join(' ')}
+    }
+    return -1;`,
+  ) as RecordShape['intoColumns'];
   /* eslint-enable @typescript-eslint/no-implied-eval */
-  return { fromValues, toValues };
+  return { fromValues, toValues, intoColumns };
 }
 
-function generic(fields: readonly string[], blank: () => Record<string, FieldValue>): Pick<RecordShape, 'fromValues' | 'toValues'> {
+function generic(fields: readonly string[], blank: () => Record<string, FieldValue>): Pick<RecordShape, 'fromValues' | 'toValues' | 'intoColumns'> {
   return {
+    intoColumns(records, columns, at) {
+      for (let i = 0; i < records.length; i++) {
+        const r = records[i]!;
+        if (fields.some((f) => !Object.hasOwn(r, f) || r[f] === undefined)) return i;
+        for (let j = 0; j < fields.length; j++) columns[j]![at + i] = r[fields[j]!]!;
+      }
+      return -1;
+    },
     fromValues(values) {
       const r = blank();
       for (let i = 0; i < fields.length; i++) r[fields[i]!] = values[i] ?? null;

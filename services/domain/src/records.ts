@@ -1,5 +1,6 @@
 import { fieldOf } from './definition';
 import { describeValue, invalid, quoteValue } from './errors';
+import { recordShape, type RecordShape } from './positional';
 import { isCalendarDate, normaliseDateTime } from './time';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
 
@@ -74,6 +75,10 @@ interface CompiledField {
 interface CompiledDefinition {
   readonly fields: readonly CompiledField[];
   readonly keys: ReadonlySet<string>;
+  /** Builds the output record from its values in field order, all in one object literal. */
+  readonly shape: RecordShape;
+  /** Scratch for one record's values (validation is synchronous, so one per definition serves). */
+  readonly values: FieldValue[];
 }
 
 // A definition is immutable once parsed, so its compiled validators can be cached by identity.
@@ -86,7 +91,7 @@ function compileAndCache(def: DatasetDefinition): CompiledDefinition {
     shadowsPrototype: key in Object.prototype,
     normalise: normaliserFor(f),
   }));
-  const c = { fields, keys: new Set(fields.map((f) => f.key)) };
+  const c = { fields, keys: new Set(fields.map((f) => f.key)), shape: recordShape(fields.map((f) => f.key)), values: new Array<FieldValue>(fields.length).fill(null) };
   compiled.set(def, c);
   return c;
 }
@@ -112,8 +117,12 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
       );
     }
   }
-  const out: Record<string, FieldValue> = {};
-  for (const f of c.fields) {
+  // Values first, then the record in one go (RecordShape.fromValues): an object grown key by key through
+  // a store whose key changes every field is the slow way to make one, and this runs for every record.
+  const out = c.values;
+  const fields = c.fields;
+  for (let j = 0; j < fields.length; j++) {
+    const f = fields[j]!;
     // Own keys only: a missing field named "constructor" is missing, not Object.prototype's.
     const v = f.shadowsPrototype && !Object.hasOwn(obj, f.key) ? undefined : obj[f.key];
     if (v === undefined || v === null) {
@@ -123,16 +132,16 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
           `${at(index)}.${f.key}`,
         );
       }
-      out[f.key] = null;
+      out[j] = null;
       continue;
     }
     const n = f.normalise(v);
     if (n instanceof Refusal) {
       throw invalid(`Record ${index} (${at(index)}): the field "${f.key}" ${n.reason}; got ${quoteValue(v)}`, `${at(index)}.${f.key}`);
     }
-    out[f.key] = n;
+    out[j] = n;
   }
-  return out;
+  return c.shape.fromValues(out);
 }
 
 /**
@@ -155,23 +164,51 @@ export function parseRecords(def: DatasetDefinition, data: unknown): DatasetReco
   return out;
 }
 
+/** One of `delete_by` / `deleteBy` as sent: a field key, or null for none (absent, null or ""). */
+function deleteByKey(raw: unknown, name: 'delete_by' | 'deleteBy'): string | null {
+  let key = raw;
+  // A one-element list, as some clients send it; its element is a key like the bare form.
+  if (Array.isArray(key)) {
+    if (key.length !== 1 || typeof key[0] !== 'string') {
+      throw invalid(`"${name}" must be the key of a date or datetime field (or a list of exactly that one key)`, name);
+    }
+    key = key[0];
+  }
+  if (key === undefined || key === null || key === '') return null;
+  if (typeof key !== 'string') throw invalid(`"${name}" must be the key of a date or datetime field`, name);
+  return key;
+}
+
 /**
  * Reads `delete_by` (also `deleteBy`, and a one-element array, as real clients send it). It must name a
  * date or datetime field of the dataset. Null when absent.
+ *
+ * The official clients send one spelling each (geckoboard-py `delete_by`, the geckoboard npm client
+ * `deleteBy`), never both; a request that carries both gets each checked, and they must not name two
+ * different fields: a malformed or contradicting second spelling is a client bug worth a 400, not
+ * something to drop silently.
  */
 export function parseDeleteBy(def: DatasetDefinition, body: Readonly<Record<string, unknown>>): string | null {
-  let raw = body.delete_by ?? body.deleteBy;
-  if (raw === undefined || raw === null || raw === '') return null;
-  if (Array.isArray(raw) && raw.length === 1) raw = raw[0];
-  if (typeof raw !== 'string') throw invalid('"delete_by" must be the key of a date or datetime field', 'delete_by');
-  const field = fieldOf(def.fields, raw);
+  const snake = deleteByField(def, body.delete_by, 'delete_by');
+  const camel = deleteByField(def, body.deleteBy, 'deleteBy');
+  if (snake !== null && camel !== null && snake !== camel) {
+    throw invalid(`"delete_by" and "deleteBy" name different fields ("${snake}" and "${camel}"); send one of them`, 'deleteBy');
+  }
+  return snake ?? camel;
+}
+
+/** One spelling checked against the dataset: a date or datetime field's key, or null for none. */
+function deleteByField(def: DatasetDefinition, raw: unknown, name: 'delete_by' | 'deleteBy'): string | null {
+  const key = deleteByKey(raw, name);
+  if (key === null) return null;
+  const field = fieldOf(def.fields, key);
   if (field === undefined) {
-    throw invalid(`"delete_by" names the unknown field "${raw.slice(0, 60)}"; it must be a date or datetime field of the dataset`, 'delete_by');
+    throw invalid(`"${name}" names the unknown field "${key.slice(0, 60)}"; it must be a date or datetime field of the dataset`, name);
   }
   if (field.type !== 'date' && field.type !== 'datetime') {
-    throw invalid(`"delete_by" must name a date or datetime field; "${raw}" is of type ${field.type}`, 'delete_by');
+    throw invalid(`"${name}" must name a date or datetime field; "${key}" is of type ${field.type}`, name);
   }
-  return raw;
+  return key;
 }
 
 /**

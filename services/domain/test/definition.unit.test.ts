@@ -1,4 +1,4 @@
-import { LIMITS, decideDefine, parseDatasetId, parseDefinition, type DatasetDefinition } from '../src';
+import { LIMITS, decideDefine, parseDatasetId, parseDefinition, type DatasetDefinition, type FieldDefinition } from '../src';
 import {
   ACCOUNT,
   AT,
@@ -270,6 +270,48 @@ describe('field definitions', () => {
     given([])
       .when(defineDataset('ds', oneField({ type: 'number', name: 'Value', currency_code: 'USD', time_unit: 'hours' })))
       .then([datasetDefined('ds', { fields: { value: field('number', 'Value') }, unique_by: [] })]);
+  });
+
+  // Tolerated on a type that does not use them, as clients built from one template send them; dropped.
+  it.each([
+    ['date', { currency_code: 'EUR' }],
+    ['string', { currency_code: null, time_unit: null }],
+    ['duration', { time_unit: 'seconds', currency_code: 'GBP' }],
+    ['money', { currency_code: 'USD', time_unit: 'minutes' }],
+    ['percentage', { time_unit: 'milliseconds' }],
+  ] as const)('tolerates a valid or null currency_code / time_unit on type %s and does not store it', (type, extra) => {
+    const kept: Partial<FieldDefinition> = type === 'money' ? { currency_code: 'USD' } : type === 'duration' ? { time_unit: 'seconds' } : {};
+    given([])
+      .when(defineDataset('ds', oneField({ type, name: 'Value', ...extra })))
+      .then([datasetDefined('ds', { fields: { value: field(type, 'Value', kept) }, unique_by: [] })]);
+  });
+
+  // An invalid value is a mistake wherever it stands: refused with its path, not dropped silently.
+  it.each(['number', 'date', 'datetime', 'string', 'percentage', 'duration'])('refuses an invalid currency_code on type %s', (type) => {
+    for (const code of ['usd', '', 'AAA', 'US', 840, ['USD'], {}, false]) {
+      const extra = type === 'duration' ? { time_unit: 'hours' } : {};
+      given([])
+        .when(defineDataset('ds', oneField({ type, name: 'Value', ...extra, currency_code: code })))
+        .thenThrows('invalid', 'has an invalid currency_code', 'fields.value.currency_code');
+    }
+  });
+
+  it.each(['number', 'date', 'datetime', 'string', 'percentage', 'money'])('refuses an invalid time_unit on type %s', (type) => {
+    for (const unit of ['days', '', 'Seconds', 'AAA', 1000, ['hours'], {}, true]) {
+      const extra = type === 'money' ? { currency_code: 'EUR' } : {};
+      given([])
+        .when(defineDataset('ds', oneField({ type, name: 'Value', ...extra, time_unit: unit })))
+        .thenThrows('invalid', 'has an invalid time_unit', 'fields.value.time_unit');
+    }
+  });
+
+  it('says which values an out-of-place key may take', () => {
+    given([])
+      .when(defineDataset('ds', oneField({ type: 'number', name: 'Value', time_unit: 'days' })))
+      .thenThrows('invalid', 'Field "value" has an invalid time_unit "days": when given it must be one of milliseconds, seconds, minutes, hours (only type duration uses it)');
+    given([])
+      .when(defineDataset('ds', oneField({ type: 'date', name: 'Value', currency_code: 'usd' })))
+      .thenThrows('invalid', 'Field "value" has an invalid currency_code "usd": when given it must be an upper-case ISO 4217 code such as "USD" (only type money uses it)');
   });
 });
 

@@ -49,5 +49,23 @@ describe('records by position (recordShape)', () => {
     expect(shape.toValues(record)).toEqual(values);
     // A record without any of these fields has them null, not whatever Object.prototype holds by that name.
     expect(shape.toValues({})).toEqual(fields.map(() => null));
+    // Into columns: the same values; a record lacking them (Object.prototype's do not count) is named.
+    const columns: FieldValue[][] = fields.map(() => ['old']);
+    expect(shape.intoColumns([record, record], columns, 1)).toBe(-1);
+    expect(columns).toEqual(values.map((v) => ['old', v, v]));
+    expect(shape.intoColumns([record, {}], columns, 0)).toBe(1);
+  });
+
+  it('writes records into columns from an index on, and names the first record that lacks a field', () => {
+    const shape = recordShape(['day', 'n']);
+    const columns: FieldValue[][] = [[], []];
+    expect(shape.intoColumns([{ n: 1, day: 'a' }, { day: 'b', n: null }], columns, 2)).toBe(-1);
+    expect(columns).toEqual([
+      [undefined, undefined, 'a', 'b'],
+      [undefined, undefined, 1, null],
+    ]);
+    expect(shape.intoColumns([{ day: 'c', n: 3 }, { day: 'd' }, { day: 'e', n: 5 }], columns, 0)).toBe(1);
+    expect(columns[0]!.slice(0, 3)).toEqual(['c', undefined, 'a']);
+    expect(shape.intoColumns([], columns, 0)).toBe(-1);
   });
 });

@@ -421,7 +421,49 @@ describe('delete_by', () => {
     [{ field: 'day' }, 'must be the key of a date or datetime field'],
   ])('refuses delete_by %j', (deleteBy, fragment) => {
     given(events).when(appendRecords('stats', { data: [rec], delete_by: deleteBy })).thenThrows('invalid', fragment, 'delete_by');
-    given(events).when(appendRecords('stats', { data: [rec], deleteBy })).thenThrows('invalid', fragment, 'delete_by');
+    given(events).when(appendRecords('stats', { data: [rec], deleteBy })).thenThrows('invalid', fragment, 'deleteBy');
+  });
+
+  // The official clients send one spelling each; a second one beside a valid first is checked too, never
+  // dropped silently.
+  it.each<[unknown, string]>([
+    [5, 'must be the key of a date or datetime field'],
+    [[5], 'must be the key of a date or datetime field'],
+    [[null], 'must be the key of a date or datetime field'],
+    [[], 'must be the key of a date or datetime field'],
+    [['day', 'day'], 'must be the key of a date or datetime field'],
+    [{}, 'must be the key of a date or datetime field'],
+    [false, 'must be the key of a date or datetime field'],
+    ['n', '"deleteBy" must name a date or datetime field; "n" is of type number'],
+    ['nope', '"deleteBy" names the unknown field "nope"'],
+  ])('refuses a malformed deleteBy %j beside a valid delete_by', (deleteBy, fragment) => {
+    for (const delete_by of ['day', ['day'], '', null]) {
+      given(events).when(appendRecords('stats', { data: [rec], delete_by, deleteBy })).thenThrows('invalid', fragment, 'deleteBy');
+      given(events).when(appendRecords('stats', { data: [], delete_by, deleteBy })).thenThrows('invalid', fragment, 'deleteBy');
+    }
+  });
+
+  it('refuses a malformed delete_by beside a valid deleteBy', () => {
+    given(events).when(appendRecords('stats', { data: [rec], delete_by: [7], deleteBy: 'day' })).thenThrows('invalid', 'must be the key', 'delete_by');
+    given(events).when(appendRecords('stats', { data: [rec], delete_by: 'n', deleteBy: 'day' })).thenThrows('invalid', '"n" is of type number', 'delete_by');
+  });
+
+  it('refuses delete_by and deleteBy naming different fields', () => {
+    given(events)
+      .when(appendRecords('stats', { data: [rec], delete_by: 'day', deleteBy: 'at' }))
+      .thenThrows('invalid', '"delete_by" and "deleteBy" name different fields ("day" and "at"); send one of them', 'deleteBy');
+  });
+
+  it.each<[Record<string, unknown>, string | null]>([
+    [{ delete_by: 'day', deleteBy: 'day' }, 'day'],
+    [{ delete_by: ['at'], deleteBy: 'at' }, 'at'],
+    [{ delete_by: '', deleteBy: 'day' }, 'day'],
+    [{ delete_by: 'at', deleteBy: null }, 'at'],
+    [{ delete_by: [''], deleteBy: '' }, null],
+  ])('reads both spellings %j as %j when they agree', (extra, deleteBy) => {
+    given(events)
+      .when(appendRecords('stats', { data: [rec], ...extra }))
+      .then([recordsAppended('stats', [normal], deleteBy)]);
   });
 });
 

@@ -6,6 +6,8 @@ import type { EventLogMetrics } from '@pushbase/metrics';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
 import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
+import { encodeDataset, type CapturedDataset } from './snapshot-codec';
+import type { SnapshotPool } from './snapshot-pool';
 import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, writeSnapshot, type LoadedSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
 
 /*
@@ -18,8 +20,10 @@ import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, remov
  *
  * Compaction: when the sealed segments not yet covered by a snapshot hold ≥ compactAfterBytes, a snapshot
  * of the live projection is taken at the log's current position: captured synchronously (copies of each
- * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records),
- * then written over many event-loop turns while requests go on, then the segments it covers are deleted
+ * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records,
+ * and of the slices of rows still encoded in their events), then written over many event-loop turns while
+ * requests go on (datasets still encoded in their events are encoded on the snapshot pool's thread,
+ * snapshot-pool.ts), then the segments it covers are deleted
  * (compaction.ts → pruneCovered). At most one runs at a time. A failed run is logged and retried after
  * retryMs, doubling with each failure in a row up to maxRetryMs (segment rolls do not cut the wait short);
  * it never stops the server, and it deletes nothing a durable snapshot does not cover.
@@ -70,6 +74,8 @@ export interface EmbeddedStoreOptions {
   readonly maxBatchBytes?: number;
   /** The log's group-commit and append durations; passed to it. */
   readonly metrics?: EventLogMetrics;
+  /** Where the live snapshot's datasets are encoded when that pays (snapshot-pool.ts); else on the event loop. */
+  readonly snapshotPool?: SnapshotPool;
   /** Test seam: the snapshot writer's writes, and the free space of the data directory's file system. */
   readonly snapshotIo?: Partial<SnapshotIo> & { readonly freeBytes?: (dir: string) => Promise<number> };
 }
@@ -296,7 +302,9 @@ export class EmbeddedStore {
     const from = this.snapshotPosition;
     if (this.eventLog.stats().position !== job.sealedEnd) throw new Error('the log moved on before the snapshot was captured');
     const captured = captureState(this.projection.currentState());
-    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, this.opts.snapshotIo);
+    const pool = this.opts.snapshotPool;
+    const io = pool === undefined ? this.opts.snapshotIo : { ...this.opts.snapshotIo, encodeDataset: (d: CapturedDataset) => pool.encode(d, encodeDataset) };
+    const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, io);
     const pruned = await pruneCovered(job.dir, snapshot.position, from > 0 ? from : undefined, job.retainSnapshots === 1 ? 1 : 2);
     return {
       snapshot,

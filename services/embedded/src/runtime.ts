@@ -9,6 +9,7 @@ import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
 import { loadOrCreateAdminToken, loadStoredKeys } from './side-files';
 import { loadOrCreateTls } from './tls';
+import { createSnapshotPool } from './snapshot-pool';
 import { createWritePool } from './write-pool';
 
 export interface RunningEmbedded {
@@ -52,12 +53,14 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
   const metrics = createMetricsRegistry();
 
   // The newest valid snapshot, then only the log after it (embedded-store.ts); compaction snapshots the live projection in the background.
+  const snapshotPool = createSnapshotPool();
   const { store, report } = await EmbeddedStore.open({
     dir: config.dataDir,
     segmentBytes: config.segmentBytes,
     compactAfterBytes: config.compactAfterBytes,
     log,
     metrics: eventLogMetrics(metrics),
+    ...(snapshotPool === undefined ? {} : { snapshotPool }),
   });
   const { projection, eventLog } = store;
   const logStats = eventLog.stats();
@@ -110,6 +113,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
       (stopping ??= (async () => {
         await listeners.close();
         await store.close();
+        await snapshotPool?.close();
         await writePool?.close();
         await lock.release();
         log('stopped', projection.stats());

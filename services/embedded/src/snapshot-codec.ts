@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import { crc32 } from 'node:zlib';
-import { fieldOrder, recordShape, type DatasetDefinition, type DatasetRecord, type DatasetState, type FieldValue, type RowKey } from '@pushbase/domain';
+import { fieldOrder, recordShape, RowMap, type RecordShape, type DatasetDefinition, type DatasetRecord, type DatasetState, type DeferredRows, type EncodedRecords, type FieldValue, type RowKey } from '@pushbase/domain';
 import type { FrameAt } from './frames';
 
 /*
@@ -54,10 +55,15 @@ interface Meta {
   readonly fields: readonly string[];
 }
 
-/** A dataset as captured for a snapshot: row keys and records index-aligned, oldest insertion first. */
+/**
+ * A dataset as captured for a snapshot: row keys and records index-aligned, oldest insertion first, then
+ * (when `deferred` is there) the newer rows still encoded in their events (RowMap), built only as the
+ * snapshot is written (completeRows), over many event-loop turns rather than all in the capture's one.
+ */
 export interface DatasetRows extends Omit<DatasetState, 'rows'> {
   readonly keys: readonly RowKey[];
   readonly records: readonly DatasetRecord[];
+  readonly deferred?: readonly DeferredRows[];
 }
 
 /** A dataset as captured for a snapshot while its rows are still as a snapshot encoded them (LazyRows). */
@@ -79,7 +85,25 @@ export function captureDataset(ds: DatasetState): CapturedDataset {
     pending.source.retain(); // until the capture is written: releaseCaptured
     return { ...meta, encoded: pending };
   }
+  if (rows instanceof RowMap && rows.hasDeferred) return { ...meta, ...rows.capture() };
   return { ...meta, keys: [...rows.keys()], records: [...rows.values()] };
+}
+
+/** A captured dataset's rows with its deferred ones built: keys and records only. */
+export function completeRows(d: DatasetRows): DatasetRows {
+  const { deferred, ...rows } = d;
+  if (deferred === undefined) return d;
+  const keys = [...d.keys];
+  const records = [...d.records];
+  for (const slice of deferred) {
+    const built = slice.source.decode();
+    if (built.length !== slice.source.count) throw new Error(`dataset ${d.account}/${d.id}: encoded records gave ${built.length} records, not ${slice.source.count}`);
+    for (let i = slice.start; i < slice.end; i++) {
+      keys.push(slice.first + i);
+      records.push(built[i]!);
+    }
+  }
+  return { ...rows, keys, records };
 }
 
 /** Lets go of the snapshot files the captured datasets still encoded in them read from. */
@@ -89,7 +113,7 @@ export function releaseCaptured(datasets: readonly CapturedDataset[]): void {
 
 /** The row keys and records of a captured dataset, decoding them if they are still encoded. */
 export function rowsOf(d: CapturedDataset): DatasetRows {
-  if ('keys' in d) return d;
+  if ('keys' in d) return completeRows(d);
   const { encoded, ...meta } = d;
   const rows = new Map<RowKey, DatasetRecord>();
   decodeRows(encoded, rows, (key, record) => rows.set(key, record));
@@ -151,6 +175,8 @@ class ByteWriter {
   }
 }
 
+const LITTLE_ENDIAN = os.endianness() === 'LE';
+
 const isInt32 = (v: number): boolean => (v | 0) === v && !Object.is(v, -0);
 
 function nullBitmap(values: readonly FieldValue[]): Buffer | undefined {
@@ -191,13 +217,18 @@ function writeColumn(w: ByteWriter, values: readonly FieldValue[]): void {
       const bitmap = nullBitmap(values);
       w.u8(bitmap === undefined ? 0 : 1);
       if (bitmap !== undefined) w.bytes(bitmap);
-      const width = kind === KIND_I32 ? 4 : 8;
-      let at = w.reserve(values.length * width);
-      const buf = w.buffer;
-      for (const v of values) {
-        const n = v === null ? 0 : (v as number);
-        at = kind === KIND_I32 ? buf.writeInt32LE(n, at) : buf.writeDoubleLE(n, at);
+      // Filled as a typed array and copied in whole: far cheaper than a checked write call per value. The
+      // format is little-endian, which typed arrays are on every platform Node runs on but a few; there,
+      // value by value.
+      const typed = kind === KIND_I32 ? new Int32Array(values.length) : new Float64Array(values.length);
+      for (let i = 0; i < values.length; i++) typed[i] = (values[i] as number | null) ?? 0;
+      if (LITTLE_ENDIAN) {
+        w.bytes(new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength));
+        return;
       }
+      let at = w.reserve(typed.byteLength);
+      const buf = w.buffer;
+      for (const n of typed) at = kind === KIND_I32 ? buf.writeInt32LE(n, at) : buf.writeDoubleLE(n, at);
       return;
     }
     case KIND_STR: {
@@ -220,9 +251,14 @@ function writeColumn(w: ByteWriter, values: readonly FieldValue[]): void {
       w.bytes(bytes);
       const width = distinct.length < 0xff ? 1 : distinct.length < 0xffff ? 2 : 4;
       w.u8(width);
+      if (LITTLE_ENDIAN || width === 1) {
+        const typed = width === 1 ? Uint8Array.from(codes) : width === 2 ? Uint16Array.from(codes) : codes;
+        w.bytes(new Uint8Array(typed.buffer, typed.byteOffset, typed.byteLength));
+        return;
+      }
       let at = w.reserve(values.length * width);
       const buf = w.buffer;
-      for (const code of codes) at = width === 1 ? buf.writeUInt8(code, at) : width === 2 ? buf.writeUInt16LE(code, at) : buf.writeUInt32LE(code, at);
+      for (const code of codes) at = width === 2 ? buf.writeUInt16LE(code, at) : buf.writeUInt32LE(code, at);
       return;
     }
     default: {
@@ -234,8 +270,9 @@ function writeColumn(w: ByteWriter, values: readonly FieldValue[]): void {
 }
 
 /** The frame payload of one dataset. */
-export function encodeDataset(d: CapturedDataset): Buffer {
-  if (!('keys' in d)) {
+export function encodeDataset(captured: CapturedDataset): Buffer {
+  if (!('keys' in captured)) {
+    const d = captured;
     // Never decoded since it was loaded: the same columns, under the dataset's meta as it is now.
     const meta = Buffer.from(JSON.stringify(metaOf(d, d.encoded.rows, d.encoded.fields)), 'utf8');
     const columns = columnsOf(d.encoded);
@@ -245,25 +282,77 @@ export function encodeDataset(d: CapturedDataset): Buffer {
     w.bytes(columns);
     return w.result();
   }
+  const d = captured;
   const fields = fieldOrder(d.definition);
-  const n = d.records.length;
-  if (d.keys.length !== n) throw new Error(`dataset ${d.account}/${d.id}: ${d.keys.length} row keys for ${n} records`);
+  const { keys, columns } = columnsOfRows(d, fields);
+  const n = keys.length;
   const metaBytes = Buffer.from(JSON.stringify(metaOf(d, n, fields)), 'utf8');
   const w = new ByteWriter(metaBytes.length + 16 + n * (8 + fields.length * 8));
   w.u32(metaBytes.length);
   w.bytes(metaBytes);
-  writeColumn(w, d.keys);
-  const column = new Array<FieldValue>(n);
-  for (const f of fields) {
-    for (let i = 0; i < n; i++) {
-      const v = d.records[i]![f];
-      // The domain's records hold every field of their dataset; anything else cannot be stored by position.
-      if (v === undefined) throw new Error(`dataset ${d.account}/${d.id}: record ${i} has no field "${f}"`);
-      column[i] = v;
-    }
-    writeColumn(w, column);
-  }
+  writeColumn(w, keys);
+  for (const column of columns) writeColumn(w, column);
   return w.result();
+}
+
+/**
+ * A captured dataset's row keys and its values field by field (one array per field of `fields`), read
+ * straight from the records (RecordShape.intoColumns) and from the rows still encoded (their values by
+ * position, EncodedRecords.decodeValues): no record is built to be written, which is most of what a
+ * snapshot taken during ingest would otherwise cost.
+ */
+function columnsOfRows(d: DatasetRows, fields: readonly string[]): { keys: RowKey[]; columns: FieldValue[][] } {
+  const n = d.records.length + (d.deferred ?? []).reduce((sum, s) => sum + s.end - s.start, 0);
+  if (d.keys.length !== d.records.length) throw new Error(`dataset ${d.account}/${d.id}: ${d.keys.length} row keys for ${d.records.length} records`);
+  const keys = d.keys.slice();
+  const columns = fields.map(() => new Array<FieldValue>(n));
+  // The domain's records hold every field of their dataset; anything else cannot be stored by position.
+  const lacking = (i: number, record: DatasetRecord | undefined): Error => {
+    const f = fields.find((name) => record?.[name] === undefined) ?? fields[0];
+    return new Error(`dataset ${d.account}/${d.id}: record ${i} has no field "${f}"`);
+  };
+  const bad = shapeOf(fields).intoColumns(d.records, columns, 0);
+  if (bad >= 0) throw lacking(bad, d.records[bad]);
+  let at = d.records.length;
+  for (const slice of d.deferred ?? []) {
+    const { fields: order, rows } = valuesOf(slice.source);
+    if (rows.length !== slice.source.count) throw new Error(`dataset ${d.account}/${d.id}: encoded records gave ${rows.length} records, not ${slice.source.count}`);
+    const from = fields.map((f) => order.indexOf(f));
+    const missing = from.indexOf(-1);
+    if (missing >= 0 && slice.end > slice.start) throw lacking(at, { ...Object.fromEntries(order.map((f) => [f, null])) });
+    for (let i = slice.start; i < slice.end; i++) {
+      const row = rows[i]!;
+      for (let j = 0; j < from.length; j++) columns[j]![at] = row[from[j]!]!;
+      keys.push(slice.first + i);
+      at++;
+    }
+  }
+  return { keys, columns };
+}
+
+const valuesOf = (source: EncodedRecords): { readonly fields: readonly string[]; readonly rows: readonly (readonly FieldValue[])[] } => {
+  if (source.decodeValues !== undefined) return source.decodeValues();
+  const records = source.decode();
+  const fields = records.length === 0 ? [] : Object.keys(records[0]!);
+  const shape = shapeOf(fields);
+  return { fields, rows: records.map((r) => shape.toValues(r)) };
+};
+
+/**
+ * Record shapes by field list, so each dataset definition's generated conversions are compiled once and
+ * stay optimised, rather than made anew for every dataset written or decoded. A bounded cache (emptied
+ * when full), not state: any entry is rebuilt from its key.
+ */
+const shapes = new Map<string, RecordShape>();
+function shapeOf(fields: readonly string[]): RecordShape {
+  const key = JSON.stringify(fields);
+  let shape = shapes.get(key);
+  if (shape === undefined) {
+    if (shapes.size >= 4096) shapes.clear();
+    shape = recordShape(fields);
+    shapes.set(key, shape);
+  }
+  return shape;
 }
 
 // ── Reading ──────────────────────────────────────────────────────────────────────────────────────────
@@ -509,7 +598,7 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
   const r = new ByteReader(columnsOf(e));
   const keys = openColumn(r, e.rows, 'row keys', true, false);
   const columns = e.fields.map((f) => openColumn(r, e.rows, `field ${f}`, true));
-  const shape = recordShape(e.fields);
+  const shape = shapeOf(e.fields);
   const values = new Array<FieldValue>(columns.length);
   for (let i = 0; i < e.rows; i++) {
     for (let f = 0; f < columns.length; f++) values[f] = valueAt(columns[f]!, i);
@@ -529,7 +618,7 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  * value indexes), and is checked against the same crc when read again, so decoding cannot meet a damaged
  * byte; should it fail anyway (the file damaged since), it throws rather than serve a partial dataset.
  */
-export class LazyRows extends Map<RowKey, DatasetRecord> {
+export class LazyRows extends RowMap {
   private encoded: EncodedRows | undefined;
 
   constructor(encoded: EncodedRows) {
@@ -559,6 +648,15 @@ export class LazyRows extends Map<RowKey, DatasetRecord> {
 
   override get size(): number {
     return this.encoded?.rows ?? super.size;
+  }
+  // Rows appended or evicted come after, or before, the snapshot's: decode those first.
+  override appendEncoded(first: number, source: EncodedRecords): void {
+    this.load();
+    super.appendEncoded(first, source);
+  }
+  override deleteOldest(n: number): void {
+    this.load();
+    super.deleteOldest(n);
   }
   override get(key: RowKey): DatasetRecord | undefined {
     this.load();
@@ -669,17 +767,27 @@ export function estimateDatasetBytes(ds: DatasetState): number {
   const meta = 16 + JSON.stringify(metaOf(ds, ds.rows.size, fields)).length;
   const pending = ds.rows instanceof LazyRows ? ds.rows.pending : undefined;
   if (pending !== undefined) return meta + pending.length - pending.columnsStart;
-  const n = ds.rows.size;
+  // Rows still encoded are judged by their encoding's size (JSON by position: more than the columns take),
+  // not built for the sake of an estimate.
+  let deferredBytes = 0;
+  let n = ds.rows.size;
+  let pairs: Iterable<[RowKey, DatasetRecord]> = ds.rows;
+  if (ds.rows instanceof RowMap && ds.rows.hasDeferred) {
+    const c = ds.rows.capture();
+    for (const d of c.deferred) deferredBytes += Math.ceil(((d.end - d.start) / d.source.count) * d.source.bytes);
+    n = c.keys.length;
+    pairs = c.keys.map((k, i): [RowKey, DatasetRecord] => [k, c.records[i]!]);
+  }
   const every = Math.max(1, Math.floor(n / SAMPLE_ROWS));
   const keys: FieldValue[] = [];
   const records: DatasetRecord[] = [];
   let i = 0;
-  for (const [key, record] of ds.rows) {
+  for (const [key, record] of pairs) {
     if (i++ % every !== 0) continue;
     keys.push(key);
     records.push(record);
   }
-  let bytes = meta + estimateColumn(keys, n);
+  let bytes = meta + deferredBytes + estimateColumn(keys, n);
   for (const f of fields) bytes += estimateColumn(records.map((r) => r[f] ?? null), n);
   return bytes;
 }

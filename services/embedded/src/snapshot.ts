@@ -75,11 +75,17 @@ export type StepHook = (step: string) => void | Promise<void>;
 export interface SnapshotIo {
   /** Appends (part of) `data` to the file; resolves the bytes written. */
   write(fh: fs.promises.FileHandle, data: Buffer): Promise<number>;
+  /** A dataset's format-2 frame payload: encodeDataset, here or on another thread (snapshot-pool.ts). */
+  encodeDataset(d: CapturedDataset): Buffer | Promise<Buffer>;
 }
 
 const nodeSnapshotIo: SnapshotIo = {
   write: async (fh, data) => (await fh.write(data, 0, data.length)).bytesWritten,
+  encodeDataset,
 };
+
+/** Datasets being encoded ahead of the one being written, so another thread has the next one ready. */
+const ENCODE_AHEAD = 2;
 
 async function writeAll(io: SnapshotIo, fh: fs.promises.FileHandle, buffers: Buffer[]): Promise<void> {
   let data = Buffer.concat(buffers);
@@ -182,9 +188,20 @@ async function writeTemp(
     };
     const header: Header = { format: SNAPSHOT_FORMAT, version, position, datasets: captured.datasets.length };
     await push(Buffer.from(JSON.stringify(header), 'utf8'));
-    for (const frame of captured.datasets) {
+    const encode = async (frame: CapturedDataset): Promise<Buffer> => (version === 1 ? Buffer.from(JSON.stringify(rowsOf(frame)), 'utf8') : io.encodeDataset(frame));
+    const ahead: Promise<Buffer>[] = [];
+    let next = 0;
+    const fill = (): void => {
+      while (ahead.length < ENCODE_AHEAD && next < captured.datasets.length) {
+        const p = encode(captured.datasets[next++]!);
+        p.catch(() => undefined); // awaited in turn below; an abort may leave some unawaited
+        ahead.push(p);
+      }
+    };
+    for (let i = 0; i < captured.datasets.length; i++) {
       signal?.throwIfAborted(); // shutting down
-      await push(version === 1 ? Buffer.from(JSON.stringify(rowsOf(frame)), 'utf8') : encodeDataset(frame));
+      fill();
+      await push(await ahead.shift()!);
     }
     await writeAll(io, fh, pending);
     bytes += pendingBytes;

@@ -1,16 +1,17 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { WriteDecider } from '@pushbase/app';
-import { decodeEventBatch } from '@pushbase/contracts';
+import { eventsFromEncodedBatch } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import Piscina from 'piscina';
-import type { WriteTask, WriteTaskError } from './write-worker';
+import type { WriteTask, WriteTaskError, WriteTaskResult } from './write-worker';
 
 /*
  * The embedded server decides writes (parse + validate + serialise: most of a write's CPU) in worker
- * threads, so the event loop only does TLS, HTTP, the log and the fold. The main thread still decodes the
- * encoded event once, for the fold: cheaper than the raw body (normalised, records by position, no
- * validation) and unavoidable, since the projection lives here. Piscina runs the pool.
+ * threads, so the event loop only does TLS, HTTP, the log and the fold. The event loop does not even
+ * decode what a worker encoded: the events come back as their heads plus the encoded bytes, and their
+ * records are built from those bytes only when something reads them (the domain's RowMap keeps appended
+ * rows encoded until then). Piscina runs the pool.
  */
 
 export const WRITE_WORKER_FILE = path.join(__dirname, 'write-worker.js');
@@ -24,20 +25,22 @@ export interface WritePool {
 /** A pool of `threads` workers, or undefined when the bundled worker is not there (running from sources). */
 export function createWritePool(threads: number, filename: string = WRITE_WORKER_FILE): WritePool | undefined {
   if (threads <= 0 || !existsSync(filename)) return undefined;
-  const pool = new Piscina<WriteTask, Uint8Array | WriteTaskError>({ filename, minThreads: threads, maxThreads: threads, idleTimeout: Infinity });
+  const pool = new Piscina<WriteTask, WriteTaskResult | WriteTaskError>({ filename, minThreads: threads, maxThreads: threads, idleTimeout: Infinity });
   const decider: WriteDecider = async (cmd, dataset) => {
     // The body may be a view into a much larger buffer (a socket's read slab), which a structured clone
-    // would copy whole: hand over an exact copy instead, moved rather than cloned.
-    const json = new Uint8Array(cmd.json.byteLength);
-    json.set(cmd.json);
+    // would copy whole: hand over an exact copy instead, moved rather than cloned. A body that is its whole
+    // buffer (what the gateway reads: one allocation of the Content-Length) is moved as it is; the caller
+    // is done with it.
+    const whole = cmd.json.byteOffset === 0 && cmd.json.byteLength === cmd.json.buffer.byteLength && cmd.json.buffer instanceof ArrayBuffer;
+    const json = whole ? new Uint8Array(cmd.json.buffer) : new Uint8Array(cmd.json);
     // Only the schema crosses: the projection's summary is its live dataset state, rows and all.
     const schema: DatasetSummary | undefined =
       dataset === undefined
         ? undefined
         : { account: dataset.account, id: dataset.id, incarnation: dataset.incarnation, definition: dataset.definition, created_at: dataset.created_at, updated_at: dataset.updated_at };
     const result = await pool.run({ cmd: { ...cmd, json }, dataset: schema }, { transferList: [json.buffer] });
-    if (!(result instanceof Uint8Array)) throw new DomainError(result.error.code, result.error.message, result.error.path);
-    return { events: decodeEventBatch(result), encoded: result };
+    if ('error' in result) throw new DomainError(result.error.code, result.error.message, result.error.path);
+    return { events: eventsFromEncodedBatch(result.text, result.heads), encoded: result.encoded };
   };
   return { decider, threads, close: () => pool.destroy() };
 }

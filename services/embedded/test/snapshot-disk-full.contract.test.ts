@@ -28,7 +28,7 @@ afterEach(async () => {
 const enospc = (): NodeJS.ErrnoException => Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC', errno: -28 });
 
 /** Writes part of the first chunk it is given, then fails like a full disk; counts every call. */
-function fullDisk(): SnapshotIo & { calls: number; full: boolean } {
+function fullDisk(): Pick<SnapshotIo, 'write'> & { calls: number; full: boolean } {
   const io = {
     calls: 0,
     full: true,

@@ -4,7 +4,7 @@
  * global setup builds (scripts/build.js).
  */
 import { decideWriteSync, inProcessDecider, type RawWriteCommand, type WriteDecider } from '@pushbase/app';
-import { DomainError, parseDefinition, type DatasetState, type DatasetSummary } from '@pushbase/domain';
+import { DomainError, encodedRecordsOf, parseDefinition, type DatasetState, type DatasetSummary } from '@pushbase/domain';
 import { createWritePool, WRITE_WORKER_FILE, type WritePool } from '../src/write-pool';
 
 const definition = parseDefinition({
@@ -70,6 +70,29 @@ describe('the write pool', () => {
     const live = { ...dataset, rows: new Map([[0, { day: '2024-01-01', n: 1, fn: () => 1 }]]), nextRow: 1 } as unknown as DatasetState;
     const c = cmd({ data: [{ day: '2024-01-03', n: 4 }] });
     expect((await pool.decider(c, live)).events).toEqual(decideWriteSync(c, dataset).events);
+  });
+
+  it('hands back the events with their records still encoded, built only when read', async () => {
+    const c = cmd({ data: [{ day: '2024-01-05', n: 6 }, { day: '2024-01-06', n: 7 }] });
+    const [event] = (await pool.decider(c, { ...dataset, definition: { ...definition, unique_by: [] } })).events;
+    if (event?.type !== 'RecordsAppended') throw new Error(`expected one RecordsAppended, got ${JSON.stringify(event)}`);
+    expect(encodedRecordsOf(event)?.count).toBe(2);
+    expect(event.records).toEqual([
+      { day: '2024-01-05', at: null, n: 6 },
+      { day: '2024-01-06', at: null, n: 7 },
+    ]);
+  });
+
+  it('moves a body that is its whole buffer, and copies one that is a view into a larger buffer, leaving it intact', async () => {
+    const text = JSON.stringify({ data: [{ day: '2024-01-07', n: 8 }] });
+    const whole = new Uint8Array(Buffer.from(text));
+    const slab = Buffer.from(`xx${text}yy`);
+    const view = slab.subarray(2, 2 + text.length);
+    const expected = decideWriteSync(cmd(text), dataset).events;
+    expect((await pool.decider(cmd(view), dataset)).events).toEqual(expected);
+    expect(slab.toString()).toBe(`xx${text}yy`);
+    expect((await pool.decider({ ...cmd(text), json: whole }, dataset)).events).toEqual(expected);
+    expect(whole.byteLength).toBe(0); // moved to the worker, not copied
   });
 
   it('is not created without threads or without the bundled worker', () => {

@@ -44,9 +44,9 @@ const projectorEnv = {
   PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
   ...clickhouseEnv,
   ...redisEnv,
-  PUSHBASE_PROJECTOR_MAX_ROWS: integer(1_000_000, 1, Number.MAX_SAFE_INTEGER),
+  PUSHBASE_PROJECTOR_MAX_ROWS: integer(4_000_000, 1, Number.MAX_SAFE_INTEGER),
   PUSHBASE_PROJECTOR_FLUSH_ROWS: integer(50_000, 1, MAX_FLUSH_ROWS),
-  PUSHBASE_PROJECTOR_FLUSH_MS: integer(1000, 10, 60_000),
+  PUSHBASE_PROJECTOR_FLUSH_MS: integer(250, 10, 60_000),
 };
 
 type ProjectorEnv = z.output<z.ZodObject<typeof projectorEnv>>;

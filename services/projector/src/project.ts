@@ -1,4 +1,4 @@
-import { LIMITS, evolve, type DatasetEvent, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
+import { LIMITS, evolve, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
 import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
 
 /*
@@ -16,7 +16,10 @@ import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/cont
 export const VERSION_STRIDE = 8192;
 export const MAX_ROWS_PER_EVENT = LIMITS.recordsPerRequest + LIMITS.recordsPerDataset;
 
-/** A dataset as the projector holds it between events: the fold's state and the last position applied. */
+/**
+ * A dataset as the projector holds it between events: the fold's state, its records held as heldRecord()
+ * keeps them, and the last position applied.
+ */
 export interface ProjectedDataset {
   /** undefined once the dataset is deleted (or before it was ever defined). */
   readonly state: DatasetState | undefined;
@@ -63,6 +66,45 @@ function evolveDataset(before: DatasetState | undefined, event: DatasetEvent): D
   return evolve(state, event).get(event.account)?.get(event.dataset);
 }
 
+/*
+ * What the projector keeps of a stored record between events. Its rows already carry every value to the
+ * store; the fold reads a stored record again in one place only: the window ordering rows by a request's
+ * `delete_by`, which decide accepts only for a date or datetime field (records.ts, parseDeleteBy). So a
+ * held record keeps the values of the dataset's date and datetime fields and nothing else, and a dataset
+ * without such fields holds one shared empty record per row. A held 5000-row dataset is then the size of
+ * its row keys (and dates), not of its records, so the memory bound (PUSHBASE_PROJECTOR_MAX_ROWS) covers
+ * several times more datasets before states must be dropped and read back from the store.
+ */
+const NO_VALUES: DatasetRecord = Object.freeze({});
+const windowFieldsOf = new WeakMap<DatasetDefinition, readonly string[]>();
+
+/** The fields a `delete_by` may name: the definition's date and datetime fields. */
+function windowFields(definition: DatasetDefinition): readonly string[] {
+  let fields = windowFieldsOf.get(definition);
+  if (fields === undefined) {
+    fields = Object.entries(definition.fields)
+      .filter(([, f]) => f.type === 'date' || f.type === 'datetime')
+      .map(([key]) => key);
+    windowFieldsOf.set(definition, fields);
+  }
+  return fields;
+}
+
+function heldRecord(fields: readonly string[], record: DatasetRecord): DatasetRecord {
+  if (fields.length === 0) return NO_VALUES;
+  const held: Record<string, DatasetRecord[string]> = {};
+  for (const f of fields) held[f] = record[f] ?? null;
+  return held;
+}
+
+/** A state as the projector holds it (see heldRecord); for states read back from the store. Consumes `state`. */
+export function heldState(state: DatasetState): DatasetState {
+  const fields = windowFields(state.definition);
+  // Setting an existing key keeps its place in the map, so the insertion order the window needs is kept.
+  for (const [key, record] of state.rows) state.rows.set(key, heldRecord(fields, record));
+  return state;
+}
+
 const rowKeyText = (key: RowKey): string => (typeof key === 'number' ? String(key) : key);
 
 const recordsOfEvent = (event: DatasetEvent): readonly DatasetRecord[] =>
@@ -74,8 +116,8 @@ const recordsOfEvent = (event: DatasetEvent): readonly DatasetRecord[] =>
  * returned dataset afterwards. `before` must be the dataset the event names.
  *
  * Live rows are recognised by identity: a row the event inserted holds one of the event's record
- * objects. That holds for events decoded from the log (every record a fresh object); an event must not
- * share record objects with an earlier one.
+ * objects. That holds for events decoded from the log (every record a fresh object; the rows held from
+ * earlier events are heldRecord copies, never an event's objects).
  */
 export function project(before: ProjectedDataset | undefined, event: DatasetEvent, position: StreamPosition): ProjectionStep {
   if (before !== undefined && isRedelivery(position, before.position)) return { dataset: before, applied: false, rows: [], head: undefined };
@@ -102,12 +144,15 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
   if (next !== undefined) {
     const inserted = new Set(recordsOfEvent(event));
     if (inserted.size > 0) {
+      const fields = windowFields(next.definition);
       // The fold's map order is the insertion order; a version taken in that order is also the row's seq,
-      // so listing live rows by seq gives recordsOf().
+      // so listing live rows by seq gives recordsOf(). Each inserted record goes to its row whole and
+      // stays held as heldRecord keeps it (setting an existing key keeps its place).
       for (const [key, record] of next.rows) {
         if (!inserted.has(record)) continue;
         const v = version();
         rows.push({ account: event.account, dataset: event.dataset, incarnation: next.incarnation, row_key: rowKeyText(key), version: v, seq: v, deleted: false, record });
+        next.rows.set(key, heldRecord(fields, record));
       }
     }
   }

@@ -4,20 +4,28 @@ import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore, Sch
 import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
 import type { ProjectorMetrics } from '@pushbase/metrics';
-import { project, type ProjectedDataset } from './project';
+import { heldState, project, type ProjectedDataset } from './project';
 
 /*
  * The projector's loop around the pure `project`: events of many requests are folded in memory, their rows
- * pile up in one pending write, and that write goes to the store when it is large (flushRows) or old
- * (flushIntervalMs). Offsets are committed only after the write resolved, so a crash anywhere redelivers
- * events whose rows may or may not have landed; `project` skips those at or before a dataset's stored
- * position, and versions from stream positions make any row written twice identical.
+ * pile up in one pending write, and that write goes to the store
+ *  - as soon as the previous write has landed and `flushIntervalMs` has passed since it started (checked
+ *    after each consumed batch and on a short tick), so an idle projector writes a push within one tick
+ *    and a busy one writes back to back, each write carrying what arrived while the last one ran: writes
+ *    grow with the load instead of the delay growing with it, and there are never more than
+ *    1000 / flushIntervalMs inserts a second;
+ *  - or at once when it holds flushRows rows.
+ * Offsets are committed only after the write resolved, so a crash anywhere redelivers events whose rows
+ * may or may not have landed; `project` skips those at or before a dataset's stored position, and
+ * versions from stream positions make any row written twice identical.
  *
  * One write is in flight while the next batch is folded (pipelining: folding and ClickHouse's insert use
  * different cores); a third batch waits for the first write to land. Writes land and commit in order.
  *
- * Memory: dataset states live in an LRU weighed by row count. A state is dropped only when every change
- * in it has landed in the store (its batch is written), so a dropped state loads back exactly as it was.
+ * Memory: dataset states live in an LRU weighed by row count; project.ts keeps of each row only what the
+ * fold can read again (heldRecord). A state is dropped only when every change in it has landed in the
+ * store (its batch is written), so a dropped state loads back exactly as it was. Once over the bound,
+ * states are dropped down to 90% of it, so that the datasets touched next do not force a write each.
  * On revocation the states and unwritten rows of the revoked partitions are dropped: another member may
  * advance those datasets, and the events come again from the committed offset to whoever reads next.
  *
@@ -47,7 +55,7 @@ export interface ProjectorOptions {
   readonly maxRows: number;
   /** A write goes out once this many rows are pending… */
   readonly flushRows: number;
-  /** …or once the oldest pending event is this old. */
+  /** …or once the previous write landed and this long has passed since it started. */
   readonly flushIntervalMs: number;
   /** Datasets loaded from the store at once when a batch needs them. Default 8. */
   readonly loadConcurrency?: number;
@@ -120,7 +128,10 @@ export class Projector {
   private inFlight: Promise<void> = Promise.resolve();
   private broken: Error | undefined;
   private pendingRows = 0;
-  private oldestPendingAt: number | undefined;
+  /** Writes started and not yet landed (or failed). */
+  private writing = 0;
+  /** When the last write started (its batch was closed). */
+  private lastWriteAt = 0;
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
@@ -164,7 +175,10 @@ export class Projector {
 
   async start(source: ProjectorSource): Promise<void> {
     this.source = source;
-    const tick = Math.max(10, Math.floor(this.options.flushIntervalMs / 4));
+    // As if a write had just started: the events met first (a backlog, after a restart) gather for one interval.
+    this.lastWriteAt = Date.now();
+    // Short, so a write starts soon after it may: an idle projector's freshness is about one tick.
+    const tick = Math.max(5, Math.min(25, Math.floor(this.options.flushIntervalMs / 4)));
     this.timer = setInterval(() => {
       if (this.flushDue()) void this.exclusive(() => this.flush()).catch((e: unknown) => this.fatal(e));
     }, tick);
@@ -218,7 +232,7 @@ export class Projector {
   }
 
   private flushDue(): boolean {
-    return this.oldestPendingAt !== undefined && Date.now() - this.oldestPendingAt >= this.options.flushIntervalMs;
+    return this.pending.size > 0 && this.writing === 0 && Date.now() - this.lastWriteAt >= this.options.flushIntervalMs;
   }
 
   /** After a write failed for good, nothing more is folded or written. */
@@ -256,7 +270,6 @@ export class Projector {
       // The batch's own end once its last event is in: the markers it covered are done with it.
       pending.next = position === batch.events.at(-1)?.position ? batch.next : position.offset + 1;
       if (this.options.schemaStore !== undefined) pending.events.push(event);
-      this.oldestPendingAt ??= Date.now();
       if (!step.applied) {
         this.counters.skipped++;
         continue;
@@ -268,11 +281,13 @@ export class Projector {
         // Over the memory bound: only written states may go, so write now and wait for it.
         await this.flush(true);
         await control.heartbeat();
-      } else if (this.pendingRows >= this.options.flushRows || this.flushDue()) {
+      } else if (this.pendingRows >= this.options.flushRows) {
         await this.flush();
         await control.heartbeat();
       }
     }
+    // After the whole batch, not per event: the events of one fetch go out in one write.
+    if (this.flushDue()) await this.flush();
   }
 
   /** Loads the datasets of `events` that are not in memory, a few at a time. */
@@ -290,7 +305,8 @@ export class Projector {
         const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset));
         this.counters.loads++;
         this.options.metrics?.count('loads');
-        this.hold(key, partition, loaded === undefined ? undefined : { state: loaded.state, position: loaded.position }, 0);
+        const state = loaded?.state === undefined ? undefined : heldState(loaded.state);
+        this.hold(key, partition, loaded === undefined ? undefined : { state, position: loaded.position }, 0);
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.options.loadConcurrency ?? 8, queue.length) }, worker));
@@ -323,13 +339,18 @@ export class Projector {
     const id = this.batch++;
     this.pending = new Map();
     this.pendingRows = 0;
-    this.oldestPendingAt = undefined;
+    this.lastWriteAt = Date.now();
+    this.writing++;
     const previous = this.inFlight;
     const write = previous.then(() => this.write(id, partitions));
-    this.inFlight = write.catch((e: unknown) => {
-      this.broken ??= e instanceof Error ? e : new Error(String(e));
-      this.fatal(e);
-    });
+    this.inFlight = write
+      .catch((e: unknown) => {
+        this.broken ??= e instanceof Error ? e : new Error(String(e));
+        this.fatal(e);
+      })
+      .finally(() => {
+        this.writing--;
+      });
     // At most one write in flight while the next batch is folded.
     await (wait ? this.inFlight : previous);
     this.throwIfBroken();
@@ -349,12 +370,14 @@ export class Projector {
       await this.store.write(rows, heads);
       this.options.metrics?.insert(rows.length, performance.now() - attempt);
     });
+    const stored = Date.now();
     const schemaStore = this.options.schemaStore;
     if (schemaStore !== undefined) {
       // Per partition in offset order: one dataset's events keep their order, which is all apply needs.
       const events = partitions.flatMap(([, p]) => p.events);
       if (events.length > 0) await this.retrying(`applying ${events.length} events to the schema store`, () => schemaStore.apply(events));
     }
+    const applied = Date.now();
     const written = ++this.counters.writes;
     this.counters.rows += rows.length;
     this.options.metrics?.count('writes');
@@ -374,7 +397,9 @@ export class Projector {
         this.options.log('warn', 'commit failed', { error: describe(e), positions });
       }
     }
-    this.options.log('info', 'written', { ...this.stats(), batch_rows: rows.length, batch_heads: heads.length, positions, ms: Date.now() - started });
+    const now = Date.now();
+    // Where a write's time goes: the store's insert, the schema store, the offset commit.
+    this.options.log('info', 'written', { ...this.stats(), batch_rows: rows.length, batch_heads: heads.length, positions, ms: now - started, store_ms: stored - started, schema_ms: applied - stored, commit_ms: now - applied });
   }
 
   /**
@@ -389,10 +414,12 @@ export class Projector {
     this.options.metrics?.lag(partition, p.highWatermark - p.written);
   }
 
-  /** The memory bound: drops the least recently touched states whose changes have all landed. */
+  /** The memory bound: once over it, drops the least recently touched written states down to 90% of it. */
   private evict(): void {
+    if (this.cachedRows <= this.options.maxRows) return;
+    const target = Math.floor(this.options.maxRows * 0.9);
     for (const [key, cached] of this.cache) {
-      if (this.cachedRows <= this.options.maxRows) return;
+      if (this.cachedRows <= target) return;
       if (cached.batch > this.landed) continue;
       this.cache.delete(key);
       this.cachedRows -= cached.weight;
@@ -410,7 +437,6 @@ export class Projector {
       this.pendingRows -= pending.rows.length;
       this.pending.delete(p);
     }
-    if (this.pending.size === 0) this.oldestPendingAt = undefined;
     for (const [key, cached] of this.cache) {
       if (!revoked.has(cached.partition)) continue;
       this.cache.delete(key);

@@ -8,9 +8,9 @@ describe('loadProjectorConfig', () => {
       kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', groupId: 'pushbase-projector' },
       clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
       redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
-      maxRows: 1_000_000,
+      maxRows: 4_000_000,
       flushRows: 50_000,
-      flushIntervalMs: 1000,
+      flushIntervalMs: 250,
       metrics: { host: '127.0.0.1', port: 0 },
     });
   });

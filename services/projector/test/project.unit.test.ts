@@ -1,6 +1,6 @@
 import { EVENT_SCHEMA_VERSION, LIMITS, type DatasetDefinition, type DatasetEvent, type DatasetRecord } from '@pushbase/domain';
 import type { StreamPosition } from '@pushbase/contracts';
-import { MAX_ROWS_PER_EVENT, ProjectionError, VERSION_STRIDE, project, type ProjectedDataset } from '../src/project';
+import { MAX_ROWS_PER_EVENT, ProjectionError, VERSION_STRIDE, heldState, project, type ProjectedDataset } from '../src/project';
 import { KEYED, PLAIN } from './event-sequences';
 
 const base = { schema_version: EVENT_SCHEMA_VERSION, account: 'acme', dataset: 'sales', at: 1_700_000_000_000 } as const;
@@ -101,5 +101,34 @@ describe('project', () => {
     // 5000 tombstones plus 5000 new rows: a replace ten times larger than a request may be.
     const tooMany = Array.from({ length: LIMITS.recordsPerDataset }, (_, i) => plain(i));
     expect(() => project(fullDataset(), replaced('i1', tooMany), at(100))).toThrow(ProjectionError);
+  });
+
+  it('holds of each row only its date and datetime values, the only ones a later delete_by reads, and writes the rows whole', () => {
+    const steps = run([defined('i1'), appended('i1', [{ day: '2024-01-02', at: 5, n: 1 }, { day: null, at: 7, n: 2 }])]);
+    expect(steps[1]?.rows.map((r) => r.record)).toStrictEqual([{ day: '2024-01-02', at: 5, n: 1 }, { day: null, at: 7, n: 2 }]);
+    expect([...(steps[1]?.dataset.state?.rows ?? [])]).toStrictEqual([[0, { day: '2024-01-02', at: 5 }], [1, { day: null, at: 7 }]]);
+    // The window by delete_by over held rows drops what the fold drops: (the first two rows left the window
+    // by insertion order already) the whole oldest day goes, not just the one oldest row.
+    const full = run(
+      [appended('i1', Array.from({ length: 500 }, (_, j) => ({ day: '2024-01-01', at: j, n: j }))), ...Array.from({ length: 9 }, () => appended('i1', Array.from({ length: 500 }, (_, j) => ({ day: '2024-02-01', at: j, n: j })))), appended('i1', [{ day: '2024-03-01', at: 0, n: 0 }], 'day')],
+      steps[1]?.dataset,
+    );
+    const removed = full.at(-1)?.rows.filter((r) => r.deleted).map((r) => r.row_key);
+    expect(removed).toStrictEqual(Array.from({ length: 500 }, (_, j) => String(j + 2)));
+  });
+
+  it('holds one shared empty record per row for a dataset without date or datetime fields', () => {
+    const definition: DatasetDefinition = { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] } as unknown as DatasetDefinition;
+    const steps = run([defined('i1', definition), appended('i1', [{ n: 1 }, { n: 2 }])]);
+    const held = [...(steps[1]?.dataset.state?.rows.values() ?? [])];
+    expect(held).toStrictEqual([{}, {}]);
+    expect(held[0]).toBe(held[1]);
+  });
+
+  it('turns a state read back from the store into held rows, in the same order', () => {
+    const state = run([defined('i1', KEYED)])[0]!.dataset.state!;
+    state.rows.set('b', { team: 'b', day: '2024-01-01', at: null, n: 1 });
+    state.rows.set('a', { team: 'a', day: null, at: 3, n: 2 });
+    expect([...heldState(state).rows]).toStrictEqual([['b', { day: '2024-01-01', at: null }], ['a', { day: null, at: 3 }]]);
   });
 });

@@ -179,6 +179,32 @@ describe('Projector', () => {
     await projector.stop();
     expect(source.commits).toStrictEqual([[{ partition: 0, offset: 1 }]]);
   });
+
+  it('writes as soon as the last write landed and flushIntervalMs has passed since it started, not a whole interval after the first event', async () => {
+    const { source, store, projector, deliver } = setup({ flushIntervalMs: 40 });
+    await projector.start(source);
+    await deliver(0, events.slice(0, 3), 0);
+    // The first write goes out one interval after the start, on the tick.
+    const deadline = Date.now() + 5000;
+    while (store.writes === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 2));
+    expect(store.writes).toBe(1);
+    await projector.drained();
+    // Idle for longer than the interval: the next batch is written when it has been folded, on its own.
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    await deliver(0, events.slice(3, 4), 3);
+    expect(store.writes).toBe(2);
+    await projector.stop();
+    expectFold(store, 4);
+  });
+
+  it('once over maxRows, drops written states down to 90% of it, so the next datasets do not force a write each', async () => {
+    const { source, projector, deliver } = setup({ maxRows: 400, flushRows: 1 });
+    await projector.start(source);
+    await deliver(0, events, 0);
+    await projector.drained();
+    expect(projector.stats().cachedRows).toBeLessThanOrEqual(360);
+    await projector.stop();
+  });
 });
 
 describe('Projector: metrics', () => {

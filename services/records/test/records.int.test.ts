@@ -186,7 +186,12 @@ describe('pushbase records while a schema change is pending (its schema service 
   }
 
   const deletion = (account: string, id: string, incarnation: string): SchemaChangeEvent => ({ type: 'DatasetDeleted', schema_version: EVENT_SCHEMA_VERSION, account, dataset: id, incarnation, at: Date.now() });
-  const recordsOf = (events: DatasetEvent[]): unknown[] => events.filter((e) => e.type === 'RecordsAppended').map((e) => [e.dataset, e.incarnation, 'records' in e ? e.records : []]);
+  // By dataset: the topic keeps order within a partition only, and two datasets may sit in two partitions.
+  const recordsOf = (events: DatasetEvent[]): unknown[] =>
+    events
+      .filter((e) => e.type === 'RecordsAppended')
+      .map((e) => [e.dataset, e.incarnation, 'records' in e ? e.records : []] as const)
+      .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 
   it('refuses (503) writes to the dataset whose deletion is pending, sends none of them, and takes writes to the account\'s other datasets', async () => {
     const { topic, prefix, account, schema } = await setUp();

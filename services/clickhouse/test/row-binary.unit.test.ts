@@ -1,0 +1,47 @@
+import { RowBinaryWriter } from '../src/row-binary';
+
+const bytes = (write: (w: RowBinaryWriter) => void, initial?: number): number[] => {
+  const w = new RowBinaryWriter(initial);
+  write(w);
+  return [...w.bytes()];
+};
+
+describe('RowBinaryWriter', () => {
+  it('writes a string as its UTF-8 byte length in LEB128, then the bytes, on both sides of the one-byte length', () => {
+    expect(bytes((w) => w.string(''))).toStrictEqual([0]);
+    expect(bytes((w) => w.string('é'))).toStrictEqual([2, 0xc3, 0xa9]);
+    // 42 units of 3 bytes: the longest string the short path takes, 126 bytes.
+    expect(bytes((w) => w.string('€'.repeat(42))).slice(0, 4)).toStrictEqual([126, 0xe2, 0x82, 0xac]);
+    expect(bytes((w) => w.string('a'.repeat(127)))[0]).toBe(127);
+    expect(bytes((w) => w.string('a'.repeat(128))).slice(0, 3)).toStrictEqual([0x80, 0x01, 0x61]);
+    expect(bytes((w) => w.string('€'.repeat(43))).slice(0, 2)).toStrictEqual([129, 1]);
+    expect(bytes((w) => w.string('x'.repeat(20_000))).slice(0, 3)).toStrictEqual([0xa0, 0x9c, 0x01]);
+  });
+
+  it('writes a lone surrogate as U+FFFD, as the JSON path does', () => {
+    expect(bytes((w) => w.string('a\ud800'))).toStrictEqual([4, 0x61, 0xef, 0xbf, 0xbd]);
+    expect(bytes((w) => w.string('\udc00'.repeat(50))).slice(0, 3)).toStrictEqual([150, 1, 0xef]);
+  });
+
+  it('writes 64-bit integers little-endian, negative ones in two’s complement', () => {
+    expect(bytes((w) => w.int64(1))).toStrictEqual([1, 0, 0, 0, 0, 0, 0, 0]);
+    expect(bytes((w) => w.int64(2 ** 32 + 2))).toStrictEqual([2, 0, 0, 0, 1, 0, 0, 0]);
+    expect(bytes((w) => w.int64(-1))).toStrictEqual([255, 255, 255, 255, 255, 255, 255, 255]);
+    expect(bytes((w) => w.int64(-(2 ** 53)))).toStrictEqual([0, 0, 0, 0, 0, 0, 0xe0, 0xff]);
+    expect(bytes((w) => w.int64(2 ** 53 - 1))).toStrictEqual([255, 255, 255, 255, 255, 255, 0x1f, 0]);
+  });
+
+  it('writes a double as its own bits, -0 included, and Nullable markers and UInt8 as one byte', () => {
+    expect(bytes((w) => w.float64(-0))).toStrictEqual([0, 0, 0, 0, 0, 0, 0, 0x80]);
+    expect(bytes((w) => w.float64(5e-324))).toStrictEqual([1, 0, 0, 0, 0, 0, 0, 0]);
+    expect(bytes((w) => (w.isNull(true), w.isNull(false), w.uint8(7)))).toStrictEqual([1, 0, 7]);
+  });
+
+  it('grows past its first buffer without losing what it wrote', () => {
+    const got = bytes((w) => {
+      for (let i = 0; i < 100; i++) w.string(`row-${i}`);
+    }, 8);
+    expect(got.length).toBe(100 + [...Array(100).keys()].reduce((n, i) => n + `row-${i}`.length, 0));
+    expect(Buffer.from(got.slice(1, 6)).toString()).toBe('row-0');
+  });
+});
