@@ -72,7 +72,7 @@ describe('the chart rendered, run as processes', () => {
   function processEnv(kind: 'Deployment' | 'Job', name: string): { args: string[]; env: NodeJS.ProcessEnv } {
     const container = named(objects, kind, name).spec.template.spec.containers[0];
     const env = envOf(container, secrets);
-    for (const host of ['PUSHBASE_HOST', 'PUSHBASE_ADMIN_HOST', 'PUSHBASE_GRPC_HOST'] as const) {
+    for (const host of ['PUSHBASE_HOST', 'PUSHBASE_ADMIN_HOST', 'PUSHBASE_GRPC_HOST', 'PUSHBASE_METRICS_HOST'] as const) {
       if (env[host] === undefined) continue;
       expect(env[host]).toBe('0.0.0.0');
       env[host] = '127.0.0.1';
@@ -81,6 +81,12 @@ describe('the chart rendered, run as processes', () => {
       if (env[address] === undefined) continue;
       expect(env[address]).toMatch(/^run-pushbase-(schema|records):\d+$/);
       env[address] = env[address].replace(/^[^:]+/, '127.0.0.1');
+    }
+    // Each pod has a network of its own, so every one listens on the chart's metrics port; here they share
+    // one machine, so each picks a free port (its "listening" line says which).
+    if (env.PUSHBASE_METRICS_PORT !== undefined) {
+      expect(env.PUSHBASE_METRICS_PORT).toBe(String(container.ports.find((p: { name: string }) => p.name === 'metrics').containerPort));
+      env.PUSHBASE_METRICS_PORT = '0';
     }
     if (env.PUSHBASE_DATA_DIR !== undefined) {
       expect(env.PUSHBASE_DATA_DIR).toBe('/var/lib/pushbase');
@@ -143,6 +149,18 @@ describe('the chart rendered, run as processes', () => {
       return body.records.length === 2 ? body.records : undefined;
     }, 60_000);
     expect(records).toEqual([{ n: 1 }, { n: 2 }]);
+
+    // Each process's /metrics, where the pod annotations send Prometheus, shows the write's path.
+    const scrape = async (port: number): Promise<string> => {
+      const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+      expect(res.status).toBe(200);
+      return res.text();
+    };
+    const metricsPort = (name: string): number => running.get(name)!.listening?.metrics_port as number;
+    expect(await scrape(adminPort)).toMatch(/^pushbase_http_requests_total\{route="\/datasets\/:id\/data",method="POST",status="200"\} 1$/m);
+    expect(await scrape(metricsPort('run-pushbase-records'))).toMatch(/^pushbase_kafka_appends_total\{outcome="committed"\} 1$/m);
+    expect(await scrape(metricsPort('run-pushbase-schema'))).toMatch(/^pushbase_kafka_appends_total\{outcome="committed"\} 1$/m);
+    expect(await scrape(metricsPort('run-pushbase-projector'))).toMatch(/^pushbase_projector_writes_total [1-9]/m);
   }, 120_000);
 
   it('stops every service on SIGTERM with exit 0 in its grace period, the gateway first and the projector last; the gRPC services answer NOT_SERVING to their readiness probe during the drain, still listening', async () => {

@@ -98,6 +98,23 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
     expect(service.spec.ports).toEqual([expect.objectContaining({ name: 'grpc', port, targetPort: 'grpc' })]);
   }
 
+  // Metrics (docs/metrics.md): schema, records and the projector serve GET /metrics on a listener of their
+  // own, on 0.0.0.0 at the port the container names `metrics`; the gateway on its admin port. Each pod
+  // tells Prometheus's annotation-based discovery where.
+  for (const svc of ['schema', 'records', 'projector']) {
+    const d = named(objects, 'Deployment', name(svc));
+    const c = d.spec.template.spec.containers[0];
+    const env = envOf(c, secrets);
+    const port = c.ports.find((p: any) => p.name === 'metrics')?.containerPort as number;
+    expect({ svc, port }).toEqual({ svc, port: expect.any(Number) });
+    const config = svc === 'schema' ? loadSchemaConfig(env) : svc === 'records' ? loadRecordsConfig(env) : loadProjectorConfig(env);
+    expect(config.metrics).toEqual({ host: '0.0.0.0', port });
+    expect(d.spec.template.metadata.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port), 'prometheus.io/path': '/metrics' });
+  }
+  const gatewayPod = named(objects, 'Deployment', name('gateway')).spec.template;
+  const gatewayAdminPort = gatewayPod.spec.containers[0].ports.find((p: any) => p.name === 'admin').containerPort as number;
+  expect(gatewayPod.metadata.annotations).toMatchObject({ 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(gatewayAdminPort), 'prometheus.io/path': '/metrics' });
+
   // The gateway: HTTP probes on the admin listener's /healthz, reachable from the kubelet (0.0.0.0);
   // the gRPC services at their Services' names and ports; the admin token from the Secret.
   const gateway = named(objects, 'Deployment', name('gateway'));
@@ -158,27 +175,32 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
   }
 
   // NetworkPolicies: every pod is selected by one; only the gateway's pods reach the gRPC ports; the
-  // projector and the migrate Job take no connection at all.
+  // projector takes only scrapes of its metrics port, the migrate Job no connection at all.
   const policies = byKind(objects, 'NetworkPolicy');
   for (const { owner, labels } of pods) expect({ pod: owner.metadata.name, policies: policies.filter((p) => matches(p.spec.podSelector.matchLabels, labels)).length }).toEqual({ pod: owner.metadata.name, policies: 1 });
   const podOf = (c: string): Record<string, string> => pods.find((p) => component(p.owner) === c)!.labels;
   for (const svc of ['schema', 'records']) {
     const policy = policies.find((p) => matches(p.spec.podSelector.matchLabels, podOf(svc)))!;
     expect(policy.spec.policyTypes).toEqual(['Ingress']);
-    expect(policy.spec.ingress).toHaveLength(1);
-    const [rule] = policy.spec.ingress;
+    const [rule, ...scrapes] = policy.spec.ingress;
+    // Anything else it admits reaches the metrics port only.
+    for (const scrape of scrapes) expect(scrape.ports).toEqual([{ port: 'metrics', protocol: 'TCP' }]);
     expect(rule.ports).toEqual([{ port: 'grpc', protocol: 'TCP' }]);
     expect(rule.from).toHaveLength(1);
     expect(Object.keys(rule.from[0])).toEqual(['podSelector']);
     // The peer selector picks the gateway's pods and no other component's.
     for (const other of [...SERVICES, 'migrate']) expect({ other, allowed: matches(rule.from[0].podSelector.matchLabels, podOf(other)) }).toEqual({ other, allowed: other === 'gateway' });
   }
-  for (const closed of ['projector', 'migrate']) {
-    const policy = policies.find((p) => matches(p.spec.podSelector.matchLabels, podOf(closed)))!;
-    expect(policy.spec.policyTypes).toEqual(['Ingress']);
-    expect(policy.spec.ingress ?? []).toEqual([]);
-  }
+  const projectorPolicy = policies.find((p) => matches(p.spec.podSelector.matchLabels, podOf('projector')))!;
+  expect(projectorPolicy.spec.policyTypes).toEqual(['Ingress']);
+  for (const scrape of projectorPolicy.spec.ingress ?? []) expect(scrape.ports).toEqual([{ port: 'metrics', protocol: 'TCP' }]);
+  const migratePolicy = policies.find((p) => matches(p.spec.podSelector.matchLabels, podOf('migrate')))!;
+  expect(migratePolicy.spec.policyTypes).toEqual(['Ingress']);
+  expect(migratePolicy.spec.ingress ?? []).toEqual([]);
 }
+
+/** The scrapers metrics.scrapeFrom admits by default: Prometheus's usual namespace. */
+const MONITORING = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } };
 
 describe('helm/pushbase', () => {
   it(`is rendered by helm ${HELM_VERSION}, built by scripts/ensure-helm.js`, () => {
@@ -229,12 +251,24 @@ describe('helm/pushbase', () => {
       expect(ref).toEqual({ name: 'pb-pushbase-auth', key: 'admin-token' });
     });
 
-    it('without an ingress: the gateway serves HTTPS itself, its public port open to any client, its admin port to none', () => {
+    it('without an ingress: the gateway serves HTTPS itself, its public port open to any client, its admin port only to the scrapers', () => {
       expect(byKind(objects, 'Ingress')).toEqual([]);
       const c = named(objects, 'Deployment', 'pb-pushbase-gateway').spec.template.spec.containers[0];
       expect(c.env.map((e: any) => e.name)).not.toContain('PUSHBASE_BEHIND_TLS_PROXY');
       const policy = named(objects, 'NetworkPolicy', 'pb-pushbase-gateway');
-      expect(policy.spec.ingress).toEqual([{ ports: [{ port: 'https', protocol: 'TCP' }] }]);
+      expect(policy.spec.ingress).toEqual([{ ports: [{ port: 'https', protocol: 'TCP' }] }, { ports: [{ port: 'admin', protocol: 'TCP' }], from: [MONITORING] }]);
+    });
+
+    it('admits scrapes of every metrics port from the monitoring namespace only, and none at all with metrics.scrapeFrom empty', () => {
+      for (const svc of ['schema', 'records', 'projector']) {
+        const policy = named(objects, 'NetworkPolicy', `pb-pushbase-${svc}`);
+        expect(policy.spec.ingress.filter((r: any) => r.ports[0].port === 'metrics')).toEqual([{ from: [MONITORING], ports: [{ port: 'metrics', protocol: 'TCP' }] }]);
+      }
+      const closed = render('pb', ['--set-json', 'metrics.scrapeFrom=[]', '--set', 'metrics.podAnnotations=false']);
+      expect(named(closed, 'NetworkPolicy', 'pb-pushbase-projector').spec.ingress ?? []).toEqual([]);
+      expect(named(closed, 'NetworkPolicy', 'pb-pushbase-schema').spec.ingress).toHaveLength(1);
+      expect(named(closed, 'NetworkPolicy', 'pb-pushbase-gateway').spec.ingress).toEqual([{ ports: [{ port: 'https', protocol: 'TCP' }] }]);
+      expect(named(closed, 'Deployment', 'pb-pushbase-projector').spec.template.metadata.annotations ?? {}).toEqual({});
     });
 
     it('points at Kafka, ClickHouse and Redis by the service names of the commonly used charts', () => {
@@ -289,6 +323,7 @@ describe('helm/pushbase', () => {
       expect(policy.spec.ingress).toEqual([
         { ports: [{ port: 'http', protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }] },
         { ports: [{ port: 'admin', protocol: 'TCP' }], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'dashboards' } } }] },
+        { ports: [{ port: 'admin', protocol: 'TCP' }], from: [MONITORING] },
       ]);
     });
 

@@ -25,7 +25,8 @@ spec:
     metadata:
       labels:
         {{- include "pushbase.componentLabels" $ctx | nindent 8 }}
-      {{- with $svc.podAnnotations }}
+      {{- $annotations := merge (dict) ($svc.podAnnotations | default dict) (include "pushbase.metricsAnnotations" (dict "root" $root "port" $root.Values.metrics.port) | fromYaml | default dict) }}
+      {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -41,6 +42,9 @@ spec:
             - name: grpc
               containerPort: {{ $svc.grpcPort }}
               protocol: TCP
+            - name: metrics
+              containerPort: {{ $root.Values.metrics.port }}
+              protocol: TCP
           env:
             - name: PUSHBASE_GRPC_HOST
               value: "0.0.0.0"
@@ -50,6 +54,7 @@ spec:
               value: {{ $svc.drainMs | quote }}
             - name: PUSHBASE_SHUTDOWN_TIMEOUT_MS
               value: {{ $svc.shutdownTimeoutMs | quote }}
+            {{- include "pushbase.metricsEnv" $root | nindent 12 }}
             {{- include "pushbase.kafkaEnv" $root | nindent 12 }}
             {{- include "pushbase.redisEnv" $root | nindent 12 }}
             {{- with $svc.extraEnv }}

@@ -199,3 +199,25 @@ livenessProbe:
   timeoutSeconds: 5
   failureThreshold: 6
 {{- end }}
+
+{{/*
+Prometheus's annotation-based discovery of a pod's /metrics (metrics.podAnnotations): ({root, port}).
+*/}}
+{{- define "pushbase.metricsAnnotations" -}}
+{{- if .root.Values.metrics.podAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- end }}
+{{- end }}
+
+{{/*
+The metrics listener of a pod without an HTTP listener of its own (schema, records, projector): its
+variables. 0.0.0.0, so Prometheus reaches the pod's address; the NetworkPolicy decides who may.
+*/}}
+{{- define "pushbase.metricsEnv" -}}
+- name: PUSHBASE_METRICS_HOST
+  value: "0.0.0.0"
+- name: PUSHBASE_METRICS_PORT
+  value: {{ .Values.metrics.port | quote }}
+{{- end }}

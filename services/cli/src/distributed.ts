@@ -18,6 +18,8 @@ import { createInterface } from 'node:readline';
  *   stack.gateway            { port, adminPort, certFile } of the running gateway (certFile null behind a TLS proxy)
  *   stack.addresses          { schema, records }: host:port of the gRPC services
  *   stack.env                the environment the services got (with the gRPC addresses filled in)
+ *   stack.metricsPort(s)     the port of a service's GET /metrics: the gateway's admin port, the others'
+ *                            metrics_port from their "listening" line (PUSHBASE_METRICS_PORT, 0 = picked)
  *   stack.pid(service)       the pid of a running service, undefined when it is not running
  *   stack.signal(service, s) sends SIGTERM / SIGKILL / … to ONE service and resolves with its exit
  *                            { code, signal } once it is gone; an exit asked for this way is not "unexpected"
@@ -74,6 +76,8 @@ export interface StartServiceOptions {
 export class ServiceProcess {
   /** The service's "listening" line (servers) or its first partition assignment (the projector). */
   ready!: Record<string, unknown>;
+  /** The service's "listening" line, once written (the projector's comes before it is ready). */
+  listening: Record<string, unknown> | undefined;
   readonly exited: Promise<ServiceExit>;
   private expected = false;
 
@@ -134,6 +138,7 @@ export class ServiceProcess {
       createInterface({ input: child.stdout }).on('line', (line) => {
         remember(line);
         const msg = parseLine(line);
+        if (msg?.msg === 'listening') proc.listening = msg;
         if (msg !== undefined && isReady(service, msg)) {
           clearTimeout(timer);
           resolve(msg);
@@ -204,6 +209,14 @@ export class DistributedStack {
     }
   }
 
+  /** Where a running service serves GET /metrics; undefined when it is not running. */
+  metricsPort(service: ServiceName): number | undefined {
+    const proc = this.running.get(service);
+    if (proc?.pid === undefined) return undefined;
+    const port = service === 'gateway' ? proc.ready.admin_port : proc.listening?.metrics_port;
+    return typeof port === 'number' ? port : undefined;
+  }
+
   pid(service: ServiceName): number | undefined {
     return this.running.get(service)?.pid;
   }
@@ -228,6 +241,9 @@ export class DistributedStack {
     // The same ports again, so that whoever holds the address (the gateway, clients) finds it there.
     if (service === 'schema' && previous !== undefined) env.PUSHBASE_SCHEMA_GRPC_PORT = String(previous.ready.grpc_port);
     if (service === 'records' && previous !== undefined) env.PUSHBASE_RECORDS_GRPC_PORT = String(previous.ready.grpc_port);
+    // Prometheus keeps scraping the address it was given.
+    const metricsPort = previous?.listening?.metrics_port;
+    if (service !== 'gateway' && typeof metricsPort === 'number') env.PUSHBASE_METRICS_PORT = String(metricsPort);
     if (service === 'gateway' && previous !== undefined) {
       env.PUSHBASE_PORT = String(previous.ready.port);
       env.PUSHBASE_ADMIN_PORT = String(previous.ready.admin_port);

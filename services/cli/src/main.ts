@@ -223,7 +223,7 @@ async function distributed(): Promise<void> {
     return;
   }
   const { port, adminPort, certFile } = stack.gateway;
-  print('supervisor', JSON.stringify({ msg: 'listening', port, admin_port: adminPort, cert_file: certFile, schema_address: stack.addresses.schema, records_address: stack.addresses.records }));
+  print('supervisor', JSON.stringify({ msg: 'listening', port, admin_port: adminPort, cert_file: certFile, schema_address: stack.addresses.schema, records_address: stack.addresses.records, metrics_ports: Object.fromEntries(SERVICES.map((s) => [s, stack.metricsPort(s) ?? null])) }));
 }
 
 const REPLAY_HELP = `

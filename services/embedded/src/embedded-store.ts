@@ -2,6 +2,7 @@ import { existsSync, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { MemoryProjection } from '@pushbase/app';
 import { initialState } from '@pushbase/domain';
+import type { EventLogMetrics } from '@pushbase/metrics';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
 import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
@@ -71,6 +72,8 @@ export interface EmbeddedStoreOptions {
   readonly runCompaction?: CompactionRunner;
   /** Test seam: passed to the log. */
   readonly maxBatchBytes?: number;
+  /** The log's group-commit and append durations; passed to it. */
+  readonly metrics?: EventLogMetrics;
   /** Where the live snapshot's datasets are encoded when that pays (snapshot-pool.ts); else on the event loop. */
   readonly snapshotPool?: SnapshotPool;
   /** Test seam: the snapshot writer's writes, and the free space of the data directory's file system. */
@@ -156,6 +159,7 @@ export class EmbeddedStore {
       },
       warn: opts.warn ?? ((message) => log('event log warning', { detail: message })),
       ...(opts.maxBatchBytes === undefined ? {} : { maxBatchBytes: opts.maxBatchBytes }),
+      ...(opts.metrics === undefined ? {} : { metrics: opts.metrics }),
     });
   }
 

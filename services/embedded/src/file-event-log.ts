@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { decodeEventValue, encodeEventBatch, EventDecodeError, type EventListener, type EventLog } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
+import type { EventLogMetrics } from '@pushbase/metrics';
 import {
   callback,
   closeFd,
@@ -106,6 +107,8 @@ export interface FileEventLogOptions {
    * told "refused" about a write a restart might replay. Tests replace it.
    */
   readonly onFatal?: (message: string) => void;
+  /** Group commits' and appends' durations (docs/metrics.md); none when not given. */
+  readonly metrics?: EventLogMetrics;
 }
 
 export interface FileEventLogStartOptions {
@@ -250,6 +253,8 @@ interface Pending {
   readonly payload: Buffer;
   readonly resolve: () => void;
   readonly reject: (err: unknown) => void;
+  /** performance.now() when append() queued it. */
+  readonly queuedAt: number;
 }
 
 interface Active {
@@ -270,6 +275,7 @@ export class FileEventLog implements EventLog {
   private readonly warn: (message: string) => void;
   private readonly onFatal: (message: string) => void;
   private readonly io: EventLogIo;
+  private readonly metrics: EventLogMetrics | undefined;
 
   private state: State = 'new';
   private active: Active | undefined;
@@ -294,6 +300,7 @@ export class FileEventLog implements EventLog {
     this.maxBatchBytes = Math.min(MAX_FRAME_BYTES, Math.max(1, opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES));
     this.segmentBytes = Math.max(1, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
     this.onSealed = opts.onSealed;
+    this.metrics = opts.metrics;
     this.warn = opts.warn ?? ((message) => void process.stderr.write(`${message}\n`));
     this.onFatal =
       opts.onFatal ??
@@ -366,7 +373,7 @@ export class FileEventLog implements EventLog {
     }
     const prefix = framePrefix(payload);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ events, prefix, payload, resolve, reject });
+      this.queue.push({ events, prefix, payload, resolve, reject, queuedAt: performance.now() });
       if (this.state === 'open') this.kick();
     });
   }
@@ -609,6 +616,8 @@ export class FileEventLog implements EventLog {
     // One record for the whole commit, its crc over all of it: see log-records.ts.
     let buffers: Buffer[] = [batchHeader(active.base + active.frames, batch.length, body), ...body];
     const bytes = buffers.reduce((n, b) => n + b.length, 0);
+    const started = performance.now();
+    let synced: number;
     try {
       let written = 0;
       while (written < bytes) {
@@ -619,6 +628,7 @@ export class FileEventLog implements EventLog {
       }
       // fdatasync is enough: it also flushes the file size, which reading the new bytes back depends on.
       await this.io.fdatasync(fd);
+      synced = performance.now();
       this.syncs += 1;
     } catch (err) {
       await this.rollback(batch, position, err);
@@ -639,6 +649,10 @@ export class FileEventLog implements EventLog {
       }
     }
     batch.forEach((p, i) => (failures[i] === undefined ? p.resolve() : p.reject(failures[i])));
+    if (this.metrics !== undefined) {
+      this.metrics.commit(synced - started, batch.length);
+      for (const p of batch) this.metrics.append(synced - p.queuedAt);
+    }
   }
 
   /*

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createRecordService, createSchemaService, type MemoryProjection } from '@pushbase/app';
+import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
@@ -48,6 +49,9 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
   }
   await loadStoredKeys(config.dataDir, keys, log);
 
+  // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
+  const metrics = createMetricsRegistry();
+
   // The newest valid snapshot, then only the log after it (embedded-store.ts); compaction snapshots the live projection in the background.
   const snapshotPool = createSnapshotPool();
   const { store, report } = await EmbeddedStore.open({
@@ -55,6 +59,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
     segmentBytes: config.segmentBytes,
     compactAfterBytes: config.compactAfterBytes,
     log,
+    metrics: eventLogMetrics(metrics),
     ...(snapshotPool === undefined ? {} : { snapshotPool }),
   });
   const { projection, eventLog } = store;
@@ -91,8 +96,9 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
     behindTlsProxy: config.behindTlsProxy,
     trustedProxies: config.trustedProxies.trust,
     log: errorLog,
+    metrics: httpMetrics(metrics),
   });
-  const admin = createAdminApp({ readModel: projection, token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)), log: errorLog });
+  const admin = createAdminApp({ readModel: projection, token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)), log: errorLog, metrics });
   const listeners = await startListeners(gateway, admin, { ...config, tls });
   const { port, adminPort } = listeners;
   log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });

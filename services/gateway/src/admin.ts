@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import type { ReadModel } from '@pushbase/contracts';
+import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
 
@@ -12,13 +13,15 @@ export interface AdminDeps {
   readonly readModel: ReadModel;
   readonly token: string;
   readonly log?: (line: string) => void;
+  /** The process's registry, served at GET /metrics; without one there is no such route. */
+  readonly metrics?: Registry;
 }
 
 /**
  * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
  * bearer token. The public API deliberately offers no read of records.
  */
-export function createAdminApp({ readModel, token, log }: AdminDeps): Koa {
+export function createAdminApp({ readModel, token, log, metrics }: AdminDeps): Koa {
   const app = new Koa();
   app.use(async (ctx: Context, next: Next) => {
     ctx.state.requestId = randomUUID();
@@ -39,6 +42,26 @@ export function createAdminApp({ readModel, token, log }: AdminDeps): Koa {
     ctx.set('Cache-Control', 'no-store');
     ctx.body = { status: 'ok' };
   });
+  /*
+   * Prometheus's scrape, also without the token: scrapers usually reach an internal port unauthenticated
+   * (the chart's pod annotations cannot carry a credential, and a token in every Prometheus config would be
+   * one more copy of the admin secret). What it shows is operational only, by construction of its labels:
+   * route patterns, status codes, partitions; never an account, dataset id, key or record. The listener is
+   * loopback by default, and in the chart a NetworkPolicy admits only the namespaces told to scrape it.
+   * docs/metrics.md says the same to operators.
+   */
+  if (metrics !== undefined) {
+    app.use(async (ctx: Context, next: Next) => {
+      if (ctx.path !== METRICS_PATH || (ctx.method !== 'GET' && ctx.method !== 'HEAD')) {
+        await next();
+        return;
+      }
+      const { contentType, body } = await renderMetrics(metrics);
+      ctx.set('Cache-Control', 'no-store');
+      ctx.set('Content-Type', contentType);
+      ctx.body = body;
+    });
+  }
   app.use(async (ctx: Context, next: Next) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
     if (m === null || !safeEqual(m[1] as string, token)) {

@@ -3,6 +3,7 @@ import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
 import type { KeyStore, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
+import type { HttpMetrics } from '@pushbase/metrics';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
@@ -33,6 +34,8 @@ export interface GatewayDeps {
    * clients) can send the id on without the port interfaces taking it. Give the same instance to them.
    */
   readonly requestScope?: RequestScope;
+  /** Requests by route and status, their latency, rate-limit refusals (docs/metrics.md). None when not given. */
+  readonly metrics?: HttpMetrics;
 }
 
 const rateLimitMessage = (limit: number): string => `You have exceeded the API rate limit of ${limit} requests per minute. Try sending data less frequently.`;
@@ -138,13 +141,45 @@ function inConnectionOrder() {
   };
 }
 
+/** Route label of a request never routed (refused before the router, or no route matched). */
+export const UNMATCHED_ROUTE = 'unmatched';
+
+/**
+ * Times every request from its arrival to its answer (errors included: the error middleware sits inside)
+ * and counts it by route pattern, never by raw path, so a dataset id never becomes a label. A request
+ * refused before the router ran (401, 429, 403) is still labelled with the route its path and method match.
+ */
+function measured(metrics: HttpMetrics, router: Router) {
+  const routeOf = (ctx: Context): string => {
+    const matched: unknown = ctx._matchedRoute;
+    if (typeof matched === 'string') return matched;
+    const m = router.match(ctx.path, ctx.method);
+    const layer = m.pathAndMethod.at(-1) ?? m.path.at(-1);
+    return typeof layer?.path === 'string' ? layer.path : UNMATCHED_ROUTE;
+  };
+  return async (ctx: Context, next: Next): Promise<void> => {
+    const started = performance.now();
+    try {
+      await next();
+    } catch (e) {
+      // Nothing gets past the error middleware but a bug of its own; Koa answers that 500.
+      metrics.request(routeOf(ctx), ctx.method, 500, performance.now() - started);
+      throw e;
+    }
+    metrics.request(routeOf(ctx), ctx.method, ctx.status, performance.now() - started);
+  };
+}
+
 /** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   // Koa's own proxy mode would believe X-Forwarded-* from any peer that reaches the port: the forwarded
   // headers are read below, and only from trusted proxies.
   const app = new Koa({ proxy: false });
+  const router = new Router();
 
+  // Outside the connection order too: a pipelined request's wait for the one before it is part of its latency.
+  if (deps.metrics !== undefined) app.use(measured(deps.metrics, router));
   app.use(inConnectionOrder());
   app.use(async (ctx: Context, next: Next) => {
     const given = ctx.get('x-request-id');
@@ -184,6 +219,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
       const address = (ctx.state.clientAddress as string | undefined) ?? ctx.ip;
       const blocked = await deps.authFailureLimiter.isBlocked(address);
       if (blocked !== undefined) {
+        deps.metrics?.rateLimitRefused('auth_failures');
         throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {
           'Retry-After': String(Math.max(1, Math.ceil(blocked.resetMs / 1000))),
         });
@@ -205,12 +241,12 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     ctx.set('RateLimit-Remaining', String(d.remaining));
     ctx.set('RateLimit-Reset', resetSeconds);
     if (!d.allowed) {
+      deps.metrics?.rateLimitRefused('api_key');
       throw new HttpError(429, rateLimitMessage(d.limit), 'rate_limited', { 'Retry-After': String(Math.max(1, Number(resetSeconds))) });
     }
     await next();
   });
 
-  const router = new Router();
   const ok = (ctx: Context, status = 200, body: unknown = {}): void => {
     ctx.status = status;
     ctx.body = body;

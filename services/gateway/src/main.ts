@@ -4,6 +4,7 @@ import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope } from '@pushbase/contracts';
 import { jsonLogger, loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
+import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisKeyStore, RedisRateLimiter } from '@pushbase/redis';
 import { createAdminApp } from './admin';
 import { createGatewayApp } from './app';
@@ -45,6 +46,8 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
   };
   try {
     const keys = await keyStore(config, new RedisKeyStore(redis, { prefix: config.redis.prefix }), log);
+    // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
+    const metrics = createMetricsRegistry();
     const requestScope = new RequestScope();
     const schemas = connectSchemaService(config.schemaAddress, { requestScope });
     closers.push(() => schemas.close());
@@ -65,8 +68,9 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
       trustedProxies: config.trustedProxies.trust,
       requestScope,
       log: errorLog,
+      metrics: httpMetrics(metrics),
     });
-    const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog });
+    const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog, metrics });
     const listeners = await startListeners(gateway, admin, { ...config, tls });
     log('listening', {
       port: listeners.port,

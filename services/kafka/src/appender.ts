@@ -1,5 +1,6 @@
 import type { EventAppender, StreamPosition } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
+import type { AppendOutcome, KafkaAppenderMetrics } from '@pushbase/metrics';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createKafka, type KafkaConnection } from './connection';
@@ -89,6 +90,8 @@ export interface KafkaEventAppenderOptions {
   readonly session?: () => ProduceSession;
   /** Told the API name (Produce, EndTxn, …) of every request the producers send. */
   readonly onRequest?: (apiName: string) => void;
+  /** Transactions' and appends' durations and outcomes (docs/metrics.md); none when not given. */
+  readonly metrics?: KafkaAppenderMetrics;
 }
 
 /** What the appender needs from a producer: one transaction at a time. */
@@ -120,6 +123,8 @@ interface Pending {
   readonly reject: (err: Error) => void;
   settled: boolean;
   deadline?: NodeJS.Timeout;
+  /** performance.now() when append() queued it. */
+  readonly queuedAt: number;
 }
 
 interface Session {
@@ -157,6 +162,7 @@ export class KafkaEventAppender implements EventAppender {
   private readonly appendTimeoutMs: number;
   private readonly commitRetryMs: number;
   private readonly makeSession: () => ProduceSession;
+  private readonly metrics: KafkaAppenderMetrics | undefined;
   private queue: Pending[] = [];
   private queuedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -173,6 +179,7 @@ export class KafkaEventAppender implements EventAppender {
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     this.appendTimeoutMs = options.appendTimeoutMs ?? 30_000;
     this.commitRetryMs = options.commitRetryMs ?? 50;
+    this.metrics = options.metrics;
     const transactionalId = options.transactionalId ?? defaultTransactionalId();
     this.makeSession = options.session ?? (() => kafkaSession(options, transactionalId));
   }
@@ -200,7 +207,7 @@ export class KafkaEventAppender implements EventAppender {
       bytes += size;
     }
     return new Promise<StreamPosition[]>((resolve, reject) => {
-      const pending: Pending = { messages, bytes, phase: 'queued', resolve, reject, settled: false };
+      const pending: Pending = { messages, bytes, phase: 'queued', resolve, reject, settled: false, queuedAt: performance.now() };
       pending.deadline = setTimeout(() => this.expire(pending), this.appendTimeoutMs);
       this.queue.push(pending);
       this.queuedBytes += bytes;
@@ -317,10 +324,12 @@ export class KafkaEventAppender implements EventAppender {
     for (const p of live) p.phase = 'sending';
     const messages = live.flatMap((p) => p.messages.map((m) => ({ ...m, partition: session.partitionOf(m.key) })));
     let acks: readonly { partition: number; baseOffset: number }[];
+    const started = performance.now();
     try {
       this.counts.requests += 1;
       acks = await session.session.send(messages);
     } catch (err) {
+      this.metrics?.transaction('aborted', performance.now() - started, live.length);
       await this.abandon(session, live, `Kafka did not take the write: ${errorText(err)}`, true);
       return;
     }
@@ -339,17 +348,20 @@ export class KafkaEventAppender implements EventAppender {
       positions.set(p, at);
     }
     if ([...positions.values()].some((at, i) => at.length !== live[i]!.messages.length)) {
+      this.metrics?.transaction('aborted', performance.now() - started, live.length);
       await this.abandon(session, live, 'Kafka acknowledged the request without the partition of a write', false);
       return;
     }
     // The last moment to back out: an append whose deadline came while sending was told `unavailable`,
     // which holds only if this transaction is never committed.
     if (live.some((p) => p.settled)) {
+      this.metrics?.transaction('aborted', performance.now() - started, live.length);
       await this.abandon(session, live, 'Kafka did not acknowledge a write of the same transaction in time', false);
       return;
     }
     for (const p of live) p.phase = 'committing';
     const outcome = await this.commit(session, live);
+    this.metrics?.transaction(outcome, performance.now() - started, live.length);
     for (const p of live) {
       if (outcome === 'committed') {
         if (p.settled) continue; // told outcome_unknown at its deadline; stored
@@ -452,10 +464,15 @@ export class KafkaEventAppender implements EventAppender {
     if (p.settled) return;
     p.settled = true;
     clearTimeout(p.deadline);
+    this.metrics?.append(outcome instanceof Error ? outcomeOf(outcome) : 'committed', performance.now() - p.queuedAt);
     if (outcome instanceof Error) p.reject(outcome);
     else p.resolve(outcome);
   }
 }
+
+/** What a rejected append is counted as: the two outage answers by name, anything else is a bug. */
+const outcomeOf = (err: Error): AppendOutcome =>
+  err instanceof DomainError && (err.code === 'unavailable' || err.code === 'outcome_unknown') ? err.code : 'error';
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 

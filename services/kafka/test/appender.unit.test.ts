@@ -2,6 +2,8 @@ import { EVENT_SCHEMA_VERSION, DomainError, type DatasetEvent } from '@pushbase/
 import { KafkaEventAppender, type ProduceSession } from '../src/appender';
 import { TransactionAbortedError, TransactionFencedError } from '../src/transactional-producer';
 import { partitionerFor, type OutgoingMessage } from '../src/messages';
+import { createMetricsRegistry, kafkaAppenderMetrics } from '@pushbase/metrics';
+import { sample } from '../../../test/helpers/metrics';
 
 /*
  * The appender's batching and failure rules against a fake producer session: what goes into which request,
@@ -409,5 +411,35 @@ describe('KafkaEventAppender: exact outcomes under faults (fault-injecting sessi
     for (const seq of refused) expect(read).not.toContain(seq);
     expect(refused.size).toBeGreaterThan(0);
     expect(acknowledged.size).toBeGreaterThan(100);
+  });
+});
+
+describe('KafkaEventAppender: metrics', () => {
+  it('counts each append by its outcome and times transactions by theirs', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    const broker = new FakeBroker(1);
+    const appender = new KafkaEventAppender({
+      connection: { brokers: [] },
+      topic: 't',
+      lingerMs: 1,
+      commitRetryMs: 5,
+      session: broker.session,
+      metrics: kafkaAppenderMetrics(registry),
+    });
+    await Promise.all([appender.append([event(0)]), appender.append([event(1)])]);
+    broker.faults.push('send-refused');
+    await expect(appender.append([event(2)])).rejects.toMatchObject({ code: 'unavailable' });
+    broker.faults.push('commit-lost', 'commit-fenced');
+    await expect(appender.append([event(3)])).rejects.toMatchObject({ code: 'outcome_unknown' });
+    await appender.close();
+    const text = await registry.metrics();
+    expect(sample(text, 'pushbase_kafka_appends_total', { outcome: 'committed' })).toBe(2);
+    expect(sample(text, 'pushbase_kafka_appends_total', { outcome: 'unavailable' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_appends_total', { outcome: 'outcome_unknown' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_append_duration_seconds_count', { outcome: 'committed' })).toBe(2);
+    expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'committed' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'aborted' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'unknown' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_transaction_appends_sum')).toBe(4);
   });
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { clickhouseEnv, MAX_INSERT_ROWS } from '@pushbase/clickhouse';
 import { parseBrokers } from '@pushbase/kafka';
+import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
 import { MAX_ROWS_PER_EVENT } from './project';
 
@@ -60,7 +61,8 @@ const projectorConfigOf = (env: ProjectorEnv) =>
     flushIntervalMs: env.PUSHBASE_PROJECTOR_FLUSH_MS,
   });
 
-const schema = z.object(projectorEnv).transform(projectorConfigOf);
+// The long-running projector serves its metrics (replay is a command that ends; it has none).
+const schema = z.object({ ...projectorEnv, ...metricsEnv }).transform((env) => Object.freeze({ ...projectorConfigOf(env), metrics: metricsConfigOf(env) }));
 
 export type ProjectorConfig = z.output<typeof schema>;
 

@@ -1,5 +1,6 @@
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
+import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { openRedis, RedisSchemaStore } from '@pushbase/redis';
 import type { ProjectorConfig } from './config';
 import { Projector, type Logger, type ProjectorOptions } from './projector';
@@ -11,6 +12,8 @@ export const jsonLog: Logger = (level, msg, fields = {}) => {
 
 export interface RunningProjector {
   readonly projector: Projector;
+  /** The port of its GET /metrics listener (PUSHBASE_METRICS_PORT). */
+  readonly metricsPort: number;
   /** Finishes the running batch, writes, commits, leaves the group, closes the connections. */
   stop(): Promise<void>;
 }
@@ -24,11 +27,19 @@ export interface ProjectorHooks {
 /**
  * The composition root of `pushbase projector`: ClickHouse store, Redis schema store, projector, Kafka
  * consumer group member. Expects the tables migrated (`pushbase migrate`) and the topic created by the
- * writers.
+ * writers. Writes `{"msg":"listening","metrics_port":M}` once its metrics listener serves (before it joins
+ * the group: it serves nothing else), then "partitions assigned" once it reads.
  */
 export async function runProjector(config: ProjectorConfig, hooks: ProjectorHooks = {}): Promise<RunningProjector> {
   const log = hooks.log ?? jsonLog;
-  const redis = await openRedis(config.redis.url);
+  // This process's one registry, on a small listener of its own (docs/metrics.md): lag, inserts, counters.
+  const metrics = createMetricsRegistry();
+  const metricsListener = await startMetricsListener(metrics, config.metrics);
+  log('info', 'listening', { metrics_port: metricsListener.port, metrics_host: config.metrics.host });
+  const redis = await openRedis(config.redis.url).catch(async (e: unknown) => {
+    await metricsListener.close();
+    throw e;
+  });
   const conn = connectClickHouse(config.clickhouse.url);
   const store = new ClickHouseProjection(conn, config.clickhouse.database);
   const projector = new Projector(store, {
@@ -37,6 +48,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     flushRows: config.flushRows,
     flushIntervalMs: config.flushIntervalMs,
     log,
+    metrics: projectorMetrics(metrics),
     ...(hooks.afterWrite === undefined ? {} : { afterWrite: hooks.afterWrite }),
     ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
   });
@@ -68,11 +80,13 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     await consumer.stop().catch(() => undefined);
     await conn.close();
     redis.disconnect();
+    await metricsListener.close();
     throw e;
   }
   let stopped: Promise<void> | undefined;
   return {
     projector,
+    metricsPort: metricsListener.port,
     stop: () =>
       (stopped ??= (async () => {
         try {
@@ -80,6 +94,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
         } finally {
           await conn.close();
           redis.disconnect();
+          await metricsListener.close();
         }
       })()),
   };

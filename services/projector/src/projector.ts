@@ -3,6 +3,7 @@ import { DomainError, streamKey } from '@pushbase/domain';
 import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore, SchemaStoreWriter } from '@pushbase/contracts';
 import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
+import type { ProjectorMetrics } from '@pushbase/metrics';
 import { heldState, project, type ProjectedDataset } from './project';
 
 /*
@@ -70,6 +71,8 @@ export interface ProjectorOptions {
   readonly afterWrite?: (write: number) => void;
   /** Called when the projector stops on an error it must not retry (a bug, a poison event). */
   readonly onFatal?: (error: Error) => void;
+  /** Lag per partition, inserts, and the stats() counters as Prometheus metrics (docs/metrics.md). */
+  readonly metrics?: ProjectorMetrics;
 }
 
 export interface ProjectorStats {
@@ -103,6 +106,8 @@ interface PendingPartition {
   /** Every event of the partition since the last write, skipped ones included, for the schema store. */
   readonly events: DatasetEvent[];
   last: number;
+  /** Where the partition's reading goes on after the events held here (markers included): what the lag counts from. */
+  next: number;
 }
 
 const weightOf = (d: ProjectedDataset | undefined): number => 1 + (d?.state?.rows.size ?? 0);
@@ -134,6 +139,12 @@ export class Projector {
   /** Set when stop() gave up waiting: a store call still retrying gives up too. */
   private abandoned = false;
   private readonly counters = { events: 0, skipped: 0, rows: 0, writes: 0, commits: 0, loads: 0, evictions: 0, retries: 0 };
+  /**
+   * Per partition read: its high watermark as of its last fetched batch, and the offset written up to
+   * (the written rows' `next`, or a fetch of markers only once nothing of the partition is pending).
+   * Their difference is the lag metric; a partition revoked is forgotten (its new reader reports it).
+   */
+  private readonly progress = new Map<number, { highWatermark: number; written: number }>();
 
   constructor(
     private readonly store: ProjectionStore,
@@ -152,6 +163,11 @@ export class Projector {
         }),
       onAssigned: (partitions) => this.options.log('info', 'partitions assigned', { partitions }),
       onRevoked: (partitions) => this.exclusive(() => this.revoke(partitions)),
+      onSkipped: (partition, next) => {
+        // A fetch of transaction markers (or aborted events) only: once nothing of the partition waits to
+        // be written, the projector has caught up to it.
+        if (!this.pending.has(partition)) this.advance(partition, undefined, next);
+      },
       onCrash: (error) => this.fatal(error),
       onCallbackError: (error) => this.options.log('error', 'consumer callback failed', { error: describe(error) }),
     };
@@ -231,6 +247,10 @@ export class Projector {
 
   private async handleBatch(batch: ConsumedBatch, control: BatchControl): Promise<void> {
     this.throwIfBroken();
+    // A partition's first batch since its assignment starts where the group's committed offset was: its
+    // first event (every event before it was written by whoever read the partition before).
+    if (!this.progress.has(batch.partition)) this.progress.set(batch.partition, { highWatermark: batch.highWatermark, written: batch.events[0]?.position.offset ?? batch.next });
+    this.advance(batch.partition, batch.highWatermark, undefined);
     await this.loadMissing(batch.partition, batch.events);
     for (const { event, position } of batch.events) {
       const key = streamKey(event.account, event.dataset);
@@ -239,13 +259,16 @@ export class Projector {
       const cached = this.cache.get(key);
       const step = project(cached?.dataset, event, position);
       this.counters.events++;
+      this.options.metrics?.count('events');
       this.hold(key, batch.partition, step.dataset, step.applied ? this.batch : (cached?.batch ?? 0));
       let pending = this.pending.get(batch.partition);
       if (pending === undefined) {
-        pending = { rows: [], heads: new Map(), events: [], last: position.offset };
+        pending = { rows: [], heads: new Map(), events: [], last: position.offset, next: position.offset + 1 };
         this.pending.set(batch.partition, pending);
       }
       pending.last = position.offset;
+      // The batch's own end once its last event is in: the markers it covered are done with it.
+      pending.next = position === batch.events.at(-1)?.position ? batch.next : position.offset + 1;
       if (this.options.schemaStore !== undefined) pending.events.push(event);
       if (!step.applied) {
         this.counters.skipped++;
@@ -281,6 +304,7 @@ export class Projector {
         const [key, { account, dataset }] = next;
         const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset));
         this.counters.loads++;
+        this.options.metrics?.count('loads');
         const state = loaded?.state === undefined ? undefined : heldState(loaded.state);
         this.hold(key, partition, loaded === undefined ? undefined : { state, position: loaded.position }, 0);
       }
@@ -341,7 +365,11 @@ export class Projector {
       for (const h of p.heads.values()) heads.push(h);
     }
     const started = Date.now();
-    await this.retrying(`writing ${rows.length} rows`, () => this.store.write(rows, heads));
+    await this.retrying(`writing ${rows.length} rows`, async () => {
+      const attempt = performance.now();
+      await this.store.write(rows, heads);
+      this.options.metrics?.insert(rows.length, performance.now() - attempt);
+    });
     const stored = Date.now();
     const schemaStore = this.options.schemaStore;
     if (schemaStore !== undefined) {
@@ -352,6 +380,8 @@ export class Projector {
     const applied = Date.now();
     const written = ++this.counters.writes;
     this.counters.rows += rows.length;
+    this.options.metrics?.count('writes');
+    for (const [partition, p] of partitions) this.advance(partition, undefined, p.next);
     this.landed = id;
     this.options.afterWrite?.(written);
     this.evict();
@@ -372,6 +402,18 @@ export class Projector {
     this.options.log('info', 'written', { ...this.stats(), batch_rows: rows.length, batch_heads: heads.length, positions, ms: now - started, store_ms: stored - started, schema_ms: applied - stored, commit_ms: now - applied });
   }
 
+  /**
+   * Moves a partition's high watermark and written offset forward (neither ever goes back: a late answer
+   * must not undo a newer one) and reports the lag between them.
+   */
+  private advance(partition: number, highWatermark: number | undefined, written: number | undefined): void {
+    const p = this.progress.get(partition);
+    if (p === undefined) return; // not read since its assignment: handleBatch starts it
+    if (highWatermark !== undefined) p.highWatermark = Math.max(p.highWatermark, highWatermark);
+    if (written !== undefined) p.written = Math.max(p.written, written);
+    this.options.metrics?.lag(partition, p.highWatermark - p.written);
+  }
+
   /** The memory bound: once over it, drops the least recently touched written states down to 90% of it. */
   private evict(): void {
     if (this.cachedRows <= this.options.maxRows) return;
@@ -382,6 +424,7 @@ export class Projector {
       this.cache.delete(key);
       this.cachedRows -= cached.weight;
       this.counters.evictions++;
+      this.options.metrics?.count('evictions');
     }
   }
 
@@ -399,6 +442,10 @@ export class Projector {
       this.cache.delete(key);
       this.cachedRows -= cached.weight;
       dropped++;
+    }
+    for (const p of revoked) {
+      this.progress.delete(p);
+      this.options.metrics?.forget(p);
     }
     this.options.log('info', 'partitions revoked', { partitions, dropped_datasets: dropped });
     return Promise.resolve();
@@ -422,6 +469,7 @@ export class Projector {
       } catch (e) {
         if (!isUnavailable(e) || this.abandoned) throw e;
         this.counters.retries++;
+        this.options.metrics?.count('retries');
         if (this.paused.length === 0 && this.source !== undefined) {
           this.paused = this.source.assigned();
           this.source.pause(this.paused);

@@ -11,6 +11,7 @@ describe('loadProjectorConfig', () => {
       maxRows: 4_000_000,
       flushRows: 50_000,
       flushIntervalMs: 250,
+      metrics: { host: '127.0.0.1', port: 0 },
     });
   });
 
@@ -26,8 +27,9 @@ describe('loadProjectorConfig', () => {
       PUSHBASE_PROJECTOR_FLUSH_MS: '250',
       PUSHBASE_REDIS_URL: 'redis://cache:6380',
       PUSHBASE_REDIS_PREFIX: 'pb-live:',
+      PUSHBASE_METRICS_PORT: '9464',
     });
-    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250 });
+    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, metrics: { host: '127.0.0.1', port: 9464 } });
     expect(Object.isFrozen(c)).toBe(true);
   });
 

@@ -8,6 +8,8 @@ import type { BatchControl, CommitResult, EventConsumerHandlers } from '@pushbas
 import { Projector, type ProjectorOptions, type ProjectorSource } from '../src/projector';
 import { MemoryProjectionStore } from './memory-projection-store';
 import { eventsOf, redecoded, type Step } from './event-sequences';
+import { createMetricsRegistry, projectorMetrics } from '@pushbase/metrics';
+import { sample } from '../../../test/helpers/metrics';
 
 class FakeSource implements ProjectorSource {
   readonly calls: string[] = [];
@@ -202,5 +204,62 @@ describe('Projector', () => {
     await projector.drained();
     expect(projector.stats().cachedRows).toBeLessThanOrEqual(360);
     await projector.stop();
+  });
+});
+
+describe('Projector: metrics', () => {
+  it('reports lag per partition from the fetched high watermark to the written offset, and forgets a revoked partition', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    const { source, projector, handlers } = setup({ metrics: projectorMetrics(registry) });
+    await projector.start(source);
+    const lag = async (partition: number): Promise<number | undefined> => sample(await registry.metrics(), 'pushbase_projector_lag_messages', { partition: String(partition) });
+    const batch = (partition: number, from: number, slice: readonly DatasetEvent[], highWatermark: number, next: number) =>
+      handlers.onBatch(
+        { topic: 't', partition, highWatermark, next, events: slice.map((e, i) => ({ event: redecoded(e), position: { partition, offset: from + i }, append: { index: 0, count: 1 } })) },
+        control,
+      );
+    // Read from offset 100 (where the group's commit was); the partition's end is 120.
+    await batch(0, 100, events.slice(0, 3), 120, 104);
+    expect(await lag(0)).toBe(20); // folded, not yet written
+    await projector.drained();
+    expect(await lag(0)).toBe(16); // written up to the batch's end, markers included
+    // The rest, ending just below the partition's new end: the commit marker after them at 120, the end 121.
+    const rest = events.slice(3);
+    await batch(0, 120 - rest.length, rest, 121, 121);
+    expect(await lag(0)).toBe(121 - 104);
+    await projector.drained();
+    expect(await lag(0)).toBe(0);
+    // A later fetch of nothing but a transaction marker catches up with a newer watermark.
+    await batch(1, 0, eventsOf(steps, { account: ACCOUNT, datasets: ['orders', 'leads'] }).slice(0, 2), 3, 2);
+    await projector.drained();
+    expect(await lag(1)).toBe(1);
+    handlers.onSkipped?.(1, 3);
+    expect(await lag(1)).toBe(0);
+    await handlers.onRevoked?.([0]);
+    expect(await lag(0)).toBeUndefined();
+    await projector.stop();
+    const text = await registry.metrics();
+    expect(sample(text, 'pushbase_projector_writes_total')).toBe(projector.stats().writes);
+    expect(sample(text, 'pushbase_projector_events_total')).toBe(projector.stats().events);
+    expect(sample(text, 'pushbase_projector_loads_total')).toBe(projector.stats().loads);
+    expect(sample(text, 'pushbase_clickhouse_insert_rows_count')).toBe(projector.stats().writes);
+    expect(sample(text, 'pushbase_clickhouse_insert_rows_sum')).toBe(projector.stats().rows);
+    expect(sample(text, 'pushbase_clickhouse_insert_duration_seconds_count')).toBe(projector.stats().writes);
+  });
+
+  it('counts store retries and evictions as stats() does', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    const { source, store, projector, deliver } = setup({ maxRows: 50, flushRows: 1, metrics: projectorMetrics(registry) });
+    await projector.start(source);
+    store.down = 2;
+    await deliver(0, events, 0);
+    await projector.stop();
+    const text = await registry.metrics();
+    expect(projector.stats().retries).toBe(2);
+    expect(sample(text, 'pushbase_projector_store_retries_total')).toBe(2);
+    expect(projector.stats().evictions).toBeGreaterThan(0);
+    expect(sample(text, 'pushbase_projector_evictions_total')).toBe(projector.stats().evictions);
+    // Only successful inserts are timed: the failed attempts are the retries.
+    expect(sample(text, 'pushbase_clickhouse_insert_duration_seconds_count')).toBe(store.writes);
   });
 });

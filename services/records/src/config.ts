@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
+import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
 
 /*
@@ -32,6 +33,7 @@ const schema = z
     ),
     PUSHBASE_KAFKA_TOPIC: z.preprocess(blankToUndefined, z.string().default('pushbase.dataset-events').refine((v) => kafkaName.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')),
     ...redisEnv,
+    ...metricsEnv,
     PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_RECORDS_GRPC_PORT: integer(0, 0, 65_535),
@@ -71,6 +73,7 @@ const schema = z
         lingerMs: e.PUSHBASE_RECORDS_LINGER_MS,
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
+      metrics: metricsConfigOf(e),
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
     }),

@@ -1,5 +1,6 @@
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { RecordsConfig } from './config';
 import { createRecordsServer, type RecordsServer } from './server';
@@ -8,6 +9,8 @@ export interface RunningRecords {
   readonly port: number;
   readonly server: RecordsServer;
   readonly appender: KafkaEventAppender;
+  /** The port of its GET /metrics listener (PUSHBASE_METRICS_PORT). */
+  readonly metricsPort: number;
   /** Health NOT_SERVING, calls still taken for the drain delay (PUSHBASE_GRPC_DRAIN_MS), then those in flight drained (cancelled after the shutdown timeout), Kafka and Redis closed. */
   stop(): Promise<void>;
 }
@@ -19,7 +22,7 @@ export interface RecordsHooks {
 /**
  * The composition root of `pushbase records`: Redis (the schema store), the Kafka appender (transactional,
  * services/kafka/src/appender.ts), the record service behind its gRPC server. Writes
- * `{"msg":"listening","grpc_port":N}` once it serves. It starts while Kafka is down (its writes are then
+ * `{"msg":"listening","grpc_port":N,"metrics_port":M}` once it serves (metrics: docs/metrics.md). It starts while Kafka is down (its writes are then
  * refused with 503 until Kafka is back), not while Redis is: nothing could be validated.
  */
 export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}): Promise<RunningRecords> {
@@ -27,6 +30,8 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   // Fail fast: a write that cannot reach Redis answers 503 at once (nothing was sent), instead of waiting in
   // ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
+  // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
+  const metrics = createMetricsRegistry();
   const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
   const appender = new KafkaEventAppender({
     connection: {
@@ -40,12 +45,16 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     transactionalId: config.kafka.transactionalId,
     appendTimeoutMs: config.kafka.appendTimeoutMs,
     lingerMs: config.kafka.lingerMs,
+    metrics: kafkaAppenderMetrics(metrics),
   });
   const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log });
   let port: number;
+  let metricsListener: RunningMetricsListener | undefined;
   try {
     port = await server.grpc.listen(config.grpc.host, config.grpc.port);
+    metricsListener = await startMetricsListener(metrics, config.metrics);
   } catch (e) {
+    await server.grpc.shutdown(0, 0).catch(() => undefined);
     await appender.close();
     redis.disconnect();
     throw e;
@@ -56,6 +65,8 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   log('info', 'listening', {
     grpc_port: port,
     grpc_host: config.grpc.host,
+    metrics_port: metricsListener.port,
+    metrics_host: config.metrics.host,
     topic: config.kafka.topic,
     transactional_id: config.kafka.transactionalId,
     redis_prefix: config.redis.prefix,
@@ -65,6 +76,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     port,
     server,
     appender,
+    metricsPort: metricsListener.port,
     stop: () =>
       (stopped ??= (async () => {
         await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
@@ -72,6 +84,8 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
           await appender.close();
         } finally {
           await redis.quit().catch(() => redis.disconnect());
+          // Last, so a scrape during the drain still sees it.
+          await metricsListener.close();
         }
       })()),
   };

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
+import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
 
 /*
@@ -41,6 +42,7 @@ const schema = z
         .optional(),
     ),
     ...redisEnv,
+    ...metricsEnv,
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),
@@ -82,6 +84,7 @@ const schema = z
         transactionalId: e.PUSHBASE_SCHEMA_TRANSACTIONAL_ID ?? defaultTransactionalId('schema'),
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
+      metrics: metricsConfigOf(e),
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,

@@ -1,5 +1,6 @@
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
 import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './server';
@@ -7,6 +8,8 @@ import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './
 export interface RunningSchema {
   readonly port: number;
   readonly server: SchemaServer;
+  /** The port of its GET /metrics listener (PUSHBASE_METRICS_PORT). */
+  readonly metricsPort: number;
   /** Health NOT_SERVING, calls still taken for the drain delay (PUSHBASE_GRPC_DRAIN_MS), then those in flight drained (cancelled after the shutdown timeout), sweep stopped, Kafka and Redis closed. */
   stop(): Promise<void>;
 }
@@ -20,13 +23,15 @@ export interface SchemaHooks {
 /**
  * The composition root of `pushbase schema`: Redis (the schema store, the account leases and intents),
  * the Kafka appender, the schema service behind its gRPC server, the sweep of intents left by a crash.
- * Writes `{"msg":"listening","grpc_port":N}` once it serves.
+ * Writes `{"msg":"listening","grpc_port":N,"metrics_port":M}` once it serves (metrics: docs/metrics.md).
  */
 export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): Promise<RunningSchema> {
   const log = hooks.log ?? jsonLogger('schema');
   // Fail fast, as the gateway's clients do: a decision that cannot reach Redis answers 503 at once (nothing
   // was decided), instead of waiting in ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
+  // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
+  const metrics = createMetricsRegistry();
   const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
   const appender = new KafkaEventAppender({
     connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
@@ -35,6 +40,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     transactionalId: config.kafka.transactionalId,
     // A schema change is one small event and rare: no reason to wait for others to share its request.
     lingerMs: 0,
+    metrics: kafkaAppenderMetrics(metrics),
   });
   const server = createSchemaServer({
     redis,
@@ -45,9 +51,12 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     ...(hooks.afterAppend === undefined ? {} : { afterAppend: hooks.afterAppend }),
   });
   let port: number;
+  let metricsListener: RunningMetricsListener | undefined;
   try {
     port = await server.grpc.listen(config.grpc.host, config.grpc.port);
+    metricsListener = await startMetricsListener(metrics, config.metrics);
   } catch (e) {
+    await server.grpc.shutdown(0, 0).catch(() => undefined);
     await appender.close();
     redis.disconnect();
     throw e;
@@ -56,6 +65,8 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   log('info', 'listening', {
     grpc_port: port,
     grpc_host: config.grpc.host,
+    metrics_port: metricsListener.port,
+    metrics_host: config.metrics.host,
     topic: config.kafka.topic,
     redis_prefix: config.redis.prefix,
     lock_ttl_ms: config.lock.ttlMs,
@@ -64,6 +75,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   return {
     port,
     server,
+    metricsPort: metricsListener.port,
     stop: () =>
       (stopped ??= (async () => {
         await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
@@ -72,6 +84,8 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
           await appender.close();
         } finally {
           await redis.quit().catch(() => redis.disconnect());
+          // Last, so a scrape during the drain still sees it.
+          await metricsListener.close();
         }
       })()),
   };

@@ -10,6 +10,8 @@ describe('pushbase schema configuration', () => {
     // No drain delay unless asked: locally the drain's GOAWAY is enough.
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.lock).toEqual({ ttlMs: 60_000, waitMs: 10_000 });
+    // Loopback and a picked port, as the gRPC listener: several services on one host never collide.
+    expect(c.metrics).toEqual({ host: '127.0.0.1', port: 0 });
     expect(Object.isFrozen(c)).toBe(true);
   });
 
@@ -29,6 +31,8 @@ describe('pushbase schema configuration', () => {
       PUSHBASE_SCHEMA_LOCK_WAIT_MS: ' ',
       PUSHBASE_SCHEMA_SWEEP_MS: '500',
       PUSHBASE_SHUTDOWN_TIMEOUT_MS: '0',
+      PUSHBASE_METRICS_HOST: '0.0.0.0',
+      PUSHBASE_METRICS_PORT: '9464',
     });
     expect(c).toEqual({
       kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
@@ -37,6 +41,7 @@ describe('pushbase schema configuration', () => {
       lock: { ttlMs: 10_000, waitMs: 10_000 },
       sweepIntervalMs: 500,
       shutdownTimeoutMs: 0,
+      metrics: { host: '0.0.0.0', port: 9464 },
     });
   });
 
