@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import os from 'node:os';
 import { closeSync, existsSync, openSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
@@ -330,6 +331,8 @@ async function prepareClickHouse(c: ServicesConfig): Promise<Command> {
   const server = findExecutable('clickhouse-server');
   if (server === undefined) throw new Error('clickhouse-server not found');
   const { host, port, tcpPort, interserverPort } = c.clickhouse;
+  const users = path.join(home, 'users.xml');
+  await writeFile(users, usersConfig(await readFile('/etc/clickhouse-server/users.xml', 'utf8'), mergeThreads()));
   return {
     file: server,
     // Debian's config with everything that is per-server overridden on the command line, without systemd.
@@ -344,8 +347,31 @@ async function prepareClickHouse(c: ServicesConfig): Promise<Command> {
       `--http_port=${port}`,
       `--tcp_port=${tcpPort}`,
       `--interserver_http_port=${interserverPort}`,
+      `--users_config=${users}`,
     ],
   };
+}
+
+/**
+ * Threads for background merges: PUSHBASE_CLICKHOUSE_MERGE_THREADS, else the machine's cores. Debian's
+ * 18.16 default is 16, and on a 2-core machine that runs every server and service, merges of the parts a
+ * burst of inserts left took both cores for seconds and stalled the services' answers (bench:distributed:
+ * clusters of acknowledgements 10× slower than the median while the projector's inserts slowed from
+ * ~100 ms to ~800 ms). A cluster's ClickHouse runs on machines of its own and is configured there.
+ */
+function mergeThreads(): number {
+  const raw = process.env.PUSHBASE_CLICKHOUSE_MERGE_THREADS;
+  const n = raw === undefined || raw === '' ? os.cpus().length : Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new Error(`PUSHBASE_CLICKHOUSE_MERGE_THREADS must be an integer in 1..64, got "${raw}"`);
+  return n;
+}
+
+/** Debian's users.xml with background_pool_size set in the default profile (where 18.16 reads it at start). */
+export function usersConfig(debian: string, threads: number): string {
+  const at = debian.search(/<profiles>(?:\s|<!--[\s\S]*?-->)*<default>/);
+  if (at < 0) throw new Error('/etc/clickhouse-server/users.xml has no <profiles><default>: cannot set background_pool_size');
+  const end = debian.indexOf('<default>', at) + '<default>'.length;
+  return `${debian.slice(0, end)}\n            <background_pool_size>${threads}</background_pool_size>${debian.slice(end)}`;
 }
 
 // ── Redis ──
