@@ -109,7 +109,10 @@ it('stores every acknowledged append exactly once and in order while connections
   }
   const context = `seed ${seed}, ${chaos.cuts()} cuts, ${acknowledged.size} acknowledged, ${refused.size} refused, ${unknown} unknown`;
   expect({ context, cutsHappened: chaos.cuts() > 0 }).toEqual({ context, cutsHappened: true });
-  expect({ context, mostAcknowledged: acknowledged.size >= 320 }).toEqual({ context, mostAcknowledged: true });
+  // A guard that the run is not vacuous, not a speed check: one cut refuses a whole batch of up to 12
+  // appends, so how many are refused depends on where the cuts land (seed 50624 on a loaded CI machine: 30
+  // cuts, 288 of 480 acknowledged). Half acknowledged still leaves hundreds to check exactly below.
+  expect({ context, mostAcknowledged: acknowledged.size >= 240 }).toEqual({ context, mostAcknowledged: true });
 
   // Read everything back, committed only: each partition's end (last stable offset: no transaction of the
   // appender is left open), then a fresh group until it read up to there, markers included.
