@@ -42,9 +42,9 @@ import { connectClickHouse, dropDatabase, migrate, quoteIdentifier } from '@push
 import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
 import { project, type ProjectedDataset } from '@pushbase/projector';
 import { insertBody } from '../services/clickhouse/src/client';
-import { storedPlan, writeSlots } from '../services/clickhouse/src/layout';
+import { storedPlan } from '../services/clickhouse/src/layout';
 import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
-import { RECORDS_INSERT_COLUMNS } from '../services/clickhouse/src/store';
+import { RECORDS_INSERT_COLUMNS, writeRecordsRow } from '../services/clickhouse/src/store';
 import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { TestStack } from '../test/helpers/distributed-stack';
@@ -321,17 +321,7 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
       const step = project(held.get(key), event, { partition: 0, offset: offset++ });
       held.set(key, step.dataset);
       const w = new RowBinaryWriter();
-      for (const r of step.rows) {
-        w.string(r.account);
-        w.string(r.dataset);
-        w.string(r.incarnation);
-        w.string(r.row_key);
-        w.int64(r.version);
-        w.int64(r.seq);
-        w.uint8(r.deleted ? 1 : 0);
-        w.string('');
-        writeSlots(w, plan, r.record);
-      }
+      for (const r of step.rows) writeRecordsRow(w, r, '', plan, r.record);
       batches.push(Buffer.from(w.bytes()));
     }
     await migrate(conn, database);

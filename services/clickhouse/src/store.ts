@@ -40,6 +40,28 @@ export const MAX_INSERT_BYTES = 128 * 1024 * 1024;
 /** The records table's columns a write sends, in the order its RowBinary rows hold them (the num_i ALIAS columns are derived). */
 export const RECORDS_INSERT_COLUMNS: readonly string[] = ['account', 'dataset', 'incarnation', 'row_key', 'version', 'seq', 'deleted', 'head', ...STORED_COLUMNS.map((c) => c.stored)];
 
+/**
+ * One row of the records table in RowBinary, its columns in RECORDS_INSERT_COLUMNS order: `head` is the head
+ * JSON of a head row ('' otherwise), and `record` null writes every slot NULL (head rows, tombstones).
+ */
+export function writeRecordsRow(
+  w: RowBinaryWriter,
+  r: Pick<ProjectedRow, 'account' | 'dataset' | 'incarnation' | 'row_key' | 'version' | 'seq' | 'deleted'>,
+  head: string,
+  plan: readonly (Slot | undefined)[],
+  record: DatasetRecord | null,
+): void {
+  w.string(r.account);
+  w.string(r.dataset);
+  w.string(r.incarnation);
+  w.string(r.row_key);
+  w.int64(r.version);
+  w.int64(r.seq);
+  w.uint8(r.deleted ? 1 : 0);
+  w.string(head);
+  writeSlots(w, plan, record);
+}
+
 /** What a head row's JSON holds: the projected head but its key (the row's own columns) and its version and deletion (columns too). */
 export type HeadJson = Omit<ProjectedHead, 'account' | 'dataset' | 'version' | 'deleted'>;
 
@@ -119,15 +141,8 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         next_row: h.next_row,
         position: { partition: h.position.partition, offset: h.position.offset },
       };
-      w.string(h.account);
-      w.string(h.dataset);
-      w.string(''); // incarnation '' and row_key '': a head row
-      w.string('');
-      w.int64(h.version);
-      w.int64(0);
-      w.uint8(h.deleted ? 1 : 0);
-      w.string(JSON.stringify(head));
-      writeSlots(w, noSlots, null);
+      // incarnation '' and row_key '': a head row
+      writeRecordsRow(w, { account: h.account, dataset: h.dataset, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted }, JSON.stringify(head), noSlots, null);
     }
     // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
     let last: ProjectedRow | undefined;
@@ -155,15 +170,7 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         if (r.record === null) throw new Error(`A live row of ${key} has no record`);
         if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
       }
-      w.string(r.account);
-      w.string(r.dataset);
-      w.string(r.incarnation);
-      w.string(r.row_key);
-      w.int64(r.version);
-      w.int64(r.seq);
-      w.uint8(r.deleted ? 1 : 0);
-      w.string(''); // head: head rows only
-      writeSlots(w, plan, r.deleted ? null : r.record);
+      writeRecordsRow(w, r, '', plan, r.deleted ? null : r.record); // head: head rows only
     }
     const body = w.bytes();
     if (body.length > MAX_INSERT_BYTES) {
