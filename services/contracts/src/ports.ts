@@ -1,4 +1,4 @@
-import type { DatasetEvent, DatasetRecord, DatasetSummary, DatasetDefinition } from '@pushbase/domain';
+import type { AccountQuotas, DatasetEvent, DatasetRecord, DatasetSummary, DatasetDefinition, KeyScope, QuotaLimits } from '@pushbase/domain';
 
 /*
  * The ports of pushbase. Each has an embedded adapter now and a distributed one later (file | Kafka,
@@ -140,4 +140,52 @@ export interface SchemaService {
 export interface RecordService {
   append(req: RawDatasetBody): Promise<void>;
   replace(req: RawDatasetBody): Promise<void>;
+}
+
+// ── Accounts and keys (issue 8 item 3): the admin side, one port for both modes. ──
+
+/** An account as the admin listener shows it: its quotas as set (null = the server's default) and in force. */
+export interface AccountView {
+  readonly account: string;
+  readonly created_at: string;
+  readonly quotas: AccountQuotas;
+  readonly effective_quotas: QuotaLimits;
+  readonly key_count: number;
+}
+
+/** A key as listed: never the key, never its hash. */
+export interface KeyView {
+  readonly key_id: string;
+  readonly account: string;
+  readonly scope: KeyScope;
+  readonly label: string | null;
+  readonly created_at: string;
+}
+
+/**
+ * Accounts and keys, behind the admin listener (and `pushbase accounts|keys`, which call it). Each change
+ * is appended to the account log (embedded: the data directory's account log; distributed: the accounts
+ * topic) before it is answered, and is in force on every gateway within 5 seconds. Rejects with DomainError
+ * codes: `invalid`, `not_found` (no such account or key), `conflict` (the account exists), `unavailable` /
+ * `outcome_unknown` as every write.
+ */
+export interface AccountAdmin {
+  createAccount(account: string, quotas: AccountQuotas): Promise<AccountView>;
+  listAccounts(): Promise<AccountView[]>;
+  getAccount(account: string): Promise<AccountView>;
+  setQuotas(account: string, quotas: AccountQuotas): Promise<AccountView>;
+  /** Deletes the account's datasets (DatasetDeleted events, so projections follow), then the account and its keys. */
+  deleteAccount(account: string): Promise<{ readonly datasets_deleted: number }>;
+  /** A new random key, returned this once; only its hash is stored. */
+  createKey(account: string, options: { readonly scope: KeyScope; readonly label: string | null }): Promise<KeyView & { readonly key: string }>;
+  listKeys(account: string): Promise<KeyView[]>;
+  revokeKey(account: string, keyId: string): Promise<void>;
+}
+
+/** Who a presented key is: its account, scope and the account's quotas in force. */
+export interface Principal {
+  readonly account: string;
+  readonly key_id: string;
+  readonly scope: KeyScope;
+  readonly quotas: QuotaLimits;
 }

@@ -8,3 +8,4 @@ export * from './fold';
 export * from './decide';
 export * from './positional';
 export * from './rows';
+export * from './accounts';
