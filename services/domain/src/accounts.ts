@@ -205,7 +205,7 @@ export function parseKeyScope(v: unknown): KeyScope {
 
 export function parseKeyLabel(v: unknown): string | null {
   if (v === undefined || v === null) return null;
-  if (typeof v !== 'string' || v.length > 200 || /[\u0000-\u001f]/.test(v)) throw invalid('label is a string of at most 200 characters without control characters', 'label');
+  if (typeof v !== 'string' || v.length > 200 || [...v].some((c) => c.charCodeAt(0) < 0x20)) throw invalid('label is a string of at most 200 characters without control characters', 'label');
   return v;
 }
 
