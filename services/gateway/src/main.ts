@@ -2,10 +2,11 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope } from '@pushbase/contracts';
-import { jsonLogger, loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
+import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisKeyStore, RedisRateLimiter } from '@pushbase/redis';
+import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { createAdminApp } from './admin';
 import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
@@ -21,7 +22,7 @@ import { memoryRateLimiter } from './rate-limit';
  * so any number of gateways can serve one deployment.
  */
 
-type Logger = (msg: string, fields?: Record<string, unknown>) => void;
+type Logger = MessageLog;
 
 export interface RunningGateway {
   readonly port: number;
@@ -32,7 +33,9 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
-export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger): Promise<RunningGateway> {
+/** Logs with `logger` (pino JSON lines on stdout by default); the caller starts tracing, if any, before. */
+export async function runGateway(config: GatewayConfig, logger: JsonLogger = createLogger({ service: 'gateway', level: config.telemetry?.logLevel ?? 'info' })): Promise<RunningGateway> {
+  const log: Logger = messageLog(logger);
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   // Behind a TLS-terminating proxy there is no certificate of ours to serve.
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
@@ -56,7 +59,8 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
-    const errorLog = (line: string): void => log('request failed', { detail: line });
+    // Called inside the failed request (its span active): the line carries its trace_id.
+    const errorLog = (line: string): void => logger.error({ detail: line }, 'request failed');
     const gateway = createGatewayApp({
       schemas,
       records,
@@ -69,6 +73,7 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
       requestScope,
       log: errorLog,
       metrics: httpMetrics(metrics),
+      logger,
     });
     const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog, metrics });
     const listeners = await startListeners(gateway, admin, { ...config, tls });

@@ -18,7 +18,7 @@ const received = (m: ReturnType<typeof appendMessages>[number], offset: string):
   key: Buffer.from(m.key),
   value: m.value,
   offset,
-  ...(m.headers ? { headers: { [APPEND_HEADER]: Buffer.from(m.headers[APPEND_HEADER]) } } : {}),
+  ...(m.headers ? { headers: Object.fromEntries(Object.entries(m.headers).map(([k, v]) => [k, Buffer.from(v)])) } : {}),
 });
 
 const poison = (run: () => unknown): PoisonEventError => {
