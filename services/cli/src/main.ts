@@ -144,7 +144,7 @@ async function projector(): Promise<void> {
   };
   const config = loadProjectorConfig();
   const log = createLogger({ service: 'projector', level: config.telemetry.logLevel });
-  await untilSignalled(() => traced(config.telemetry, 'projector', async () => (started.running = await runProjector(config, { onFatal: failed }))), log, false);
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-projector', async () => (started.running = await runProjector(config, { onFatal: failed }))), log, false);
 }
 
 /**
@@ -154,7 +154,7 @@ async function projector(): Promise<void> {
  */
 const schemaService = async (): Promise<void> => {
   const config = loadSchemaConfig();
-  await untilSignalled(() => traced(config.telemetry, 'schema', () => runSchema(config)), createLogger({ service: 'schema', level: config.telemetry.logLevel }), true);
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-schema', () => runSchema(config)), createLogger({ service: 'schema', level: config.telemetry.logLevel }), true);
 };
 
 /**
@@ -164,7 +164,7 @@ const schemaService = async (): Promise<void> => {
  */
 const recordsService = async (): Promise<void> => {
   const config = loadRecordsConfig();
-  await untilSignalled(() => traced(config.telemetry, 'records', () => runRecords(config)), createLogger({ service: 'records', level: config.telemetry.logLevel }), true);
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-records', () => runRecords(config)), createLogger({ service: 'records', level: config.telemetry.logLevel }), true);
 };
 
 /**
@@ -192,7 +192,7 @@ async function replay(flags: ReplayFlags): Promise<void> {
 const gateway = async (): Promise<void> => {
   const config = loadGatewayConfig();
   const logger = createLogger({ service: 'gateway', level: config.telemetry?.logLevel ?? 'info' });
-  await untilSignalled(() => traced(config.telemetry, 'gateway', () => runGateway(config, logger)), logger, true);
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-gateway', () => runGateway(config, logger)), logger, true);
 };
 
 /**

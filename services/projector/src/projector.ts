@@ -274,7 +274,8 @@ export class Projector {
               contextFrom(carrier),
             );
       const step = project(cached?.dataset, event, position);
-      if (span.isRecording()) {
+      const traced = span.isRecording();
+      if (traced) {
         span.setAttributes({ 'pushbase.applied': step.applied, 'pushbase.rows': step.rows.length });
         context.with(trace.setSpan(context.active(), span), () => this.options.log('debug', 'event projected', { partition: batch.partition, offset: position.offset, applied: step.applied, rows: step.rows.length }));
       }
@@ -287,7 +288,7 @@ export class Projector {
         pending = { rows: [], heads: new Map(), events: [], last: position.offset, next: position.offset + 1, links: [] };
         this.pending.set(batch.partition, pending);
       }
-      if (span.isRecording() && pending.links.length < MAX_WRITE_LINKS) pending.links.push({ context: span.spanContext() });
+      if (traced && pending.links.length < MAX_WRITE_LINKS) pending.links.push({ context: span.spanContext() });
       pending.last = position.offset;
       // The batch's own end once its last event is in: the markers it covered are done with it.
       pending.next = position === batch.events.at(-1)?.position ? batch.next : position.offset + 1;

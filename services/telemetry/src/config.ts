@@ -23,15 +23,15 @@ export const telemetryEnv = {
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.preprocess(blankToUndefined, z.enum(PROTOCOLS).optional()),
   OTEL_EXPORTER_OTLP_PROTOCOL: z.preprocess(blankToUndefined, z.enum(PROTOCOLS).optional()),
   // Checked here so that a typo fails the start instead of every export.
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(blankToUndefined, z.url().optional()),
-  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(blankToUndefined, z.url().optional()),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z.preprocess(blankToUndefined, z.url({ protocol: /^https?$/ }).optional()),
+  OTEL_EXPORTER_OTLP_ENDPOINT: z.preprocess(blankToUndefined, z.url({ protocol: /^https?$/ }).optional()),
   OTEL_SERVICE_NAME: z.preprocess(blankToUndefined, z.string().optional()),
 };
 
 export interface TracesConfig {
   readonly exporter: 'none' | 'otlp' | 'console';
   readonly protocol: (typeof PROTOCOLS)[number];
-  /** Overrides the resource's service.name (default pushbase-<service>). */
+  /** Overrides the resource's service.name (default pushbase-<service>, pushbase for the embedded server). */
   readonly serviceName: string | undefined;
 }
 

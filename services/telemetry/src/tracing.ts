@@ -3,7 +3,7 @@ import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter as OtlpJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtoExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { BatchSpanProcessor, InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import type { TracesConfig } from './config';
 
@@ -32,16 +32,18 @@ export const TRACER_NAME = 'pushbase';
 export const pushbaseTracer = (): Tracer => trace.getTracer(TRACER_NAME);
 
 /**
- * Registers the process's tracer provider when the config asks for an exporter. Called once by a
- * composition root (the OpenTelemetry API's registration is per process by design).
+ * Registers the process's tracer provider when the config asks for an exporter; `service` is the
+ * resource's service.name unless OTEL_SERVICE_NAME overrides it. Called once by a composition root (the
+ * OpenTelemetry API's registration is per process by design).
  */
-export function startTracing(config: TracesConfig, service: string): Tracing {
-  if (config.exporter === 'none') return { enabled: false, shutdown: () => Promise.resolve() };
+export function startTracing(config: TracesConfig, service: string, testExporter?: SpanExporter): Tracing {
+  if (config.exporter === 'none' && testExporter === undefined) return { enabled: false, shutdown: () => Promise.resolve() };
   // Endpoint, headers and timeout come from the standard OTEL_EXPORTER_OTLP_* variables, read by the exporter.
-  const exporter = config.protocol === 'http/json' ? new OtlpJsonExporter() : new OtlpProtoExporter();
+  const exporter = testExporter ?? (config.protocol === 'http/json' ? new OtlpJsonExporter() : new OtlpProtoExporter());
   const provider = new NodeTracerProvider({
-    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName ?? `pushbase-${service}`, 'service.namespace': 'pushbase' }),
-    spanProcessors: [new BatchSpanProcessor(exporter)],
+    resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: config.serviceName ?? service, 'service.namespace': 'pushbase' }),
+    // A test's exporter gets each span as it ends.
+    spanProcessors: [testExporter === undefined ? new BatchSpanProcessor(exporter) : new SimpleSpanProcessor(exporter)],
   });
   // Trace context only: baggage would carry whatever a client sent on to every service.
   provider.register({ propagator: new W3CTraceContextPropagator() });
@@ -94,5 +96,8 @@ export async function inSpan<T>(tracer: Tracer, name: string, options: SpanOptio
     throw err;
   }
 }
+
+/** For tests: an exporter that keeps the spans in memory (pass it to startTracing). */
+export { InMemorySpanExporter, type ReadableSpan };
 
 export { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Link, type Span, type Tracer };
