@@ -40,11 +40,11 @@ it('traces a push from the HTTP request to the event log append', async () => {
   const requestId = `traced-${randomBytes(6).toString('hex')}`;
   expectOk(await s.request('POST', `/datasets/${id}/data`, { key, body: { data: [{ label: 'a' }] }, headers: { traceparent: `00-${traceId}-${callerSpanId}-01`, 'x-request-id': requestId } }));
 
-  const [http, append] = await eventually(async () => {
+  const [http, append] = await eventually(() => {
     const spans = receiver.trace(traceId);
     const h = spans.find((x) => x.name === 'POST /datasets/:id/data');
     const a = spans.find((x) => x.name === 'event log append');
-    return h === undefined || a === undefined ? undefined : ([h, a] as const);
+    return Promise.resolve(h === undefined || a === undefined ? undefined : ([h, a] as const));
   }, 30_000);
   expect(http).toMatchObject({ service: 'pushbase', kind: 2, parentSpanId: callerSpanId, attributes: expect.objectContaining({ 'http.response.status_code': 200, 'pushbase.request_id': requestId }) });
   expect(append).toMatchObject({ service: 'pushbase', parentSpanId: http.spanId, attributes: expect.objectContaining({ 'pushbase.events': 1 }) });
