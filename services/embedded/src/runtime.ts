@@ -90,7 +90,7 @@ async function startLocked(config: EmbeddedConfig, logger: JsonLogger, lock: Dat
   if (config.writeWorkers > 0 && writePool === undefined) log('write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   // Called inside the failed request (its span active): the line carries its trace_id.
-  const errorLog = (line: string): void => logger.error({ detail: line }, 'request failed');
+  const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
 
   const gateway = createGatewayApp({
     schemas,

@@ -29,7 +29,8 @@ export interface GatewayDeps {
   readonly behindTlsProxy?: boolean;
   /** Behind the proxy: the peers whose X-Forwarded-* headers count; loopback when not given. */
   readonly trustedProxies?: ProxyTrust;
-  readonly log?: (line: string) => void;
+  /** Unexpected failures (answered 500), with the request's id. Default: stderr. */
+  readonly log?: (line: string, requestId: string) => void;
   /**
    * Each request runs inside this scope with its request id, so the ports' adapters behind it (the gRPC
    * clients) can send the id on without the port interfaces taking it. Give the same instance to them.

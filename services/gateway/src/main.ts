@@ -60,7 +60,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     closers.push(() => clickhouse.close());
 
     // Called inside the failed request (its span active): the line carries its trace_id.
-    const errorLog = (line: string): void => logger.error({ detail: line }, 'request failed');
+    const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
     const gateway = createGatewayApp({
       schemas,
       records,
