@@ -16,9 +16,6 @@ import { Partitioners, type PartitionMetadata } from 'kafkajs';
 
 export const APPEND_HEADER = 'pushbase-append';
 
-/** The W3C trace-context headers a message may carry (nothing else of a message's headers is read as trace context). */
-export const TRACE_HEADERS = ['traceparent', 'tracestate'] as const;
-
 export interface OutgoingMessage {
   readonly key: string;
   readonly value: Buffer;
@@ -142,6 +139,7 @@ export function decodeMessage(topic: string, partition: number, message: Incomin
   return trace === undefined ? { event, position: { partition, offset }, append } : { event, position: { partition, offset }, append, trace };
 }
 
+/** The W3C trace context of the append that wrote the message (its `traceparent` and `tracestate` headers). */
 function traceOf(headers: IncomingMessage['headers']): Record<string, string> | undefined {
   const parent = headers?.traceparent;
   if (parent === undefined) return undefined;
