@@ -269,6 +269,13 @@ async function checkDataset(readModel: ReadModel, account: string, id: string, s
   expect(seen.length).toBe(want.length);
   const past = await readModel.queryRecords(account, id, { filters, sort, order, limit, offset: want.length + limit });
   expect(json(past)).toEqual({ records: [], total: want.length, offset: want.length + limit, limit, next_offset: null });
+  if (want.length > 0 && want.length <= 1000) {
+    // The exact boundary, whatever limit the run drew: one page holding every match, and no next page.
+    const whole = await readModel.queryRecords(account, id, { filters, sort, order, limit: want.length, offset: 0 });
+    expect(json(whole)).toEqual(json({ records: want, total: want.length, offset: 0, limit: want.length, next_offset: null }));
+    const short = await readModel.queryRecords(account, id, { filters, sort, order, limit: want.length, offset: want.length - 1 });
+    expect(json(short?.records)).toEqual(json(want.slice(-1)));
+  }
 
   const matched = refMatches(records, fields, filters);
   for (const a of choice.aggregates) {
