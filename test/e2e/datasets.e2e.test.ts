@@ -462,6 +462,8 @@ describe('admin read side', () => {
       fields: { label: expect.objectContaining({ type: 'string', name: 'Label' }) },
       unique_by: ['label'],
       record_count: 2,
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      updated_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
     const empty = await s.admin('/admin/accounts/nobody-here/datasets');
     expect(empty.status).toBe(200);

@@ -5,6 +5,7 @@ import type { ReadModel } from '@pushbase/contracts';
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
+import { createReadApi } from './read-api';
 
 /** The admin listener's unauthenticated health route. */
 export const HEALTH_PATH = '/healthz';
@@ -80,6 +81,7 @@ export function createAdminApp({ readModel, token, log, metrics }: AdminDeps): K
     ctx.body = { records };
   });
   app.use(router.routes());
+  app.use(createReadApi({ readModel }));
   app.use(async (ctx: Context, next: Next) => {
     await next();
     if (ctx.body === undefined && ctx.status === 404) throw new HttpError(404, `No such endpoint: ${ctx.method} ${ctx.path}`, 'no_route');
