@@ -97,13 +97,25 @@ export interface RateDecision {
 }
 
 export interface RateLimiter {
-  /** Counts one request for `key` unless it is refused; refused requests do not count. */
-  consume(key: string): Promise<RateDecision>;
+  /**
+   * Counts one request for `key` unless it is refused; refused requests do not count. `limit` is the limit
+   * in force for this key now (its account's requests_per_minute quota), so a quota change applies from
+   * the next request without a new limiter.
+   */
+  consume(key: string, limit: number): Promise<RateDecision>;
 }
 
-/** Maps a presented API key to its account. Keys are stored only as hashes. */
+/** Maps a presented API key to who it is (account, key, scope, quotas in force). Keys are stored only as hashes. */
 export interface KeyStore {
-  resolve(apiKey: string): Promise<string | undefined>;
+  resolve(apiKey: string): Promise<Principal | undefined>;
+}
+
+/**
+ * The dataset limit in force for an account (its `datasets` quota, else the API's 100), read by the schema
+ * service when it decides a create.
+ */
+export interface QuotaSource {
+  datasetLimit(account: string): Promise<number>;
 }
 
 // ── The service contracts (proto/pushbase/v1): implemented in-process now, by gRPC clients later. ──

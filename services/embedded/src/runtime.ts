@@ -3,7 +3,8 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createRecordService, createSchemaService, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
-import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { LIMITS } from '@pushbase/domain';
+import { createAdminApp, createGatewayApp, defaultQuotasOf, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
@@ -41,7 +42,7 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
   // Behind a TLS-terminating proxy there is no certificate of ours to serve.
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
 
-  const keys = new MemoryKeyStore();
+  const keys = new MemoryKeyStore(defaultQuotasOf({ datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute }));
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
     keys.add(hashApiKey(key), account);
     // The failed-auth guard bounds noise, not guessing: a short key is guessable.

@@ -79,7 +79,7 @@ describe('api-keys.json', () => {
     const again = new MemoryKeyStore();
     await loadStoredKeys(dir, again, (_msg, fields) => logged.push(fields ?? {}));
     expect(logged).toHaveLength(1); // nothing generated the second time
-    expect(await again.resolve(key)).toBe('default');
+    expect(await again.resolve(key)).toMatchObject({ account: 'default', scope: 'write' });
   });
 
   it.each([

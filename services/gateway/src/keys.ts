@@ -1,5 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { KeyStore } from '@pushbase/contracts';
+import type { KeyStore, Principal } from '@pushbase/contracts';
+import { ACCOUNT_NAME, effectiveQuotas, type KeyScope, type QuotaLimits } from '@pushbase/domain';
 
 /** Keys are stored only as SHA-256 hashes; a high-entropy key needs no slow hash. */
 export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey, 'utf8').digest('hex');
@@ -7,28 +8,58 @@ export const hashApiKey = (apiKey: string): string => createHash('sha256').updat
 /** A fresh key: 32 random bytes, URL-safe, shown once. */
 export const newApiKey = (): string => `pb_${randomBytes(32).toString('base64url')}`;
 
-export class MemoryKeyStore implements KeyStore {
-  private readonly accounts = new Map<string, string>();
+/** A key's public handle: random, listed, used to revoke; it says nothing about the key. */
+export const newKeyId = (): string => `kid_${randomBytes(8).toString('hex')}`;
 
-  add(hash: string, account: string): void {
-    this.accounts.set(hash, account);
+/**
+ * The handle of a key that has no KeyCreated event (a PUSHBASE_API_KEYS key, an older Redis entry): derived
+ * from its hash so it is the same on every start and every gateway. A hash prefix cannot authenticate.
+ */
+export const configuredKeyId = (hash: string): string => `cfg_${hash.slice(0, 16)}`;
+
+/** The quotas in force for an account; the defaults (the API's limits) when it has none of its own. */
+export type QuotasOf = (account: string) => QuotaLimits;
+export const defaultQuotasOf =
+  (defaults?: QuotaLimits): QuotasOf =>
+  () =>
+    effectiveQuotas(undefined, defaults);
+
+interface MemoryKey {
+  readonly account: string;
+  readonly key_id: string;
+  readonly scope: KeyScope;
+}
+
+/**
+ * Keys held in memory by hash: PUSHBASE_API_KEYS (configuration, not events: removing one from the variable
+ * revokes it at the next start). Quotas are looked up at each resolve, so an account's quota change in the
+ * log applies to its configured keys from the next request.
+ */
+export class MemoryKeyStore implements KeyStore {
+  private readonly keys = new Map<string, MemoryKey>();
+
+  constructor(private readonly quotasOf: QuotasOf = defaultQuotasOf()) {}
+
+  add(hash: string, account: string, scope: KeyScope = 'write'): void {
+    this.keys.set(hash, { account, key_id: configuredKeyId(hash), scope });
   }
 
   revoke(hash: string): boolean {
-    return this.accounts.delete(hash);
+    return this.keys.delete(hash);
   }
 
-  resolve(apiKey: string): Promise<string | undefined> {
-    return Promise.resolve(this.accounts.get(hashApiKey(apiKey)));
+  resolve(apiKey: string): Promise<Principal | undefined> {
+    const key = this.keys.get(hashApiKey(apiKey));
+    return Promise.resolve(key === undefined ? undefined : { ...key, quotas: this.quotasOf(key.account) });
   }
 
   /** What the store holds, e.g. to persist it: hashes and accounts, never a key. */
   export(): { hash: string; account: string }[] {
-    return [...this.accounts].map(([hash, account]) => ({ hash, account }));
+    return [...this.keys].map(([hash, { account }]) => ({ hash, account }));
   }
 
   get size(): number {
-    return this.accounts.size;
+    return this.keys.size;
   }
 }
 
@@ -42,7 +73,7 @@ export function parseBootstrapKeys(spec: string): { key: string; account: string
       const i = pair.lastIndexOf(':');
       const key = i > 0 ? pair.slice(0, i) : '';
       const account = i > 0 ? pair.slice(i + 1) : '';
-      if (key === '' || !/^[A-Za-z0-9._-]{1,100}$/.test(account)) {
+      if (key === '' || !ACCOUNT_NAME.test(account)) {
         throw new Error(`PUSHBASE_API_KEYS: "${pair.replace(/^.*?:/, '***:')}" is not key:account (account: 1-100 of A-Z a-z 0-9 . _ -)`);
       }
       return { key, account };
@@ -67,10 +98,10 @@ export class CombinedKeyStore implements KeyStore {
     this.stores = stores;
   }
 
-  async resolve(apiKey: string): Promise<string | undefined> {
+  async resolve(apiKey: string): Promise<Principal | undefined> {
     for (const store of this.stores) {
-      const account = await store.resolve(apiKey);
-      if (account !== undefined) return account;
+      const principal = await store.resolve(apiKey);
+      if (principal !== undefined) return principal;
     }
     return undefined;
   }
