@@ -1,21 +1,10 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { configuredKeyId, hashApiKey } from '@pushbase/app';
 import type { KeyStore, Principal } from '@pushbase/contracts';
 import { ACCOUNT_NAME, effectiveQuotas, type KeyScope, type QuotaLimits } from '@pushbase/domain';
 
-/** Keys are stored only as SHA-256 hashes; a high-entropy key needs no slow hash. */
-export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey, 'utf8').digest('hex');
-
-/** A fresh key: 32 random bytes, URL-safe, shown once. */
-export const newApiKey = (): string => `pb_${randomBytes(32).toString('base64url')}`;
-
-/** A key's public handle: random, listed, used to revoke; it says nothing about the key. */
-export const newKeyId = (): string => `kid_${randomBytes(8).toString('hex')}`;
-
-/**
- * The handle of a key that has no KeyCreated event (a PUSHBASE_API_KEYS key, an older Redis entry): derived
- * from its hash so it is the same on every start and every gateway. A hash prefix cannot authenticate.
- */
-export const configuredKeyId = (hash: string): string => `cfg_${hash.slice(0, 16)}`;
+// The key material lives in @pushbase/app (the account admin makes keys too); the gateway's callers import it from here as before.
+export { configuredKeyId, hashApiKey, newApiKey, newKeyId } from '@pushbase/app';
 
 /** The quotas in force for an account; the defaults (the API's limits) when it has none of its own. */
 export type QuotasOf = (account: string) => QuotaLimits;
