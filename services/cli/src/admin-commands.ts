@@ -126,16 +126,21 @@ export const formatKeys = (keys: readonly KeyJson[]): string =>
 export const formatCreatedKey = (k: KeyJson): string =>
   [`key_id   ${k.key_id}`, `account  ${k.account}`, `scope    ${k.scope}`, ...(k.label === null ? [] : [`label    ${k.label}`]), `key      ${k.key ?? ''}`, '', 'The key is shown only this once; pushbase keeps only its hash.'].join('\n');
 
-/** A quota option's value: a whole number, or `default` for the server's default. */
-export function parseQuotaOption(value: string): number | null {
-  if (value === 'default') return null;
+/**
+ * A quota option's value: a whole number, or `default` for the server's default (kept as the word: commander
+ * turns an option parser's null into an empty string).
+ */
+export function parseQuotaOption(value: string): number | 'default' {
+  if (value === 'default') return 'default';
   if (!/^[0-9]+$/.test(value)) throw new InvalidArgumentError(`a quota is a whole number or "default" (got "${value}")`);
   return Number(value);
 }
 
-const quotasOf = (o: { datasets?: number | null; requestsPerMinute?: number | null }): Partial<QuotasJson> => ({
-  ...(o.datasets === undefined ? {} : { datasets: o.datasets }),
-  ...(o.requestsPerMinute === undefined ? {} : { requests_per_minute: o.requestsPerMinute }),
+type QuotaFlags = AdminFlags & { datasets?: number | 'default'; requestsPerMinute?: number | 'default' };
+const quotaValue = (v: number | 'default'): number | null => (v === 'default' ? null : v);
+const quotasOf = (o: QuotaFlags): Partial<QuotasJson> => ({
+  ...(o.datasets === undefined ? {} : { datasets: quotaValue(o.datasets) }),
+  ...(o.requestsPerMinute === undefined ? {} : { requests_per_minute: quotaValue(o.requestsPerMinute) }),
 });
 
 /** Runs one admin command: prints its answer (JSON or for people), or the error on stderr and exit 1. */
@@ -170,7 +175,7 @@ export function addAdminCommands(program: Command): void {
     .option('--datasets <n>', 'datasets the account may hold (or "default")', parseQuotaOption)
     .option('--requests-per-minute <n>', 'requests per minute per key (or "default")', parseQuotaOption)
     .action(
-      run<AdminFlags & { datasets?: number | null; requestsPerMinute?: number | null }>('accounts create', async (target, o, args) => {
+      run<QuotaFlags>('accounts create', async (target, o, args) => {
         const [account = ''] = args;
         const view = (await adminCall(target, 'POST', '/admin/accounts', { account, quotas: quotasOf(o) })) as AccountJson;
         return { json: view, human: formatAccount(view) };
@@ -194,7 +199,7 @@ export function addAdminCommands(program: Command): void {
     .option('--datasets <n>', 'datasets the account may hold (or "default")', parseQuotaOption)
     .option('--requests-per-minute <n>', 'requests per minute per key (or "default")', parseQuotaOption)
     .action(
-      run<AdminFlags & { datasets?: number | null; requestsPerMinute?: number | null }>('accounts quotas', async (target, o, args) => {
+      run<QuotaFlags>('accounts quotas', async (target, o, args) => {
         const view = (await adminCall(target, 'PATCH', `/admin/accounts/${enc(args[0] ?? '')}`, { quotas: quotasOf(o) })) as AccountJson;
         return { json: view, human: formatAccount(view) };
       }),
