@@ -7,6 +7,7 @@ import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisKeyStore, RedisRateLimiter } from '@pushbase/redis';
 import { createAdminApp } from './admin';
+import { findUiDir } from './ui';
 import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
@@ -59,6 +60,9 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
     closers.push(() => clickhouse.close());
 
     const errorLog = (line: string): void => log('request failed', { detail: line });
+    const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
+    const uiDir = findUiDir();
+    if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
     const gateway = createGatewayApp({
       schemas,
       records,
@@ -71,8 +75,9 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
       requestScope,
       log: errorLog,
       metrics: httpMetrics(metrics),
+      read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
     });
-    const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog, metrics });
+    const admin = createAdminApp({ readModel, token: adminToken, log: errorLog, metrics, keys, uiDir });
     const listeners = await startListeners(gateway, admin, { ...config, tls });
     log('listening', {
       port: listeners.port,

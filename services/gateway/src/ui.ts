@@ -49,18 +49,25 @@ export function loadUiAssets(dir: string): ReadonlyMap<string, Asset> {
 }
 
 /**
- * Koa middleware: GET/HEAD of `/` and `/ui` redirect to `/ui/`; `/ui/<name>` serves a built file; anything
- * else passes on. Without a built page (`dir` undefined) `/ui/` answers 404 saying how to build it.
+ * Koa middleware: GET/HEAD of `/ui` (and of `/` with `redirectRoot`: not on the public listener, where `/`
+ * is the API's ping) redirect to `/ui/`; `/ui/<name>` serves a built file; anything else passes on. Without
+ * a built page (`dir` undefined) `/ui/` answers 404 saying how to build it.
  */
-export function uiMiddleware(dir: string | undefined): (ctx: Context, next: Next) => Promise<void> {
+export function uiMiddleware(dir: string | undefined, options: { readonly redirectRoot?: boolean } = {}): (ctx: Context, next: Next) => Promise<void> {
   const assets = dir === undefined ? new Map<string, Asset>() : loadUiAssets(dir);
   return async (ctx, next) => {
-    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') return next();
-    if (ctx.path === '/' || ctx.path === '/ui') {
+    if (ctx.method !== 'GET' && ctx.method !== 'HEAD') {
+      await next();
+      return;
+    }
+    if (ctx.path === '/ui' || (options.redirectRoot === true && ctx.path === '/')) {
       ctx.redirect(UI_PATH);
       return;
     }
-    if (!ctx.path.startsWith(UI_PATH)) return next();
+    if (!ctx.path.startsWith(UI_PATH)) {
+      await next();
+      return;
+    }
     const name = ctx.path === UI_PATH ? 'index.html' : ctx.path.slice(UI_PATH.length);
     const asset = assets.get(name);
     if (asset === undefined) {

@@ -93,12 +93,13 @@ function fail(e: unknown): void {
 // ── Sign in ──
 
 async function signIn(credential: string, account: string): Promise<void> {
-  const session = await ReadApi.session(credential);
+  const { session, authorization } = await ReadApi.session(credential);
   const acc = session.account ?? account;
   if (acc === '') throw new ApiError(400, 'The admin token names no account: enter the account to look at.');
-  api = new ReadApi(credential, acc);
+  api = new ReadApi(authorization, acc);
+  // For this tab only (sessionStorage), so a reload keeps the user signed in and closing the tab forgets it.
   sessionStorage.setItem(STORE, JSON.stringify({ credential, account: acc }));
-  el.who.textContent = `${session.admin ? 'Admin' : 'Read-only key'} · account ${acc}`;
+  el.who.textContent = `${session.admin ? 'Admin token' : session.scope === 'read' ? 'Read-only key' : 'Write key'} · account ${acc}`;
   el.status.textContent = '';
   await poll();
   route();
