@@ -1,3 +1,5 @@
+import path from 'node:path';
+import { loadOpenApiDocument, OpenApiValidator } from '../helpers/openapi';
 import { TestServer } from '../helpers/server';
 import { appendAll, createDataset, expectError, field, uid, UNLIMITED } from './support';
 
@@ -19,7 +21,15 @@ afterAll(async () => {
   await s.stop();
 });
 
-const read = (path: string, token?: string) => s.admin(`/read/v1/accounts/${path}`, token);
+const documented = new OpenApiValidator(loadOpenApiDocument(path.resolve(__dirname, '../../docs/read-api.yaml')));
+
+/** A read, its answer checked against docs/read-api.yaml whatever its status. */
+async function read(route: string, token?: string) {
+  const url = `/read/v1/accounts/${route}`;
+  const res = await s.admin(url, token);
+  expect(documented.validateResponse('GET', url, res.status, res.headers, res.body)).toEqual([]);
+  return res;
+}
 
 describe('read API', () => {
   const id = uid('sales');

@@ -24,5 +24,5 @@ describeReadApiContract(
       cleanup: () => db.drop(),
     };
   },
-  15,
+  25,
 );
