@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { clickhouseEnv, MAX_INSERT_ROWS } from '@pushbase/clickhouse';
+import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
 import { parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
@@ -54,7 +54,7 @@ type ProjectorEnv = z.output<z.ZodObject<typeof projectorEnv>>;
 const projectorConfigOf = (env: ProjectorEnv) =>
   Object.freeze({
     kafka: Object.freeze({ brokers: env.PUSHBASE_KAFKA_BROKERS, topic: env.PUSHBASE_KAFKA_TOPIC, groupId: env.PUSHBASE_PROJECTOR_GROUP }),
-    clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE }),
+    clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(env) }),
     redis: Object.freeze({ url: env.PUSHBASE_REDIS_URL, prefix: env.PUSHBASE_REDIS_PREFIX }),
     maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
     flushRows: env.PUSHBASE_PROJECTOR_FLUSH_ROWS,

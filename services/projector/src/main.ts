@@ -1,4 +1,4 @@
-import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
+import { ClickHouseProjection, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
 import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { openRedis, RedisSchemaStore } from '@pushbase/redis';
@@ -41,7 +41,8 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     throw e;
   });
   const conn = connectClickHouse(config.clickhouse.url);
-  const store = new ClickHouseProjection(conn, config.clickhouse.database);
+  const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase);
+  const store = new ClickHouseProjection(conn, config.clickhouse.database, { views });
   const projector = new Projector(store, {
     schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
     maxRows: config.maxRows,
@@ -75,6 +76,9 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     flush_ms: config.flushIntervalMs,
   });
   try {
+    // A crash between a write and its view, or a replay, can leave views out of step; writes keep them so after.
+    const mended = await views.reconcile();
+    log('info', 'dataset views reconciled', { views_database: config.clickhouse.viewsDatabase, ...mended });
     await projector.start(consumer);
   } catch (e) {
     await consumer.stop().catch(() => undefined);
