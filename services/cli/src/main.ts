@@ -2,7 +2,7 @@
 import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
-import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { ACCOUNTS_TOPIC_PARTITIONS, createKafka, ensureTopic } from '@pushbase/kafka';
 import { loadRecordsConfig, runRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema } from '@pushbase/schema';
 import { loadGatewayConfig } from '@pushbase/gateway/src/config';
@@ -85,7 +85,7 @@ async function compactOffline(): Promise<void> {
 }
 
 /**
- * `pushbase migrate`: creates the topic of dataset events when it is missing (an existing one is checked and
+ * `pushbase migrate`: creates the topic of dataset events and the accounts topic when they are missing (an existing one is checked and
  * reported, never changed) and creates or upgrades the ClickHouse projection's tables; running it again
  * changes nothing.
  */
@@ -96,6 +96,9 @@ async function migrateDataPath(): Promise<void> {
   try {
     const topic = await ensureTopic(admin, { topic: config.kafka.topic, partitions: config.kafka.partitions, replicationFactor: config.kafka.replicationFactor });
     jsonLogger(topic.created ? 'topic created' : 'topic present', { topic: config.kafka.topic, partitions: topic.partitions, notes: topic.notes });
+    // The accounts topic: the same settings (everything kept, never compacted), one partition (account-log.ts).
+    const accounts = await ensureTopic(admin, { topic: config.kafka.accountsTopic, partitions: ACCOUNTS_TOPIC_PARTITIONS, replicationFactor: config.kafka.replicationFactor });
+    jsonLogger(accounts.created ? 'topic created' : 'topic present', { topic: config.kafka.accountsTopic, partitions: accounts.partitions, notes: accounts.notes });
   } finally {
     await admin.disconnect();
   }

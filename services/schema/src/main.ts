@@ -1,5 +1,5 @@
 import { jsonLogger, type Logger } from '@pushbase/grpc';
-import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { KafkaAccountLog, KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
@@ -42,10 +42,21 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     lingerMs: 0,
     metrics: kafkaAppenderMetrics(metrics),
   });
+  // The accounts topic's own transactional producer: one appender per topic keeps each one's batching and
+  // its "one transaction in flight" rule simple; its id is the schema's own plus a suffix, so it is as
+  // stable per instance and as unique among live producers.
+  const accountAppender = new KafkaEventAppender({
+    connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
+    topic: config.kafka.accountsTopic,
+    appendTimeoutMs: config.kafka.appendTimeoutMs,
+    transactionalId: `${config.kafka.transactionalId.slice(0, 240)}-accounts`,
+    lingerMs: 0,
+  });
   const server = createSchemaServer({
     redis,
     prefix: config.redis.prefix,
     appender,
+    accountLog: new KafkaAccountLog(accountAppender),
     lock: config.lock,
     log,
     ...(hooks.afterAppend === undefined ? {} : { afterAppend: hooks.afterAppend }),
@@ -58,6 +69,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   } catch (e) {
     await server.grpc.shutdown(0, 0).catch(() => undefined);
     await appender.close();
+    await accountAppender.close();
     redis.disconnect();
     throw e;
   }
@@ -68,6 +80,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     metrics_port: metricsListener.port,
     metrics_host: config.metrics.host,
     topic: config.kafka.topic,
+    accounts_topic: config.kafka.accountsTopic,
     redis_prefix: config.redis.prefix,
     lock_ttl_ms: config.lock.ttlMs,
   });
@@ -82,6 +95,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
         await stopSweeping();
         try {
           await appender.close();
+          await accountAppender.close();
         } finally {
           await redis.quit().catch(() => redis.disconnect());
           // Last, so a scrape during the drain still sees it.

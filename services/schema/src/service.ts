@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { createSchemaService, type Clock, type IdSource } from '@pushbase/app';
-import type { EventAppender, SchemaService } from '@pushbase/contracts';
-import { RedisSchemaStore, type Redis } from '@pushbase/redis';
+import type { AccountCommands, EventAppender, SchemaService } from '@pushbase/contracts';
+import { RedisAccountStore, RedisSchemaStore, type Redis } from '@pushbase/redis';
+import { createDistributedAccounts } from './accounts';
 import { RedisAccountLock } from './account-lock';
 import type { Logger } from '@pushbase/grpc';
-import { RedisSchemaChanges, type RedisSchemaChangesOptions } from './changes';
+import { RedisSchemaChanges, type AccountChangeSink, type RedisSchemaChangesOptions } from './changes';
 
 export interface DistributedSchemaDeps {
   readonly redis: Redis;
   /** The deployment's Redis key prefix (`pushbase:`), shared with the projector, records service and gateway. */
   readonly prefix: string;
   readonly appender: EventAppender;
+  /** The accounts topic's writer; with it the service also serves accounts and keys (accounts.ts). */
+  readonly accountLog?: AccountChangeSink['log'];
   readonly lock: { readonly ttlMs: number; readonly waitMs: number };
   readonly log?: Logger;
   readonly clock?: Clock;
@@ -21,6 +24,8 @@ export interface DistributedSchemaDeps {
 
 export interface DistributedSchema {
   readonly service: SchemaService;
+  /** Accounts and keys, when an accounts topic was given. */
+  readonly accounts: AccountCommands | undefined;
   /** For the sweep of intents left by a crashed holder. */
   readonly changes: RedisSchemaChanges;
 }
@@ -32,7 +37,9 @@ export interface DistributedSchema {
  */
 export function createDistributedSchema(deps: DistributedSchemaDeps): DistributedSchema {
   const store = new RedisSchemaStore(deps.redis, { prefix: deps.prefix });
+  const accountStore = new RedisAccountStore(deps.redis, { prefix: deps.prefix });
   const changes = new RedisSchemaChanges({
+    ...(deps.accountLog === undefined ? {} : { accounts: { log: deps.accountLog, store: accountStore } }),
     redis: deps.redis,
     prefix: deps.prefix,
     lock: new RedisAccountLock(deps.redis, { prefix: deps.prefix, ...deps.lock }),
@@ -41,11 +48,13 @@ export function createDistributedSchema(deps: DistributedSchemaDeps): Distribute
     ...(deps.log === undefined ? {} : { log: deps.log }),
     ...(deps.afterAppend === undefined ? {} : { afterAppend: deps.afterAppend }),
   });
+  const clock = deps.clock ?? { now: () => Date.now() };
   const service = createSchemaService({
     store,
     changes,
-    clock: deps.clock ?? { now: () => Date.now() },
+    clock,
     ids: deps.ids ?? { newIncarnation: () => randomUUID() },
   });
-  return { service, changes };
+  const accounts = deps.accountLog === undefined ? undefined : createDistributedAccounts({ changes, store: accountStore, schemaStore: store, schema: service, clock });
+  return { service, accounts, changes };
 }
