@@ -7,6 +7,7 @@ import { loadRecordsConfig, runRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema } from '@pushbase/schema';
 import { loadGatewayConfig } from '@pushbase/gateway/src/config';
 import { runGateway } from '@pushbase/gateway/src/main';
+import { addAdminCommands } from './admin-commands';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { formatResult, jsonLog, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
@@ -294,6 +295,8 @@ program
   .action((options: { verify?: boolean; verifyOnly?: boolean; keepRetired?: boolean; progress: boolean }) =>
     replay({ verify: options.verify === true, verifyOnly: options.verifyOnly === true, keepRetired: options.keepRetired === true, progress: options.progress }),
   );
+
+addAdminCommands(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);

@@ -1,102 +1,98 @@
-import { ACCOUNT_EVENT_SCHEMA_VERSION, ACCOUNT_EVENT_TYPES, KEY_SCOPES, type AccountEvent, type AccountQuotas } from '@pushbase/domain';
+import {
+  ACCOUNT_EVENT_SCHEMA_VERSION,
+  ACCOUNT_NAME,
+  KEY_SCOPES,
+  type AccountEvent,
+  type AccountQuotas,
+  type KeyScope,
+} from '@pushbase/domain';
+import { EventDecodeError } from './event-codec';
 
 /*
- * The envelope of an account event (services/domain/src/accounts.ts), one codec for every log that stores
- * them (the embedded account log, the accounts topic):
- *
- *   { "type", "schema_version", "account", "at", …the type's payload fields }
- *
- * As for dataset events (event-codec.ts), decoding checks the envelope and the payload's shape: an unknown
- * `type`, a `schema_version` this reader does not know, a missing or mistyped field is an error naming what
- * is wrong, never skipped — the fold is order-dependent per account (a skipped KeyRevoked would leave a
- * revoked key working).
+ * Account events on the wire and on disk: plain JSON objects, one per event, as the domain types them (the
+ * embedded account log stores a JSON array of them per append; a Kafka message would hold one). Decoding
+ * checks every field, so a fold never sees a value of the wrong kind, and refuses an event of a newer
+ * schema_version (a newer pushbase wrote it: upgrade, never skip) with EventDecodeError like dataset events.
  */
 
-export class AccountEventDecodeError extends Error {
-  override readonly name = 'AccountEventDecodeError';
+type Raw = Record<string, unknown>;
+
+const isObject = (v: unknown): v is Raw => typeof v === 'object' && v !== null && !Array.isArray(v);
+const kindOf = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+function field<T>(o: Raw, name: string, check: (v: unknown) => v is T, what: string): T {
+  const v = o[name];
+  if (!check(v)) throw new EventDecodeError(`the account event's ${name} must be ${what}, not ${kindOf(v)}`);
+  return v;
 }
 
-const KNOWN_TYPES = new Set<string>(ACCOUNT_EVENT_TYPES);
-const SCOPES = new Set<string>(KEY_SCOPES);
-const HASH = /^[0-9a-f]{64}$/;
+const isString = (v: unknown): v is string => typeof v === 'string';
+const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+const isAccount = (v: unknown): v is string => typeof v === 'string' && ACCOUNT_NAME.test(v);
+const isHash = (v: unknown): v is string => typeof v === 'string' && /^[0-9a-f]{64}$/.test(v);
+const isKeyId = (v: unknown): v is string => typeof v === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(v);
+const isScope = (v: unknown): v is KeyScope => typeof v === 'string' && (KEY_SCOPES as readonly string[]).includes(v);
+const isLabel = (v: unknown): v is string | null => v === null || typeof v === 'string';
+const isQuota = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isInteger(v) && v >= 1);
+const isQuotas = (v: unknown): v is AccountQuotas => isObject(v) && isQuota(v.datasets) && isQuota(v.requests_per_minute);
 
-/** The event's JSON: its own fields only, in a fixed order (type first, so a reader sees what it is). */
-function toWire(e: AccountEvent): Record<string, unknown> {
-  const base = { type: e.type, schema_version: e.schema_version, account: e.account, at: e.at };
-  switch (e.type) {
-    case 'AccountCreated':
-    case 'AccountQuotasSet':
-      return { ...base, quotas: { datasets: e.quotas.datasets, requests_per_minute: e.quotas.requests_per_minute } };
-    case 'AccountDeleted':
-      return base;
-    case 'KeyCreated':
-      return { ...base, key_id: e.key_id, hash: e.hash, scope: e.scope, label: e.label };
-    case 'KeyRevoked':
-      return { ...base, key_id: e.key_id };
-  }
-}
-
-export function encodeAccountEvent(event: AccountEvent): Buffer {
-  return Buffer.from(JSON.stringify(toWire(event)), 'utf8');
-}
-
-export function decodeAccountEvent(bytes: Uint8Array | string): AccountEvent {
-  let value: unknown;
-  try {
-    value = JSON.parse(typeof bytes === 'string' ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
-  } catch (e) {
-    throw new AccountEventDecodeError(`an account event is not JSON: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  return decodeAccountEventValue(value);
-}
-
-/** Checks a parsed account event's envelope and payload; throws AccountEventDecodeError naming what is wrong. */
+/** One account event from its parsed JSON value; throws EventDecodeError when it is not one this reader knows. */
 export function decodeAccountEventValue(value: unknown): AccountEvent {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AccountEventDecodeError('an account event is not a JSON object');
-  const o = value as Record<string, unknown>;
-  const type = o.type;
-  if (typeof type !== 'string' || !KNOWN_TYPES.has(type)) throw new AccountEventDecodeError(`unknown account event type ${JSON.stringify(type)}`);
-  if (o.schema_version !== ACCOUNT_EVENT_SCHEMA_VERSION) {
-    throw new AccountEventDecodeError(`${type} has schema_version ${JSON.stringify(o.schema_version)}; this reader knows ${ACCOUNT_EVENT_SCHEMA_VERSION}`);
+  if (!isObject(value)) throw new EventDecodeError(`an account event must be a JSON object, not ${kindOf(value)}`);
+  const version = value.schema_version;
+  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) throw new EventDecodeError('the account event has no valid schema_version');
+  if (version > ACCOUNT_EVENT_SCHEMA_VERSION) {
+    throw new EventDecodeError(
+      `the account event has schema_version ${version}, newer than this reader knows (${ACCOUNT_EVENT_SCHEMA_VERSION}); a newer pushbase wrote it: upgrade this reader before it reads on (the event is not skipped)`,
+    );
   }
-  const bad = (field: string, want: string): AccountEventDecodeError => new AccountEventDecodeError(`${type}.${field} is not ${want} (got ${JSON.stringify(o[field]) ?? 'nothing'})`);
-  const str = (field: string): string => {
-    const v = o[field];
-    if (typeof v !== 'string' || v === '') throw bad(field, 'a non-empty string');
-    return v;
-  };
-  const account = str('account');
-  const at = o.at;
-  if (typeof at !== 'number' || !Number.isSafeInteger(at)) throw bad('at', 'an integer');
-  const base = { schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at } as const;
-  const quotas = (): AccountQuotas => {
-    const q = o.quotas;
-    if (typeof q !== 'object' || q === null || Array.isArray(q)) throw bad('quotas', 'an object');
-    const one = (k: 'datasets' | 'requests_per_minute'): number | null => {
-      const v = (q as Record<string, unknown>)[k];
-      if (v === null) return null;
-      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw bad(`quotas`, `{datasets, requests_per_minute} of positive integers or null`);
-      return v;
-    };
-    return { datasets: one('datasets'), requests_per_minute: one('requests_per_minute') };
-  };
-  switch (type as AccountEvent['type']) {
+  const base = {
+    schema_version: ACCOUNT_EVENT_SCHEMA_VERSION,
+    account: field(value, 'account', isAccount, 'an account name'),
+    at: field(value, 'at', isTime, 'a time in epoch ms'),
+  } as const;
+  const type = field(value, 'type', isString, 'a string');
+  switch (type) {
     case 'AccountCreated':
-      return { type: 'AccountCreated', ...base, quotas: quotas() };
-    case 'AccountQuotasSet':
-      return { type: 'AccountQuotasSet', ...base, quotas: quotas() };
-    case 'AccountDeleted':
-      return { type: 'AccountDeleted', ...base };
-    case 'KeyCreated': {
-      const hash = str('hash');
-      if (!HASH.test(hash)) throw bad('hash', 'a SHA-256 in lower-case hex');
-      const scope = str('scope');
-      if (!SCOPES.has(scope)) throw bad('scope', KEY_SCOPES.join(' or '));
-      const label = o.label;
-      if (label !== null && typeof label !== 'string') throw bad('label', 'a string or null');
-      return { type: 'KeyCreated', ...base, key_id: str('key_id'), hash, scope: scope as 'write' | 'read', label };
+    case 'AccountQuotasSet': {
+      const q = field(value, 'quotas', isQuotas, '{datasets, requests_per_minute}, each a whole number ≥ 1 or null');
+      return { type, ...base, quotas: { datasets: q.datasets, requests_per_minute: q.requests_per_minute } };
     }
+    case 'AccountDeleted':
+      return { type, ...base };
+    case 'KeyCreated':
+      return {
+        type,
+        ...base,
+        key_id: field(value, 'key_id', isKeyId, 'a key id'),
+        hash: field(value, 'hash', isHash, 'a SHA-256 in hex'),
+        scope: field(value, 'scope', isScope, '"write" or "read"'),
+        label: field(value, 'label', isLabel, 'a string or null'),
+      };
     case 'KeyRevoked':
-      return { type: 'KeyRevoked', ...base, key_id: str('key_id') };
+      return { type, ...base, key_id: field(value, 'key_id', isKeyId, 'a key id') };
+    default:
+      throw new EventDecodeError(`unknown account event type ${JSON.stringify(type.slice(0, 40))}`);
   }
+}
+
+/** One account event from its UTF-8 JSON (a message's value). */
+export function decodeAccountEvent(bytes: Uint8Array | string): AccountEvent {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(typeof bytes === 'string' ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+  } catch {
+    throw new EventDecodeError('the account event is not valid JSON');
+  }
+  return decodeAccountEventValue(parsed);
+}
+
+/** An account event as stored: its JSON, members in a fixed order. */
+export function encodeAccountEvent(event: AccountEvent): string {
+  return JSON.stringify(decodeAccountEventValue(event));
+}
+
+/** A batch of account events (one append) as stored in the embedded account log: a JSON array. */
+export function encodeAccountEventBatch(events: readonly AccountEvent[]): Buffer {
+  return Buffer.from(`[${events.map(encodeAccountEvent).join(',')}]`, 'utf8');
 }

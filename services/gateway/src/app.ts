@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
-import type { KeyStore, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
+import type { KeyStore, Principal, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
 import type { HttpMetrics } from '@pushbase/metrics';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
+import { hashApiKey } from './keys';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateLimiter } from '@pushbase/contracts';
 
@@ -16,7 +17,7 @@ export interface GatewayDeps {
   readonly schemas: SchemaService;
   readonly records: RecordService;
   readonly keys: KeyStore;
-  /** Requests per key (60 a rolling minute by DECISIONS.md). */
+  /** Requests per key, up to the key's account's requests_per_minute quota (60 a rolling minute by DECISIONS.md). */
   readonly rateLimiter: RateLimiter;
   /** Failed authentications per client address: a brute-force guard. */
   readonly authFailureLimiter: FlexibleRateLimiter;
@@ -108,7 +109,17 @@ export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
   return out;
 }
 
-const account = (ctx: Context): string => ctx.state.account as string;
+const principal = (ctx: Context): Principal => ctx.state.principal as Principal;
+const account = (ctx: Context): string => principal(ctx).account;
+
+/**
+ * Every route that changes data needs a write key. A read key (issue 11's widget read side, which may sit in
+ * a browser page) authenticates — it may ping — but writes nothing.
+ */
+const needsWriteScope = async (ctx: Context, next: Next): Promise<void> => {
+  if (principal(ctx).scope !== 'write') throw new HttpError(403, 'This API key is read-only; writing needs a key with write scope', 'read_only_key');
+  await next();
+};
 
 /**
  * Runs the requests of one connection one after another, in the order they arrived. Node's HTTP server
@@ -214,8 +225,8 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   // (generated ones carry 256 bits), so the guard bounds noise and load rather than making a key guessable.
   app.use(async (ctx: Context, next: Next) => {
     const key = apiKeyFromAuthorization(ctx.get('authorization') || undefined);
-    const acct = key === undefined ? undefined : await deps.keys.resolve(key);
-    if (acct === undefined) {
+    const who = key === undefined ? undefined : await deps.keys.resolve(key);
+    if (who === undefined) {
       const address = (ctx.state.clientAddress as string | undefined) ?? ctx.ip;
       const blocked = await deps.authFailureLimiter.isBlocked(address);
       if (blocked !== undefined) {
@@ -228,14 +239,15 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
       ctx.set('WWW-Authenticate', 'Basic realm="pushbase"');
       throw new HttpError(401, 'Your API key is invalid', 'unauthorized');
     }
-    ctx.state.account = acct;
-    ctx.state.apiKey = key;
+    ctx.state.principal = who;
+    // Counted under the key's hash, so a shared limiter's store (Redis) never holds a key in the clear.
+    ctx.state.rateKey = hashApiKey(key as string);
     await next();
   });
 
-  // 60 requests per minute per API key (DECISIONS.md → Rate limit).
+  // 60 requests per minute per API key (DECISIONS.md → Rate limit), or the account's own quota.
   app.use(async (ctx: Context, next: Next) => {
-    const d = await deps.rateLimiter.consume(ctx.state.apiKey as string);
+    const d = await deps.rateLimiter.consume(ctx.state.rateKey as string, principal(ctx).quotas.requests_per_minute);
     const resetSeconds = String(Math.max(0, Math.ceil(d.resetMs / 1000)));
     ctx.set('RateLimit-Limit', String(d.limit));
     ctx.set('RateLimit-Remaining', String(d.remaining));
@@ -253,19 +265,19 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   };
 
   router.get('/', (ctx) => ok(ctx));
-  router.put('/datasets/:id', async (ctx) => {
+  router.put('/datasets/:id', needsWriteScope, async (ctx) => {
     const { created, dataset } = await deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
     ok(ctx, created ? 201 : 200, datasetResponse(dataset));
   });
-  router.delete('/datasets/:id', async (ctx) => {
+  router.delete('/datasets/:id', needsWriteScope, async (ctx) => {
     await deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' });
     ok(ctx);
   });
-  router.post('/datasets/:id/data', async (ctx) => {
+  router.post('/datasets/:id/data', needsWriteScope, async (ctx) => {
     await deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
     ok(ctx);
   });
-  router.put('/datasets/:id/data', async (ctx) => {
+  router.put('/datasets/:id/data', needsWriteScope, async (ctx) => {
     await deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
     ok(ctx);
   });

@@ -9,7 +9,8 @@ import { openRedis, RedisKeyStore, RedisRateLimiter } from '@pushbase/redis';
 import { createAdminApp } from './admin';
 import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
-import { CombinedKeyStore, hashApiKey, MemoryKeyStore, newApiKey, parseBootstrapKeys } from './keys';
+import { LIMITS, type QuotaLimits } from '@pushbase/domain';
+import { CombinedKeyStore, defaultQuotasOf, hashApiKey, MemoryKeyStore, newApiKey, parseBootstrapKeys } from './keys';
 import { startListeners } from './listeners';
 import { memoryRateLimiter } from './rate-limit';
 
@@ -45,7 +46,8 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
     for (const close of closers.reverse()) await close();
   };
   try {
-    const keys = await keyStore(config, new RedisKeyStore(redis, { prefix: config.redis.prefix }), log);
+    const defaults = { datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute };
+    const keys = await keyStore(config, new RedisKeyStore(redis, { prefix: config.redis.prefix, defaults }), defaults, log);
     // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
     const metrics = createMetricsRegistry();
     const requestScope = new RequestScope();
@@ -109,8 +111,8 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
  * store. With neither, one key for the account `default` is generated into Redis and shown once, as the
  * embedded mode's first start does, so `npm run start:distributed` is usable straight away.
  */
-async function keyStore(config: GatewayConfig, shared: RedisKeyStore, log: Logger): Promise<CombinedKeyStore> {
-  const bootstrap = new MemoryKeyStore();
+async function keyStore(config: GatewayConfig, shared: RedisKeyStore, defaults: QuotaLimits, log: Logger): Promise<CombinedKeyStore> {
+  const bootstrap = new MemoryKeyStore(defaultQuotasOf(defaults));
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
     bootstrap.add(hashApiKey(key), account);
     // The failed-auth guard bounds noise, not guessing: a short key is guessable.

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { KeyStore } from '@pushbase/contracts';
+import type { KeyStore, Principal } from '@pushbase/contracts';
+import { effectiveQuotas, type QuotaLimits } from '@pushbase/domain';
 import type { Redis } from 'ioredis';
 import { redisError, where } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
@@ -13,20 +14,27 @@ const hashOf = (apiKey: string): string => createHash('sha256').update(apiKey, '
  */
 export class RedisKeyStore implements KeyStore {
   private readonly key: string;
+  private readonly quotas: QuotaLimits;
 
+  /** `defaults`: the quotas every key here gets (the API's limits unless the operator changed them). */
   constructor(
     private readonly redis: Redis,
-    options: { readonly prefix?: string } = {},
+    options: { readonly prefix?: string; readonly defaults?: QuotaLimits } = {},
   ) {
     this.key = `${checkPrefix(options.prefix ?? DEFAULT_PREFIX)}api-keys`;
+    this.quotas = effectiveQuotas(undefined, options.defaults);
   }
 
-  async resolve(apiKey: string): Promise<string | undefined> {
+  /** Every key here has write scope and the default quotas; its id derives from its hash (stable everywhere). */
+  async resolve(apiKey: string): Promise<Principal | undefined> {
+    const hash = hashOf(apiKey);
+    let account: string | null;
     try {
-      return (await this.redis.hget(this.key, hashOf(apiKey))) ?? undefined;
+      account = await this.redis.hget(this.key, hash);
     } catch (e) {
       throw redisError(where(this.redis), 'an API key', e);
     }
+    return account === null ? undefined : { account, key_id: `cfg_${hash.slice(0, 16)}`, scope: 'write', quotas: this.quotas };
   }
 
   /** Registers a key by its hash (the key itself never reaches this store). */
