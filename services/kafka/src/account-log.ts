@@ -1,4 +1,4 @@
-import { AccountEventDecodeError, decodeAccountEvent, encodeAccountEvent, type StreamPosition } from '@pushbase/contracts';
+import { decodeAccountEvent, encodeAccountEvent, EventDecodeError, type StreamPosition } from '@pushbase/contracts';
 import type { AccountEvent } from '@pushbase/domain';
 import type { KafkaEventAppender } from './appender';
 import type { MessageDecoder } from './consumer';
@@ -25,7 +25,7 @@ export const defaultAccountsTopic = (datasetTopic: string): string => `${dataset
 export const ACCOUNTS_TOPIC_PARTITIONS = 1;
 
 export function accountMessage(event: AccountEvent): OutgoingMessage {
-  return { key: event.account, value: encodeAccountEvent(event) };
+  return { key: event.account, value: Buffer.from(encodeAccountEvent(event), 'utf8') };
 }
 
 /** An account event with where it sits in the accounts topic. */
@@ -43,7 +43,7 @@ export const decodeAccountMessage: MessageDecoder<PositionedAccountEvent> = (top
   try {
     event = decodeAccountEvent(message.value);
   } catch (e) {
-    if (e instanceof AccountEventDecodeError) throw poison(e.message);
+    if (e instanceof EventDecodeError) throw poison(e.message);
     throw e;
   }
   if (message.key === null || message.key.toString('utf8') !== event.account) {

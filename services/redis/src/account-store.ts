@@ -197,6 +197,17 @@ export class RedisAccountStore {
     return { account, created_at: Number(fields.get('created_at')), quotas: parseQuotas(fields.get('quotas')), keys: keyMap };
   }
 
+  /** The account's quotas as set; undefined when the account does not exist. */
+  async quotas(account: string): Promise<AccountQuotas | undefined> {
+    let json: string | null;
+    try {
+      json = await this.redis.hget(`${this.ns}account:${account}`, 'quotas');
+    } catch (e) {
+      throw redisError(where(this.redis), "an account's quotas", e);
+    }
+    return json === null ? undefined : parseQuotas(json);
+  }
+
   /** The live accounts' names, sorted. */
   async list(): Promise<string[]> {
     try {

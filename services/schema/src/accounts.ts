@@ -1,5 +1,4 @@
-import { randomBytes } from 'node:crypto';
-import type { Clock } from '@pushbase/app';
+import { newKeyId as randomKeyId, type Clock } from '@pushbase/app';
 import type { AccountCommands, AccountView, KeyView, SchemaService } from '@pushbase/contracts';
 import {
   accountNotFound,
@@ -49,7 +48,7 @@ export interface DistributedAccountsDeps {
   /** The schema service whose delete removes each dataset of a deleted account. */
   readonly schema: Pick<SchemaService, 'delete'>;
   readonly clock: Clock;
-  /** A key's public handle. Default: 12 random hex digits. */
+  /** A key's public handle. Default: the app's newKeyId (as the embedded mode's). */
   readonly newKeyId?: () => string;
   /** The quotas in force where an account sets none (shown in effective_quotas; a gateway shows its own). */
   readonly defaults?: QuotaLimits;
@@ -59,7 +58,7 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 export function createDistributedAccounts(deps: DistributedAccountsDeps): AccountCommands {
   const { changes, store, schemaStore, schema, clock } = deps;
-  const newKeyId = deps.newKeyId ?? (() => randomBytes(6).toString('hex'));
+  const newKeyId = deps.newKeyId ?? randomKeyId;
   const view = (account: string, createdAt: number, quotas: AccountQuotas, keyCount: number): AccountView => ({
     account,
     created_at: iso(createdAt),

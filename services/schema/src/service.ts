@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createSchemaService, type Clock, type IdSource } from '@pushbase/app';
 import type { AccountCommands, EventAppender, SchemaService } from '@pushbase/contracts';
+import { effectiveQuotas } from '@pushbase/domain';
 import { RedisAccountStore, RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { createDistributedAccounts } from './accounts';
 import { RedisAccountLock } from './account-lock';
@@ -54,6 +55,9 @@ export function createDistributedSchema(deps: DistributedSchemaDeps): Distribute
     changes,
     clock,
     ids: deps.ids ?? { newIncarnation: () => randomUUID() },
+    // The account's datasets quota (the account store, read under the account's lease when a create is
+    // decided), else the API's limit: also for accounts that exist only in PUSHBASE_API_KEYS.
+    quotas: { datasetLimit: async (account) => effectiveQuotas(await accountStore.quotas(account)).datasets },
   });
   const accounts = deps.accountLog === undefined ? undefined : createDistributedAccounts({ changes, store: accountStore, schemaStore: store, schema: service, clock });
   return { service, accounts, changes };
