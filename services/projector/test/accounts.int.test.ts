@@ -132,9 +132,10 @@ async function readRaw(topic: string): Promise<string[]> {
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
   let last = -1;
   await consumer.run({
-    eachMessage: async ({ message }) => {
+    eachMessage: ({ message }) => {
       values.push(message.value?.toString('utf8') ?? '');
       last = Number(message.offset);
+      return Promise.resolve();
     },
   });
   // The end offset counts transaction markers: done once the last event before it was seen.
