@@ -141,7 +141,7 @@ export class TestStack {
     }
     const conn = connectClickHouse(this.servers.PUSHBASE_CLICKHOUSE_URL);
     try {
-      await dropDatabase(conn, this.names.database);
+      for (const db of [this.names.database, `${this.names.database}_views`]) await dropDatabase(conn, db);
     } finally {
       await conn.close();
     }

@@ -55,7 +55,7 @@ export async function dropListedStacks(tmp: string, env: NodeJS.ProcessEnv = pro
   }
   const conn = connectClickHouse(env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123');
   try {
-    for (const s of stacks) await dropDatabase(conn, s.database);
+    for (const s of stacks) for (const db of [s.database, `${s.database}_views`]) await dropDatabase(conn, db);
   } finally {
     await conn.close();
   }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { isIdentifier } from './sql';
+import { defaultViewsDatabase } from './views';
 
 /*
  * The ClickHouse settings, parsed once where a command starts (`pushbase migrate`, the projector). Unset
@@ -20,13 +21,23 @@ export const clickhouseEnv = {
     blankToUndefined,
     z.string().default('pushbase').refine(isIdentifier, 'PUSHBASE_CLICKHOUSE_DATABASE must be 1 to 63 of A-Z a-z 0-9 _, not starting with a digit'),
   ),
+  /** The Grafana-ready views, one per live dataset (views.ts). Default: the database's name with `_views`. */
+  PUSHBASE_CLICKHOUSE_VIEWS_DATABASE: z.preprocess(
+    blankToUndefined,
+    z.string().refine(isIdentifier, 'PUSHBASE_CLICKHOUSE_VIEWS_DATABASE must be 1 to 63 of A-Z a-z 0-9 _, not starting with a digit').optional(),
+  ),
 };
+
+/** The views database in force: the variable's value, else `<database>_views` (views.ts). */
+export const viewsDatabaseOf = (env: { readonly PUSHBASE_CLICKHOUSE_DATABASE: string; readonly PUSHBASE_CLICKHOUSE_VIEWS_DATABASE?: string | undefined }): string =>
+  env.PUSHBASE_CLICKHOUSE_VIEWS_DATABASE ?? defaultViewsDatabase(env.PUSHBASE_CLICKHOUSE_DATABASE);
 
 const schema = z.object(clickhouseEnv);
 
 export interface ClickHouseConfig {
   readonly url: string;
   readonly database: string;
+  readonly viewsDatabase: string;
 }
 
 /** Parses the environment; a bad value throws with every problem listed. */
@@ -36,5 +47,5 @@ export function loadClickHouseConfig(env: NodeJS.ProcessEnv = process.env): Clic
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
     throw new Error(`Invalid configuration:\n  ${problems}`);
   }
-  return Object.freeze({ url: parsed.data.PUSHBASE_CLICKHOUSE_URL, database: parsed.data.PUSHBASE_CLICKHOUSE_DATABASE });
+  return Object.freeze({ url: parsed.data.PUSHBASE_CLICKHOUSE_URL, database: parsed.data.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(parsed.data) });
 }

@@ -1,6 +1,7 @@
 // The ClickHouse read model: migrations, the records and heads tables, the ProjectionStore and ReadModel.
 export { connectClickHouse, storeError, type ClickHouseConnection } from './client';
-export { loadClickHouseConfig, clickhouseEnv, type ClickHouseConfig } from './config';
+export { loadClickHouseConfig, clickhouseEnv, viewsDatabaseOf, type ClickHouseConfig } from './config';
+export { DatasetViews, defaultViewsDatabase, viewName, viewQuery } from './views';
 export { columnsOf, slotsOf, type Slot, type SlotKind } from './layout';
 export { migrate, MIGRATIONS, promoteStatement, tablesIn, TABLE_NAMES, type Migration, type MigrateResult, type ProjectionTables } from './migrations';
 export { accountLiteral, checkAccount, datasetLiteral, quoteIdentifier, quoteString } from './sql';

@@ -5,6 +5,7 @@ import { columnsOf, decodeRecord, slotsOf, storedPlan, STORED_COLUMNS, writeSlot
 import { RowBinaryWriter } from './row-binary';
 import { tablesIn, type ProjectionTables } from './migrations';
 import { accountLiteral, checkAccount, datasetLiteral } from './sql';
+import type { DatasetViews } from './views';
 
 /*
  * The projection in ClickHouse: the projector's ProjectionStore, and the read side (ReadModel, and a
@@ -101,11 +102,16 @@ function checkIncarnation(incarnation: string): void {
 export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaStore {
   readonly tables: ProjectionTables;
 
+  private readonly views: DatasetViews | undefined;
+
   constructor(
     private readonly conn: ClickHouseConnection,
     database: string,
+    /** The live projector's Grafana-ready views, kept in step after each write (not a replay's scratch database's). */
+    options: { readonly views?: DatasetViews } = {},
   ) {
     this.tables = tablesIn(database);
+    this.views = options.views;
   }
 
   // ── ProjectionStore ──
@@ -185,6 +191,10 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     ]);
     if (records.status === 'rejected') throw records.reason;
     if (listing.status === 'rejected') throw listing.reason;
+    // After the rows landed, so a view never shows an incarnation whose rows are not written. A failure
+    // fails the write, which the projector retries like any other (it is idempotent); views are derived, so
+    // the worst a crash here leaves is a view missing until the next start reconciles them.
+    await this.views?.sync(heads);
   }
 
   private async writeHeads(heads: readonly ProjectedHead[]): Promise<void> {

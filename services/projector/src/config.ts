@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { clickhouseEnv, MAX_INSERT_ROWS } from '@pushbase/clickhouse';
+import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
 import { defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
@@ -70,7 +70,7 @@ const projectorConfigOf = (env: ProjectorEnv) =>
       accountsTopic: accountsTopicOf(env),
       groupId: env.PUSHBASE_PROJECTOR_GROUP,
     }),
-    clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE }),
+    clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(env) }),
     redis: Object.freeze({ url: env.PUSHBASE_REDIS_URL, prefix: env.PUSHBASE_REDIS_PREFIX }),
     maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
     flushRows: env.PUSHBASE_PROJECTOR_FLUSH_ROWS,

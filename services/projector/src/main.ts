@@ -1,4 +1,4 @@
-import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
+import { ClickHouseProjection, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
 import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
@@ -42,7 +42,8 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     throw e;
   });
   const conn = connectClickHouse(config.clickhouse.url);
-  const store = new ClickHouseProjection(conn, config.clickhouse.database);
+  const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase);
+  const store = new ClickHouseProjection(conn, config.clickhouse.database, { views });
   const projector = new Projector(store, {
     schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
     maxRows: config.maxRows,
@@ -78,6 +79,9 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   });
   let follower: AccountFollower | undefined;
   try {
+    // A crash between a write and its view, or a replay, can leave views out of step; writes keep them so after.
+    const mended = await views.reconcile();
+    log('info', 'dataset views reconciled', { views_database: config.clickhouse.viewsDatabase, ...mended });
     await projector.start(consumer);
     follower = followAccounts({
       connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector-accounts', log: kafkaLog },

@@ -8,6 +8,7 @@ import {
   listListedHeads,
   migrate,
   promoteProjection,
+  DatasetViews,
   type ClickHouseConnection,
 } from '@pushbase/clickhouse';
 import { createKafka, KafkaEventConsumer, type EventConsumerHandlers, type KafkaLogLevel } from '@pushbase/kafka';
@@ -266,6 +267,8 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
         promoted = true;
         await promoteProjection(conn, { fresh: fresh.database, live: live.database, retired: retired.database });
         tablesMoved = true;
+        // The views read the live records table by name, so they read the promoted one; which datasets have a view changes.
+        await new DatasetViews(conn, live.database, config.clickhouse.viewsDatabase).reconcile();
         await promoteSchemaGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
         await promoteAccountsGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
         if (!config.keepRetired) await dropDatabase(conn, retired.database);

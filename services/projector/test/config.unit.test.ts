@@ -6,7 +6,7 @@ describe('loadProjectorConfig', () => {
   it('has defaults for everything, empty meaning unset', () => {
     expect(loadProjectorConfig({ PUSHBASE_PROJECTOR_MAX_ROWS: '' })).toStrictEqual({
       kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', groupId: 'pushbase-projector' },
-      clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
+      clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase', viewsDatabase: 'pushbase_views' },
       redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
       maxRows: 4_000_000,
       flushRows: 50_000,

@@ -175,6 +175,14 @@ async function expectStateEqualsFold(events: readonly DatasetEvent[], accounts: 
     expect(listing.map((d) => [d.id, d.record_count])).toStrictEqual(
       [...live].sort().map((id) => [id, state.get(account)?.get(id)?.rows.size]),
     );
+    // The Grafana-ready views: one per live dataset, each holding its records (kept by writes, mended by replay).
+    const viewsDb = `${env.database}_views`;
+    const named = await (await env.conn.client.query({ query: `SELECT name FROM system.tables WHERE database = '${viewsDb}'`, format: 'JSONEachRow' })).json<{ name: string }>();
+    expect(named.map((v) => v.name).filter((n) => n.startsWith(`${account}/`)).sort()).toStrictEqual(live.map((id) => `${account}/${id}`).sort());
+    for (const id of live) {
+      const counted = await (await env.conn.client.query({ query: `SELECT toString(count()) AS n FROM \`${viewsDb}\`.\`${account}/${id}\``, format: 'JSONEachRow' })).json<{ n: string }>();
+      expect({ id, view_rows: Number(counted[0]?.n) }).toStrictEqual({ id, view_rows: state.get(account)?.get(id)?.rows.size });
+    }
     for (const id of DATASETS) {
       const ds = state.get(account)?.get(id);
       expect({ id, records: await store.listRecords(account, id) }).toStrictEqual({ id, records: ds === undefined ? undefined : recordsOf(ds) });
@@ -319,7 +327,7 @@ describe('pushbase replay (real Kafka, ClickHouse and Redis)', () => {
     expect(again.swapped).toBe(false);
     // verify-only and the swaps left no scratch generation behind.
     const rs = await env.conn.client.query({ query: 'SELECT name FROM system.databases', format: 'JSONEachRow' });
-    expect((await rs.json<{ name: string }>()).map((r) => r.name).filter((n) => n.startsWith(env.database))).toStrictEqual([env.database]);
+    expect((await rs.json<{ name: string }>()).map((r) => r.name).filter((n) => n.startsWith(env.database)).sort()).toStrictEqual([env.database, `${env.database}_views`]);
     const keys = await env.redis.keys(`${env.prefix}*`);
     expect(keys.filter((k) => !k.startsWith(`${env.prefix}schema:`))).toStrictEqual([]);
   });

@@ -72,7 +72,7 @@ export async function infra(partitions: number): Promise<Infra> {
       await appender.close();
       await admin.deleteTopics({ topics: [topic, defaultAccountsTopic(topic)] }).catch(() => undefined);
       await admin.disconnect();
-      await conn.client.command({ query: `DROP DATABASE IF EXISTS ${quoteIdentifier(database)}` });
+      for (const db of [database, `${database}_views`]) await conn.client.command({ query: `DROP DATABASE IF EXISTS ${quoteIdentifier(db)}` });
       await conn.close();
     },
   };

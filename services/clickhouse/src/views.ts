@@ -1,0 +1,190 @@
+import { createHash } from 'node:crypto';
+import type { ProjectedHead } from '@pushbase/contracts';
+import type { DatasetDefinition } from '@pushbase/domain';
+import { command, selectRows, type ClickHouseConnection } from './client';
+import { slotsOf, type Slot } from './layout';
+import { tablesIn } from './migrations';
+import { accountLiteral, datasetLiteral, isIdentifier, quoteIdentifier, quoteString } from './sql';
+
+/*
+ * Grafana-ready views (issue 11 item 3): for every live dataset, one view in a database of its own whose
+ * columns are the dataset's field keys, typed, so a ClickHouse data source charts a dataset with plain SQL:
+ *
+ *   SELECT day, sum(amount) FROM pushbase_views.`acme/sales.by.day` GROUP BY day ORDER BY day
+ *
+ * A view is a stored query over the one records table (FINAL … WHERE deleted = 0, as every read; the
+ * dataset's live incarnation, oldest insertion first), so it holds no data and is never behind the
+ * projection. What must be kept in step is only its existence and its columns: the projector calls `sync`
+ * with the heads of each write, and a view is created when a dataset's incarnation appears and dropped when
+ * it is deleted; `reconcile` compares every view with the live heads (at start, after a replay).
+ *
+ * Column types: numbers (number, money, percentage, duration) Float64, strings String, dates Date, datetimes
+ * DateTime('UTC') (second precision). ClickHouse's Date and DateTime start at 1970, and 18.16 shows them
+ * truly only up to 2105 (measured: the day after 2106-02-06 and 2106-02-07 00:00:00 come back as 1970) and
+ * has no wider type, so a date or datetime outside 1970–2105 does not show truly in a view (the read API and
+ * the records table keep it exactly). Every column is Nullable: optional fields hold nulls.
+ *
+ * The SQL is built from validated names only: database names are identifiers, accounts and dataset ids
+ * match their patterns and go in as string literals, field keys match ^[a-z][a-z0-9_]{0,49}$ (DECISIONS.md)
+ * and the incarnation is printable ASCII written by quoteString. No record value ever reaches this text.
+ */
+
+/** A view's name: `account/dataset`, the stream key users already know, unless too long for a file name. */
+export function viewName(account: string, dataset: string): string {
+  const name = `${account}/${dataset}`;
+  // ClickHouse keeps a table's metadata in a file named after it, every byte but [A-Za-z0-9_] escaped as
+  // %XX; file names end at 255 bytes. An account and an id of 100 dots each would need 600.
+  if (escapedLength(name) <= MAX_ESCAPED) return name;
+  const hash = createHash('sha256').update(name).digest('hex').slice(0, 12);
+  let cut = name;
+  while (escapedLength(`${cut}~${hash}`) > MAX_ESCAPED) cut = cut.slice(0, -1);
+  return `${cut}~${hash}`;
+}
+
+const MAX_ESCAPED = 200;
+const escapedLength = (name: string): number => [...Buffer.from(name, 'utf8')].reduce((n, b) => n + (/[A-Za-z0-9_]/.test(String.fromCharCode(b)) ? 1 : 3), 0);
+
+/** Backquotes a view name: account and id characters (A-Z a-z 0-9 . _ - /, `~`) need no escape inside backquotes. */
+const quoteViewName = (name: string): string => {
+  if (!/^[A-Za-z0-9._\-/~]+$/.test(name)) throw new Error(`Not a view name: ${JSON.stringify(name.slice(0, 80))}`);
+  return `\`${name}\``;
+};
+
+const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
+
+function columnExpression(s: Slot): string {
+  // Date + n adds n days in 18.16 and current versions alike; toDate(<number>) does not mean days in both.
+  if (s.type === 'date') return `toDate('1970-01-01') + intDiv(${s.column}, 86400000)`;
+  if (s.type === 'datetime') return `toDateTime(intDiv(${s.column}, 1000), 'UTC')`;
+  return s.column; // num_i (Float64, derived from its bits) and str_i as they are
+}
+
+/** The view's SELECT: the dataset's fields by their keys, its live incarnation, oldest insertion first. */
+export function viewQuery(recordsTable: string, head: { readonly account: string; readonly dataset: string; readonly incarnation: string; readonly definition: DatasetDefinition }): string {
+  const columns = slotsOf(head.definition).map((s) => {
+    if (!FIELD_KEY.test(s.key)) throw new Error(`Not a field key: ${JSON.stringify(s.key.slice(0, 60))}`);
+    return `${columnExpression(s)} AS \`${s.key}\``;
+  });
+  return `SELECT ${columns.join(', ')}
+FROM ${recordsTable} FINAL
+WHERE account = ${accountLiteral(head.account)} AND dataset = ${datasetLiteral(head.dataset)} AND incarnation = ${quoteString(head.incarnation)} AND deleted = 0
+ORDER BY seq`;
+}
+
+/** The default database of the views: the projection's name with `_views`, when that still fits. */
+export function defaultViewsDatabase(database: string): string {
+  const name = `${database}_views`;
+  if (!isIdentifier(name)) throw new Error(`The projection database "${database}" is too long to derive its views database from; set PUSHBASE_CLICKHOUSE_VIEWS_DATABASE`);
+  return name;
+}
+
+interface LiveHead {
+  readonly account: string;
+  readonly dataset: string;
+  readonly incarnation: string;
+  readonly definition: DatasetDefinition;
+}
+
+export class DatasetViews {
+  private readonly records: string;
+  private readonly db: string;
+  /** view name → the incarnation it shows, as far as this process made or saw it. */
+  private readonly known = new Map<string, string>();
+  private ready: Promise<void> | undefined;
+
+  constructor(
+    private readonly conn: ClickHouseConnection,
+    /** The projection's database (its records table is what the views read). */
+    private readonly database: string,
+    /** Where the views live; a Grafana user is given read access to it. */
+    readonly viewsDatabase: string,
+  ) {
+    this.records = tablesIn(database).records;
+    this.db = quoteIdentifier(viewsDatabase);
+  }
+
+  /**
+   * Brings the views in step with the heads of one write: a live head whose incarnation has no view gets
+   * one (a re-created dataset's old view is replaced: its columns may differ), a deleted head's view goes.
+   * Heads of datasets whose view is already right cost nothing but a map lookup.
+   */
+  async sync(heads: readonly ProjectedHead[]): Promise<void> {
+    await this.ensureDatabase();
+    // A write may hold several heads of one dataset; the newest (highest version) is the one in force.
+    const newest = new Map<string, ProjectedHead>();
+    for (const h of heads) {
+      const name = viewName(h.account, h.dataset);
+      const seen = newest.get(name);
+      if (seen === undefined || seen.version <= h.version) newest.set(name, h);
+    }
+    for (const [name, h] of newest) {
+      if (h.deleted) {
+        if (this.known.get(name) !== '') await this.drop(name);
+      } else if (this.known.get(name) !== h.incarnation) {
+        await this.replace(name, h);
+      }
+    }
+  }
+
+  /**
+   * Compares every view with the live heads of the heads table and mends what differs: missing views are
+   * created, views of another incarnation replaced, views of datasets no longer live dropped. For the
+   * projector's start (a view may have been missed by a crash between a write and its view) and for after
+   * a replay promoted a rebuilt projection.
+   */
+  async reconcile(): Promise<{ created: number; dropped: number }> {
+    await this.ensureDatabase();
+    const heads = await selectRows<{ account: string; dataset: string; incarnation: string; definition: string }>(
+      this.conn,
+      `SELECT account, dataset, incarnation, definition FROM ${tablesIn(this.database).heads} FINAL WHERE deleted = 0`,
+      'listing the live datasets for their views',
+    );
+    const live = new Map<string, LiveHead>();
+    for (const h of heads) live.set(viewName(h.account, h.dataset), { ...h, definition: JSON.parse(h.definition) as DatasetDefinition });
+    const views = await selectRows<{ name: string; create_table_query: string }>(
+      this.conn,
+      `SELECT name, create_table_query FROM system.tables WHERE database = ${quoteString(this.viewsDatabase)}`,
+      'listing the dataset views',
+    );
+    let created = 0;
+    let dropped = 0;
+    this.known.clear();
+    for (const v of views) {
+      const head = live.get(v.name);
+      // The stored query is ClickHouse's own rendering of viewQuery; the incarnation literal is in it verbatim.
+      if (head !== undefined && v.create_table_query.includes(`incarnation = ${quoteString(head.incarnation)}`)) this.known.set(v.name, head.incarnation);
+      else if (head === undefined) {
+        await this.drop(v.name);
+        dropped++;
+      }
+    }
+    for (const [name, head] of live) {
+      if (this.known.get(name) === head.incarnation) continue;
+      await this.replace(name, head);
+      created++;
+    }
+    return { created, dropped };
+  }
+
+  private ensureDatabase(): Promise<void> {
+    this.ready ??= command(this.conn, `CREATE DATABASE IF NOT EXISTS ${this.db}`, `creating ${this.viewsDatabase}`).catch((e: unknown) => {
+      this.ready = undefined;
+      throw e;
+    });
+    return this.ready;
+  }
+
+  // 18.16 has no CREATE OR REPLACE VIEW: a replaced view is missing for the moment between the two statements.
+  private async replace(name: string, head: LiveHead): Promise<void> {
+    const view = `${this.db}.${quoteViewName(name)}`;
+    await command(this.conn, `DROP TABLE IF EXISTS ${view}`, `dropping the view ${name}`);
+    await command(this.conn, `CREATE VIEW ${view} AS ${viewQuery(this.records, head)}`, `creating the view ${name}`);
+    this.known.set(name, head.incarnation);
+  }
+
+  private async drop(name: string): Promise<void> {
+    await command(this.conn, `DROP TABLE IF EXISTS ${this.db}.${quoteViewName(name)}`, `dropping the view ${name}`);
+    // '' marks "known to have no view", so further heads of a deleted dataset cost no statement.
+    this.known.set(name, '');
+  }
+}
