@@ -2,6 +2,7 @@ import { newKeyId as randomKeyId, type Clock } from '@pushbase/app';
 import type { AccountCommands, AccountView, KeyView, SchemaService } from '@pushbase/contracts';
 import {
   accountNotFound,
+  DEFAULT_QUOTAS,
   decideCreateAccount,
   decideCreateKey,
   decideDeleteAccount,
@@ -20,7 +21,8 @@ import {
   type KeyScope,
   type QuotaLimits,
 } from '@pushbase/domain';
-import type { RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
+import type { Logger } from '@pushbase/grpc';
+import type { Redis, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
 import type { RedisSchemaChanges } from './changes';
 
 /*
@@ -146,4 +148,34 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
       await changes.decidedAccount(name, async () => ({ event: decideRevokeKey(await store.stateFor(name), name, keyId, clock.now()), answer: undefined }));
     },
   };
+}
+
+/**
+ * Keys a distributed deployment kept before accounts were events: the Redis hash `<prefix>api-keys`
+ * (SHA-256 → account). At start the schema service imports them once as events — the account created if
+ * missing, each hash as a write key labelled `imported from Redis api-keys`, so the keys keep working —
+ * then renames the hash to `<prefix>api-keys.imported`, which nothing reads. Several replicas starting at
+ * once import side by side: a hash already registered is a conflict and skipped, and only one rename
+ * succeeds. Resolves with the keys imported (0 when there is no such hash).
+ */
+export async function importRedisApiKeys(redis: Redis, prefix: string, accounts: AccountCommands, log: Logger): Promise<number> {
+  const legacy = `${prefix}api-keys`;
+  const entries = Object.entries(await redis.hgetall(legacy));
+  if (entries.length === 0) return 0;
+  const skipConflict = (e: unknown): void => {
+    if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
+  };
+  let imported = 0;
+  for (const [hash, account] of entries) {
+    await accounts.createAccount(account, DEFAULT_QUOTAS).catch(skipConflict);
+    try {
+      await accounts.createKeyByHash(account, { hash, scope: 'write', label: 'imported from Redis api-keys' });
+      imported += 1;
+    } catch (e) {
+      skipConflict(e);
+    }
+  }
+  await redis.rename(legacy, `${legacy}.imported`).catch(() => undefined);
+  log('info', 'API keys imported from Redis into the accounts topic', { keys: imported, found: entries.length, renamed_to: `${legacy}.imported` });
+  return imported;
 }

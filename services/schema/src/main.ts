@@ -3,6 +3,7 @@ import { KafkaAccountLog, KafkaEventAppender, type KafkaLogLevel } from '@pushba
 import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
+import { importRedisApiKeys } from './accounts';
 import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './server';
 
 export interface RunningSchema {
@@ -74,6 +75,12 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     throw e;
   }
   const stopSweeping = server.changes.startSweeping(config.sweepIntervalMs);
+  // Before accounts were events, keys lived in a Redis hash: carried into the accounts topic once.
+  if (server.accounts !== undefined) {
+    await importRedisApiKeys(redis, config.redis.prefix, server.accounts, log).catch((e: unknown) =>
+      log('error', 'API keys in Redis could not be imported; the next start tries again', { error: e instanceof Error ? e.message : String(e) }),
+    );
+  }
   log('info', 'listening', {
     grpc_port: port,
     grpc_host: config.grpc.host,

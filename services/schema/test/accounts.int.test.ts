@@ -8,6 +8,7 @@ import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
 import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, dumpUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
+import { importRedisApiKeys } from '../src';
 import { create, readTopic, startReplica, type Replica } from './support';
 
 /*
@@ -156,5 +157,17 @@ describe('accounts and keys in the distributed schema service', () => {
     await expect(store.get('umbrella')).resolves.toMatchObject({ quotas: { datasets: 7, requests_per_minute: null } });
     expect(await redis.exists(schemaIntentKey(prefix, 'umbrella'))).toBe(0);
     expect(await readAccounts(accountsTopic, 1)).toEqual([left]);
+  });
+
+  it('imports the keys an older deployment kept in the Redis hash <prefix>api-keys once, as events, and renames the hash', async () => {
+    const { accountsTopic, prefix, replica, store } = await setting();
+    const oldKey = `pb_${randomBytes(32).toString('base64url')}`;
+    await redis.hset(`${prefix}api-keys`, sha(oldKey), 'legacy');
+    expect(await importRedisApiKeys(redis, prefix, replica.accounts!, () => undefined)).toBe(1);
+    await expect(store.resolveHash(sha(oldKey))).resolves.toMatchObject({ account: 'legacy', scope: 'write' });
+    expect(await redis.exists(`${prefix}api-keys`)).toBe(0);
+    expect(await redis.hget(`${prefix}api-keys.imported`, sha(oldKey))).toBe('legacy');
+    expect(await importRedisApiKeys(redis, prefix, replica.accounts!, () => undefined)).toBe(0);
+    expect((await readAccounts(accountsTopic, 2)).map((e) => e.type)).toEqual(['AccountCreated', 'KeyCreated']);
   });
 });
