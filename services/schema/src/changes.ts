@@ -37,6 +37,13 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
  *                                     (its key and shape: services/redis/src/schema-intent.ts)
  *
+ * Account and key changes (accounts.ts, decidedAccount) take the same steps under the same lease: their
+ * event goes to the accounts topic instead (its position returned by the append) and is applied to the
+ * Redis account store at that position; an intent may hold either kind, and rolling it forward re-appends
+ * it to its own topic. Duplicates there are harmless for the same reason: the account fold ignores a
+ * second create, a key already known, a revocation of a revoked key, and nothing else of the account can
+ * come between the two copies (the lease).
+ *
  * Repair. An intent present at step 2 belongs to a holder that stopped between 4 and 7: its event may or
  * may not be in Kafka. Rolling forward re-appends the SAME event (same incarnation) and applies it, so both
  * cases end as "stored once or twice, applied". Twice is harmless by construction: the fold (and so the
