@@ -49,7 +49,9 @@ afterAll(async () => {
 }, 120_000);
 
 /** A call of an admin listener (either gateway's) with the stack's token. */
-function admin(adminPort: number, method: string, urlPath: string, body?: unknown): Promise<Response> {
+const admin = (adminPort: number, method: string, urlPath: string, body?: unknown): Promise<Response> => adminOf(stack, method, urlPath, body, adminPort);
+
+function adminOf(server: TestServer, method: string, urlPath: string, body?: unknown, adminPort: number = server.adminPort): Promise<Response> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = httpRequest(
@@ -59,7 +61,7 @@ function admin(adminPort: number, method: string, urlPath: string, body?: unknow
         method,
         path: urlPath,
         agent: false,
-        headers: { authorization: `Bearer ${stack.adminToken}`, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: { authorization: `Bearer ${server.adminToken}`, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) },
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -214,3 +216,30 @@ it('creates, uses, revokes (on every gateway within 5 s), deletes, and replays a
   expect(await ping(gatewayB, keepY.key)).toBe(200);
   expect(await ping(gatewayB, revokedY.key)).toBe(401);
 }, 600_000);
+
+it('a first start without configured keys makes the account default and one key as events, shown once; a restart makes none', async () => {
+  const fresh = await new TestServer({ mode: 'distributed', keys: {} }).start();
+  try {
+    const lines = fresh.output.flatMap((l): { msg?: string; api_key?: string; key_id?: string }[] => {
+      try {
+        return [JSON.parse(l) as { msg?: string }];
+      } catch {
+        return [];
+      }
+    });
+    const generated = lines.filter((m) => m.msg?.startsWith('generated an API key'));
+    expect(generated).toHaveLength(1);
+    const key = generated[0]!.api_key!;
+    expect(key).toMatch(/^pb_[A-Za-z0-9_-]{43}$/);
+    expect(await ping({ port: fresh.port, ca: fresh.ca, plainHttp: false }, key)).toBe(200);
+    // An account of the log, listed like any other; its key only as a hash in Redis.
+    expect(ok(await adminOf(fresh, 'GET', '/admin/accounts/default/keys'), 200).body.keys).toEqual([expect.objectContaining({ key_id: generated[0]!.key_id, label: 'first start' })]);
+    const dump = await dumpUnder(redis, fresh.names!.redisPrefix);
+    expect(dump).not.toContain(key);
+    expect(dump).toContain(sha(key));
+    await fresh.stack!.restart('gateway');
+    expect(fresh.output.filter((l) => l.includes('generated an API key'))).toHaveLength(1);
+  } finally {
+    await fresh.stop();
+  }
+}, 300_000);
