@@ -235,7 +235,9 @@ Reads the topic (PUSHBASE_KAFKA_TOPIC) from its beginning up to the end offsets 
 with the projector's own code into a fresh ClickHouse database (<database>_replay_<id>) and a fresh Redis
 prefix (<prefix>replay-<id>:), then swaps them in: RENAME TABLE moves the live tables to
 <database>_retired_<id> and the fresh ones into their place; one Redis MULTI/EXEC renames the fresh schema
-keys onto the live names. The live tables and keys serve reads until the swap.
+keys onto the live names. The live tables and keys serve reads until the swap. Accounts, quotas and key
+hashes are rebuilt the same way from the accounts topic (PUSHBASE_KAFKA_ACCOUNTS_TOPIC, by default
+<topic>.accounts) and swapped in after the schema keys.
 
 Stop every \`pushbase projector\` of PUSHBASE_PROJECTOR_GROUP first: replay refuses to run while the group has
 members. At the swap it sets the group's offsets to where the rebuild ended, so restarted projectors apply
