@@ -64,8 +64,11 @@ export function describeProjectionContract(name: string, make: () => Promise<Pro
       f.apply([defined('a', 'x', 'i1'), appended('a', 'x', 'i1', [{ day: '2024-01-01', n: 1 }, { day: '2024-01-02', n: null }]), defined('b', 'y', 'i2', plain)]);
       await f.settle();
       const listing: DatasetListing[] = await f.store.listDatasets('a');
-      expect(listing).toEqual([{ id: 'x', fields: definition.fields, unique_by: ['day'], record_count: 2 }]);
-      await expect(f.store.listDatasets('b')).resolves.toEqual([{ id: 'y', fields: plain.fields, unique_by: [], record_count: 0 }]);
+      // Created by the event at 1 ms, last written by the one at 2 ms.
+      expect(listing).toEqual([{ id: 'x', fields: definition.fields, unique_by: ['day'], record_count: 2, created_at: '1970-01-01T00:00:00.001Z', updated_at: '1970-01-01T00:00:00.002Z' }]);
+      await expect(f.store.listDatasets('b')).resolves.toEqual([
+        { id: 'y', fields: plain.fields, unique_by: [], record_count: 0, created_at: '1970-01-01T00:00:00.001Z', updated_at: '1970-01-01T00:00:00.001Z' },
+      ]);
     });
 
     it('returns records oldest insertion first, with unique_by merges moving to the newest', async () => {

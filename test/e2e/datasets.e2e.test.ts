@@ -49,7 +49,8 @@ describe('PUT /datasets/:id creates a dataset', () => {
     for (const f of ['day', 'amount']) expect([undefined, false]).toContain(res.body.fields[f].optional);
 
     const listed = await listing(s, 'acme', id);
-    expect(listed).toEqual({ id, fields: res.body.fields, unique_by: ['day'], record_count: 0 });
+    // The listing's times are the dataset's own, as the create answered them.
+    expect(listed).toEqual({ id, fields: res.body.fields, unique_by: ['day'], record_count: 0, created_at: res.body.created_at, updated_at: res.body.updated_at });
   });
 
   it('leaves unique_by out of the answer when none was given', async () => {
@@ -164,7 +165,7 @@ describe('PUT /datasets/:id finds an existing dataset', () => {
 
   it('still finds the dataset unchanged after the conflicts', async () => {
     const listed = await listing(s, 'acme', id);
-    expect(listed).toEqual({ id, fields: created.fields, unique_by: ['day', 'region'], record_count: 0 });
+    expect(listed).toEqual({ id, fields: created.fields, unique_by: ['day', 'region'], record_count: 0, created_at: created.created_at, updated_at: created.updated_at });
   });
 });
 
@@ -462,6 +463,8 @@ describe('admin read side', () => {
       fields: { label: expect.objectContaining({ type: 'string', name: 'Label' }) },
       unique_by: ['label'],
       record_count: 2,
+      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      updated_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
     });
     const empty = await s.admin('/admin/accounts/nobody-here/datasets');
     expect(empty.status).toBe(200);

@@ -7,7 +7,9 @@
  * compiled against it. OpenAPI-level `$ref`s (responses, headers, parameters) are followed by JSON
  * pointer into the document. Ajv runs in strict mode, so a misspelt keyword in the document fails here.
  */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
 import path from 'node:path';
 import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
@@ -286,4 +288,34 @@ export function validateResponse(method: string, pathTemplate: string, status: n
 /** Errors of a request body against the operation's documented schema (empty when it conforms). */
 export function validateRequestBody(method: string, pathTemplate: string, body: unknown): string[] {
   return validator().validateRequestBody(method, pathTemplate, body);
+}
+
+export interface SpecCheck {
+  valid: boolean;
+  version?: string;
+  errors?: unknown;
+}
+
+/**
+ * Runs @seriousme/openapi-schema-validator on a document. The package is ESM only and jest runs this
+ * suite as CommonJS through its own module registry (which cannot load ESM without
+ * --experimental-vm-modules), so the validator runs in a child Node process that reads the document
+ * as JSON on stdin and prints its verdict.
+ */
+export function validateSpec(spec: unknown): SpecCheck {
+  const moduleUrl = pathToFileURL(require.resolve('@seriousme/openapi-schema-validator')).href;
+  const script = `
+    import { Validator } from ${JSON.stringify(moduleUrl)};
+    let input = '';
+    for await (const chunk of process.stdin) input += chunk;
+    const validator = new Validator();
+    const result = await validator.validate(JSON.parse(input));
+    process.stdout.write(JSON.stringify({ ...result, version: validator.version }));
+  `;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+    input: JSON.stringify(spec),
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  return JSON.parse(out) as SpecCheck;
 }

@@ -8,9 +8,10 @@ import { ClickHouseProjection } from '../../services/clickhouse/src/store';
 import { emptyBatch, projectEvent, testDatabase, writeBatch, type TestDatabase } from '../../services/clickhouse/test/support';
 
 /*
- * The admin read routes (DECISIONS.md → Read side) served from the ClickHouse projection: the same answers,
- * byte for byte, as the embedded memory projection gives for the same events; and a ClickHouse that cannot
- * be reached is a 503 JSON error, never a 500 or an empty list.
+ * The admin read routes (DECISIONS.md → Read side) and the read API (docs/read-api.md) served from the
+ * ClickHouse projection: the same answers, errors included, byte for byte, as the embedded memory
+ * projection gives for the same events; and a ClickHouse that cannot be reached is a 503 JSON error, never
+ * a 500 or an empty list.
  */
 const TOKEN = 'admin-token-for-tests-0123456789';
 
@@ -54,7 +55,25 @@ describe('admin read routes over the ClickHouse projection', () => {
     await db.drop();
   });
 
-  it.each(['/admin/accounts/acme/datasets', '/admin/accounts/acme/datasets/sales/records', '/admin/accounts/acme/datasets/visits/records', '/admin/accounts/acme/datasets/none/records', '/admin/accounts/nobody/datasets'])(
+  it.each([
+    '/admin/accounts/acme/datasets',
+    '/admin/accounts/acme/datasets/sales/records',
+    '/admin/accounts/acme/datasets/visits/records',
+    '/admin/accounts/acme/datasets/none/records',
+    '/admin/accounts/nobody/datasets',
+    // The read API (docs/read-api.md): answers and errors alike.
+    '/read/v1/accounts/acme/datasets',
+    '/read/v1/accounts/acme/datasets/sales',
+    '/read/v1/accounts/acme/datasets/sales/records?sort=n&order=desc&limit=1',
+    '/read/v1/accounts/acme/datasets/sales/records?filter.n.null=true',
+    '/read/v1/accounts/acme/datasets/visits/records?filter.at=2024-01-01T01:00:00%2B01:00&offset=1',
+    '/read/v1/accounts/acme/datasets/sales/aggregate?op=sum&field=n&group_by=day&bucket=month',
+    '/read/v1/accounts/acme/datasets/visits/aggregate?op=count&group_by=at&bucket=week',
+    '/read/v1/accounts/acme/datasets/none/aggregate?op=count',
+    '/read/v1/accounts/acme/datasets/sales/records?sort=nope',
+    '/read/v1/accounts/acme/datasets/sales/aggregate?op=avg&field=day',
+    '/read/v1/accounts/bad%20account/datasets',
+  ])(
     'answers %s as the memory projection does',
     async (route) => {
       const [fromClickHouse, fromMemory] = await Promise.all([get(clickhouse.url + route), get(memory.url + route)]);
@@ -76,9 +95,11 @@ describe('admin read routes over the ClickHouse projection', () => {
     const conn = connectClickHouse('http://127.0.0.1:1', { requestTimeoutMs: 2000 });
     const down = await serve(createAdminApp({ readModel: new ClickHouseProjection(conn, db.database), token: TOKEN }));
     try {
-      const res = await get(`${down.url}/admin/accounts/acme/datasets`);
-      expect(res.status).toBe(503);
-      expect(res.body).toMatchObject({ error: { message: expect.any(String) as unknown } });
+      for (const route of ['/admin/accounts/acme/datasets', '/read/v1/accounts/acme/datasets/sales/records', '/read/v1/accounts/acme/datasets/sales/aggregate?op=count']) {
+        const res = await get(`${down.url}${route}`);
+        expect({ route, status: res.status }).toEqual({ route, status: 503 });
+        expect(res.body).toMatchObject({ error: { message: expect.any(String) as unknown, code: 'unavailable' } });
+      }
     } finally {
       await new Promise((r) => down.server.close(r));
       await conn.close();

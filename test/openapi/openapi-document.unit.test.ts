@@ -3,8 +3,6 @@
  * DECISIONS.md fixes for every operation: Basic auth, 401, 429 with Retry-After, X-Request-Id
  * everywhere, RateLimit-* on success, the one error shape.
  */
-import { execFileSync } from 'node:child_process';
-import { pathToFileURL } from 'node:url';
 import {
   OpenApiValidator,
   deref,
@@ -12,38 +10,9 @@ import {
   listOperations,
   loadOpenApiDocument,
   resolvePointer,
+  validateSpec,
   type JsonObject,
 } from '../helpers/openapi';
-
-interface SpecCheck {
-  valid: boolean;
-  version?: string;
-  errors?: unknown;
-}
-
-/**
- * Runs @seriousme/openapi-schema-validator on a document. The package is ESM only and jest runs this
- * suite as CommonJS through its own module registry (which cannot load ESM without
- * --experimental-vm-modules), so the validator runs in a child Node process that reads the document
- * as JSON on stdin and prints its verdict.
- */
-function validateSpec(spec: unknown): SpecCheck {
-  const moduleUrl = pathToFileURL(require.resolve('@seriousme/openapi-schema-validator')).href;
-  const script = `
-    import { Validator } from ${JSON.stringify(moduleUrl)};
-    let input = '';
-    for await (const chunk of process.stdin) input += chunk;
-    const validator = new Validator();
-    const result = await validator.validate(JSON.parse(input));
-    process.stdout.write(JSON.stringify({ ...result, version: validator.version }));
-  `;
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
-    input: JSON.stringify(spec),
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-  return JSON.parse(out) as SpecCheck;
-}
 
 const doc = loadOpenApiDocument();
 const operations = listOperations(doc);

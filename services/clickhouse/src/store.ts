@@ -1,7 +1,24 @@
 import type { DatasetListing, LoadedDataset, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore } from '@pushbase/contracts';
-import { parseDatasetId, type DatasetDefinition, type DatasetRecord, type DatasetState, type DatasetSummary, type RowKey } from '@pushbase/domain';
+import {
+  aggregateValue,
+  formatDay,
+  formatUtcMillis,
+  parseDatasetId,
+  resolveAggregateQuery,
+  resolveRecordQuery,
+  type AggregateQueryParams,
+  type AggregateResult,
+  type DatasetDefinition,
+  type DatasetRecord,
+  type DatasetState,
+  type DatasetSummary,
+  type RecordPage,
+  type RecordQueryParams,
+  type RowKey,
+} from '@pushbase/domain';
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
-import { columnsOf, decodeRecord, slotsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
+import { aggregateSql, OUTPUT_PREFIX, recordQuerySql, type DatasetScope } from './read-sql';
+import { columnsOf, decodeRecord, doubleFromBits, slotsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
 import { RowBinaryWriter } from './row-binary';
 import { tablesIn, type ProjectionTables } from './migrations';
 import { accountLiteral, checkAccount, datasetLiteral } from './sql';
@@ -286,7 +303,14 @@ ORDER BY seq`,
     const heads = await this.liveHeads(account);
     return heads.map((h) => {
       const definition = JSON.parse(h.definition) as DatasetDefinition;
-      return { id: h.dataset, fields: definition.fields, unique_by: definition.unique_by, record_count: Number(h.record_count) };
+      return {
+        id: h.dataset,
+        fields: definition.fields,
+        unique_by: definition.unique_by,
+        record_count: Number(h.record_count),
+        created_at: formatUtcMillis(Number(h.created_at)),
+        updated_at: formatUtcMillis(Number(h.updated_at)),
+      };
     });
   }
 
@@ -294,6 +318,47 @@ ORDER BY seq`,
     const stored = await this.readDataset(account, id);
     if (stored === undefined || stored.deleted) return undefined;
     return [...stored.state.rows.values()];
+  }
+
+  async queryRecords(account: string, id: string, params: RecordQueryParams): Promise<RecordPage | undefined> {
+    const scope = await this.scopeOf(account, id);
+    if (scope === undefined) return undefined;
+    const q = resolveRecordQuery(scope.definition, params);
+    const sql = recordQuerySql(scope, q);
+    // Two statements, so under concurrent writes the total and the page may be of two moments.
+    const [rows, total] = await Promise.all([
+      selectRows<Record<string, string | null>>(this.conn, sql.page, `reading records of ${account}/${id}`),
+      selectRows<{ n: string }>(this.conn, sql.total, `counting records of ${account}/${id}`),
+    ]);
+    const slots = slotsOf(scope.definition);
+    const records = rows.slice(0, q.limit).map((r) => decodeRecord(slots, Object.fromEntries(slots.map((s) => [s.stored, r[`${OUTPUT_PREFIX}${s.stored}`]]))));
+    return { records, total: Number(total[0]?.n ?? 0), offset: q.offset, limit: q.limit, next_offset: rows.length > q.limit ? q.offset + q.limit : null };
+  }
+
+  async aggregate(account: string, id: string, params: AggregateQueryParams): Promise<AggregateResult | undefined> {
+    const scope = await this.scopeOf(account, id);
+    if (scope === undefined) return undefined;
+    const q = resolveAggregateQuery(scope.definition, params);
+    const rows = await selectRows<{ n: string; v?: string | null; k?: string | null }>(this.conn, aggregateSql(scope, q), `aggregating ${account}/${id}`);
+    const valueOf = (r: { n: string; v?: string | null }): number | null => {
+      const v = r.v === undefined || r.v === null ? NaN : doubleFromBits(r.v);
+      return aggregateValue(q.op, Number(r.n), v, v, v);
+    };
+    const groupBy = q.groupBy;
+    if (groupBy === null) return { value: valueOf(rows[0] ?? { n: '0' }) };
+    return {
+      groups: rows.map((r) => ({
+        key: r.k === undefined || r.k === null ? null : groupBy.bucket === null ? r.k : formatDay(Number(r.k)),
+        value: valueOf(r),
+      })),
+    };
+  }
+
+  /** What a query of a live dataset needs: its definition and the incarnation whose rows are its records. */
+  private async scopeOf(account: string, id: string): Promise<DatasetScope | undefined> {
+    const summary = await this.get(account, id);
+    if (summary === undefined) return undefined;
+    return { tables: this.tables, accountLiteral: accountLiteral(account), datasetLiteral: datasetLiteral(id), incarnation: summary.incarnation, definition: summary.definition };
   }
 
   // ── SchemaStore (a view of the heads; the schema service's own store is Redis) ──

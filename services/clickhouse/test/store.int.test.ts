@@ -360,7 +360,14 @@ describe('ClickHouseProjection store', () => {
           await expect(db.store.listDatasets(account)).resolves.toEqual(
             [...(expected?.values() ?? [])]
               .sort((a, b) => (a.id < b.id ? -1 : 1))
-              .map((d) => ({ id: d.id, fields: d.definition.fields, unique_by: d.definition.unique_by, record_count: d.rows.size })),
+              .map((d) => ({
+                id: d.id,
+                fields: d.definition.fields,
+                unique_by: d.definition.unique_by,
+                record_count: d.rows.size,
+                created_at: formatUtcMillis(d.created_at),
+                updated_at: formatUtcMillis(d.updated_at),
+              })),
           );
           await expect(db.store.count(account)).resolves.toBe(expected?.size ?? 0);
         },

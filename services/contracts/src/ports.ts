@@ -1,4 +1,16 @@
-import type { AccountQuotas, DatasetEvent, DatasetRecord, DatasetSummary, DatasetDefinition, KeyScope, QuotaLimits } from '@pushbase/domain';
+import type {
+  AccountQuotas,
+  AggregateQueryParams,
+  AggregateResult,
+  DatasetEvent,
+  DatasetRecord,
+  DatasetSummary,
+  DatasetDefinition,
+  KeyScope,
+  QuotaLimits,
+  RecordPage,
+  RecordQueryParams,
+} from '@pushbase/domain';
 
 /*
  * The ports of pushbase. Each has an embedded adapter now and a distributed one later (file | Kafka,
@@ -82,13 +94,27 @@ export interface DatasetListing {
   readonly fields: DatasetDefinition['fields'];
   readonly unique_by: readonly string[];
   readonly record_count: number;
+  /** When the dataset was created and last written, UTC `YYYY-MM-DDThh:mm:ss.sssZ`. */
+  readonly created_at: string;
+  readonly updated_at: string;
 }
 
-/** The read side, behind the admin listener and the widgets. */
+/**
+ * The read side, behind the admin listener and the widgets' read API. The queries' rules (order, nulls,
+ * filters, aggregates, buckets) are the domain's (read-query.ts); each adapter checks a query against the
+ * definition of the dataset it reads (resolveRecordQuery / resolveAggregateQuery) and rejects with a
+ * DomainError `invalid` naming the query parameter. Aggregates are computed where the records are (the
+ * fold in memory; ClickHouse's GROUP BY), never by shipping records to the caller.
+ */
 export interface ReadModel {
+  /** By id. */
   listDatasets(account: string): Promise<DatasetListing[]>;
   /** Oldest insertion first; undefined when the dataset does not exist. */
   listRecords(account: string, id: string): Promise<DatasetRecord[] | undefined>;
+  /** One page of the records that match the filters, in the asked order; undefined when the dataset does not exist. */
+  queryRecords(account: string, id: string, query: RecordQueryParams): Promise<RecordPage | undefined>;
+  /** An aggregate of the records that match the filters; undefined when the dataset does not exist. */
+  aggregate(account: string, id: string, query: AggregateQueryParams): Promise<AggregateResult | undefined>;
 }
 
 export interface RateDecision {

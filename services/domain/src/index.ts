@@ -9,3 +9,4 @@ export * from './decide';
 export * from './positional';
 export * from './rows';
 export * from './accounts';
+export * from './read-query';

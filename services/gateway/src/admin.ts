@@ -7,6 +7,7 @@ import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope,
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
+import { createReadApi } from './read-api';
 
 /** The admin listener's unauthenticated health route. */
 export const HEALTH_PATH = '/healthz';
@@ -154,6 +155,7 @@ export function createAdminApp({ readModel, token, log, metrics, accounts }: Adm
     ctx.body = { records };
   });
   app.use(router.routes());
+  app.use(createReadApi({ readModel }));
   app.use(async (ctx: Context, next: Next) => {
     await next();
     if (ctx.body === undefined && ctx.status === 404) throw new HttpError(404, `No such endpoint: ${ctx.method} ${ctx.path}`, 'no_route');

@@ -6,3 +6,4 @@ export * from './rate-limit';
 export * from './trusted-proxies';
 export * from './listeners';
 export * from './listener-config';
+export * from './read-api';

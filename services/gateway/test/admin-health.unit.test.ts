@@ -62,6 +62,8 @@ describe('admin health route', () => {
       ['POST', '/healthz'],
       ['GET', '/healthz/x'],
       ['GET', '/admin/accounts/acme/datasets'],
+      ['GET', '/read/v1/accounts/acme/datasets'],
+      ['GET', '/read/v1/accounts/acme/datasets/x/aggregate?op=count'],
       ['GET', '/admin/healthz'],
     ] as const) {
       const res = await fetch(`${admin.url}${path}`, { method });

@@ -1,0 +1,74 @@
+import type { Context, Middleware } from 'koa';
+import Router from '@koa/router';
+import type { ReadModel } from '@pushbase/contracts';
+import { invalid, parseAggregateQuery, parseDatasetId, parseRecordQuery } from '@pushbase/domain';
+import { HttpError } from './errors';
+
+/*
+ * The read API for widgets (issue 11; docs/read-api.md, docs/read-api.yaml): one account's datasets, a
+ * dataset's records paged, sorted and filtered, and aggregates. JSON in the public API's error shape.
+ * Every route names its account, and asks `access` whether the request may read it: mounted on the admin
+ * listener today, behind the admin token, where every account is readable. A read-only key (issue 11's
+ * read scope) will be admitted by an `access` that resolves the key and allows its own account only.
+ */
+
+/** Throws (an HttpError 401/403/404) unless the request may read `account`'s datasets. */
+export type ReadAccess = (ctx: Context, account: string) => Promise<void> | void;
+
+/** On the admin listener the bearer token was checked before any route: every account is open to it. */
+export const adminReadAccess: ReadAccess = () => undefined;
+
+export const READ_API_PREFIX = '/read/v1';
+
+export interface ReadApiDeps {
+  readonly readModel: ReadModel;
+  readonly access?: ReadAccess;
+}
+
+// The accounts the key store and ClickHouse take (keys.ts, clickhouse sql.ts): refused alike in both modes.
+const ACCOUNT = /^[A-Za-z0-9._-]{1,100}$/;
+
+type Params = Readonly<Record<string, string | undefined>>;
+
+function accountOf(params: Params): string {
+  const account = params.account ?? '';
+  if (!ACCOUNT.test(account)) throw invalid(`Invalid account "${account.slice(0, 120)}": use 1 to 100 of A-Z a-z 0-9 . _ -`, 'account');
+  return account;
+}
+
+const notFound = (id: string): HttpError => new HttpError(404, `Dataset not found: ${id}`, 'not_found');
+
+/** The read API's routes, to mount on a listener that already runs the error middleware. */
+export function createReadApi({ readModel, access = adminReadAccess }: ReadApiDeps): Middleware {
+  const router = new Router({ prefix: READ_API_PREFIX });
+  const scope = async (ctx: Context, params: Params): Promise<{ account: string; id: string }> => {
+    const account = accountOf(params);
+    await access(ctx, account);
+    ctx.set('Cache-Control', 'no-store');
+    return { account, id: params.id === undefined ? '' : parseDatasetId(params.id) };
+  };
+  router.get('/accounts/:account/datasets', async (ctx) => {
+    const { account } = await scope(ctx, ctx.params);
+    ctx.body = { datasets: await readModel.listDatasets(account) };
+  });
+  router.get('/accounts/:account/datasets/:id', async (ctx) => {
+    const { account, id } = await scope(ctx, ctx.params);
+    const dataset = (await readModel.listDatasets(account)).find((d) => d.id === id);
+    if (dataset === undefined) throw notFound(id);
+    ctx.body = dataset;
+  });
+  router.get('/accounts/:account/datasets/:id/records', async (ctx) => {
+    const { account, id } = await scope(ctx, ctx.params);
+    const page = await readModel.queryRecords(account, id, parseRecordQuery(ctx.query));
+    if (page === undefined) throw notFound(id);
+    ctx.body = page;
+  });
+  router.get('/accounts/:account/datasets/:id/aggregate', async (ctx) => {
+    const { account, id } = await scope(ctx, ctx.params);
+    const query = parseAggregateQuery(ctx.query);
+    const result = await readModel.aggregate(account, id, query);
+    if (result === undefined) throw notFound(id);
+    ctx.body = { op: query.op, field: query.field, group_by: query.groupBy, bucket: query.bucket, ...result };
+  });
+  return router.routes() as Middleware;
+}
