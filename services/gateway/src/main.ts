@@ -1,16 +1,15 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
-import { RequestScope } from '@pushbase/contracts';
+import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
+import { DEFAULT_QUOTAS, DomainError, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { jsonLogger, loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
-import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey } from '@pushbase/redis';
+import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
 import { createAdminApp } from './admin';
 import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
-import type { AccountAdmin } from '@pushbase/contracts';
-import { DEFAULT_QUOTAS, DomainError, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { configuredKeyId, hashApiKey, newApiKey, parseBootstrapKeys } from './keys';
 import { startListeners } from './listeners';
 import { memoryRateLimiter } from './rate-limit';
@@ -59,7 +58,7 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
     // Accounts and keys: the schema service decides and stores them; a key is made here and only its hash sent.
     const accounts = connectAccountAdmin(config.schemaAddress, { requestScope, newKey: newApiKey, hashKey: hashApiKey, defaults });
     closers.push(() => accounts.close());
-    if (keys.configuredCount === 0) await firstStartKey(accounts, new RedisAccountStore(redis, { prefix: config.redis.prefix }), log);
+    if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, log);
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
@@ -133,8 +132,9 @@ function configuredKeys(config: GatewayConfig, log: Logger): Map<string, Configu
  * schema service not reachable yet is logged, and `pushbase accounts create` / `pushbase keys create` do
  * the same later. Two gateways starting at once may each make a key; both work, each is shown once.
  */
-async function firstStartKey(accounts: AccountAdmin & Closable, store: RedisAccountStore, log: Logger): Promise<void> {
-  if ((await store.list()).length > 0) return;
+async function firstStartKey(accounts: AccountAdmin & Closable, redis: Redis, prefix: string, log: Logger): Promise<void> {
+  // Keys of an older version still in the Redis hash are the schema service's to import (importRedisApiKeys).
+  if ((await new RedisAccountStore(redis, { prefix }).list()).length > 0 || (await redis.exists(`${prefix}api-keys`)) === 1) return;
   try {
     await accounts.waitForReady(10_000);
     await accounts.createAccount('default', DEFAULT_QUOTAS).catch((e: unknown) => {
