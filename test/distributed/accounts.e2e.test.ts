@@ -210,6 +210,16 @@ it('creates, uses, revokes (on every gateway within 5 s), deletes, and replays a
   expect(await ping(gatewayB, key2.key)).toBe(401);
   const accounts = ok(await admin(adminB, 'GET', '/admin/accounts'), 200).body.accounts as { account: string; key_count: number }[];
   expect(accounts.filter((a) => a.account.startsWith('tenant-'))).toEqual([expect.objectContaining({ account: 'tenant-y', key_count: 1 })]);
+  // The CLI says the same through the other gateway's admin listener: it is the same HTTP client in both modes.
+  const cli = await new Promise<string>((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [BUNDLE, 'keys', 'list', 'tenant-y', '--admin-url', `http://127.0.0.1:${adminB}`, '--token', stack.adminToken, '--json'],
+      { cwd: ROOT, timeout: 60_000 },
+      (err, out, errOut) => (err === null ? resolve(out) : reject(new Error(`${err.message}\n${errOut}`))),
+    ),
+  );
+  expect((JSON.parse(cli) as { keys: { key_id: string }[] }).keys.map((k) => k.key_id)).toEqual([keepY.key_id]);
   // The bootstrap keys of PUSHBASE_API_KEYS are configuration: they worked throughout.
   expect(await ping(A, stack.keys.acme!)).toBe(200);
   await stack.stack!.restart('projector');
