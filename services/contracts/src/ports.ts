@@ -223,6 +223,15 @@ export interface AccountAdmin {
   revokeKey(account: string, keyId: string): Promise<void>;
 }
 
+/**
+ * AccountAdmin as the distributed schema service serves it (proto/pushbase/v1/accounts.proto): the caller
+ * (the gateway's adapter) makes the key and hands over only its hash, so the key never leaves the process
+ * that shows it once.
+ */
+export interface AccountCommands extends Omit<AccountAdmin, 'createKey'> {
+  createKeyByHash(account: string, key: { readonly hash: string; readonly scope: KeyScope; readonly label: string | null }): Promise<KeyView>;
+}
+
 /** Who a presented key is: its account, scope and the account's quotas in force. */
 export interface Principal {
   readonly account: string;
