@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createAccountAdmin, createRecordService, createSchemaService, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
-import { createAdminApp, createGatewayApp, memoryRateLimiter, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
@@ -102,6 +102,8 @@ async function startWithAccounts(config: EmbeddedConfig, log: Logger, lock: Data
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   const errorLog = (line: string): void => log('request failed', { detail: line });
 
+  const uiDir = findUiDir();
+  if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
   const gateway = createGatewayApp({
     schemas,
     records,
@@ -112,8 +114,17 @@ async function startWithAccounts(config: EmbeddedConfig, log: Logger, lock: Data
     trustedProxies: config.trustedProxies.trust,
     log: errorLog,
     metrics: httpMetrics(metrics),
+    read: { readModel: projection, uiDir, ratePerMinute: config.readRateLimitPerMinute },
   });
-  const admin = createAdminApp({ readModel: projection, token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)), log: errorLog, metrics, accounts: accountAdmin });
+  const admin = createAdminApp({
+    readModel: projection,
+    token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)),
+    log: errorLog,
+    metrics,
+    accounts: accountAdmin,
+    keys,
+    uiDir,
+  });
   const listeners = await startListeners(gateway, admin, { ...config, tls });
   const { port, adminPort } = listeners;
   log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });

@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
-import type { AccountAdmin, ReadModel } from '@pushbase/contracts';
+import type { AccountAdmin, KeyStore, ReadModel } from '@pushbase/contracts';
 import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotas, quoteValue } from '@pushbase/domain';
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
-import { createReadApi } from './read-api';
+import { apiKeyFromAuthorization } from './app';
+import { ADMIN_SESSION, isReadPath, keyReadSession, pageRoutes, readRoutes } from './read-side';
 
 /** The admin listener's unauthenticated health route. */
 export const HEALTH_PATH = '/healthz';
@@ -20,6 +21,10 @@ export interface AdminDeps {
   readonly metrics?: Registry;
   /** Accounts and keys (/admin/accounts…); without it those routes do not exist. */
   readonly accounts?: AccountAdmin;
+  /** The API keys: with them a key (read or write scope) may use the read API here, for its own account. */
+  readonly keys?: KeyStore;
+  /** The dataset browser page's files (ui.ts findUiDir); the page answers 404 without them. */
+  readonly uiDir?: string | undefined;
 }
 
 // An admin body is a name, a few quotas, a label: anything bigger is a mistake.
@@ -95,7 +100,7 @@ function accountRoutes(router: Router, accounts: AccountAdmin): void {
  * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
  * bearer token. The public API deliberately offers no read of records.
  */
-export function createAdminApp({ readModel, token, log, metrics, accounts }: AdminDeps): Koa {
+export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir }: AdminDeps): Koa {
   const app = new Koa();
   app.use(async (ctx: Context, next: Next) => {
     ctx.state.requestId = randomUUID();
@@ -136,12 +141,23 @@ export function createAdminApp({ readModel, token, log, metrics, accounts }: Adm
       ctx.body = body;
     });
   }
+  // The dataset browser page's files: no data in them, so no token (the page signs in through the read API).
+  app.use(pageRoutes(uiDir, { redirectRoot: true }));
   app.use(async (ctx: Context, next: Next) => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
-    if (m === null || !safeEqual(m[1] as string, token)) {
-      ctx.set('WWW-Authenticate', 'Bearer realm="pushbase-admin"');
-      throw new HttpError(401, 'A valid admin bearer token is required', 'unauthorized');
+    const authorization = ctx.get('authorization');
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
+    if (bearer !== undefined && safeEqual(bearer, token)) {
+      ctx.state.readSession = ADMIN_SESSION;
+      await next();
+      return;
     }
+    // The read routes also take an account's key (as Bearer, or Basic as the push API sends it).
+    const session = isReadPath(ctx.path) ? await keyReadSession(keys, bearer ?? apiKeyFromAuthorization(authorization || undefined)) : undefined;
+    if (session === undefined) {
+      ctx.set('WWW-Authenticate', 'Bearer realm="pushbase-admin"');
+      throw new HttpError(401, isReadPath(ctx.path) ? 'A valid API key or the admin bearer token is required' : 'A valid admin bearer token is required', 'unauthorized');
+    }
+    ctx.state.readSession = session;
     await next();
   });
   const router = new Router();
@@ -155,7 +171,7 @@ export function createAdminApp({ readModel, token, log, metrics, accounts }: Adm
     ctx.body = { records };
   });
   app.use(router.routes());
-  app.use(createReadApi({ readModel }));
+  app.use(readRoutes(readModel));
   app.use(async (ctx: Context, next: Next) => {
     await next();
     if (ctx.body === undefined && ctx.status === 404) throw new HttpError(404, `No such endpoint: ${ctx.method} ${ctx.path}`, 'no_route');

@@ -6,6 +6,7 @@ import type { KeyStore, Principal, RecordService, RequestScope, SchemaService } 
 import type { HttpMetrics } from '@pushbase/metrics';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
+import { isReadPath, keySession, pageRoutes, readRoutes, type ReadSideDeps } from './read-side';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import { hashApiKey } from './keys';
 import type { FlexibleRateLimiter } from './rate-limit';
@@ -37,7 +38,12 @@ export interface GatewayDeps {
   readonly requestScope?: RequestScope;
   /** Requests by route and status, their latency, rate-limit refusals (docs/metrics.md). None when not given. */
   readonly metrics?: HttpMetrics;
+  /** The read API and the dataset browser page for the accounts' keys (read-side.ts); absent: neither. */
+  readonly read?: ReadSideDeps;
 }
+
+/** Read requests per minute per key on the public listener, unless PUSHBASE_READ_RATE_LIMIT_PER_MINUTE says otherwise. */
+export const DEFAULT_READ_RATE_PER_MINUTE = 600;
 
 const rateLimitMessage = (limit: number): string => `You have exceeded the API rate limit of ${limit} requests per minute. Try sending data less frequently.`;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -219,6 +225,10 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     });
   }
 
+  // The page's files hold no data: served without a key (the page signs in through the read API). Not `/`,
+  // which is the push API's ping here.
+  if (deps.read !== undefined) app.use(pageRoutes(deps.read.uiDir));
+
   // Authentication, with a per-address guard against guessing keys. The guard refuses only requests that
   // fail to authenticate: a valid key is never locked out by other clients' failures behind the same
   // address (a NAT, or the proxy itself), and has its own per-key limit below. Keys are high-entropy
@@ -247,7 +257,12 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
 
   // 60 requests per minute per API key (DECISIONS.md → Rate limit), or the account's own quota.
   app.use(async (ctx: Context, next: Next) => {
-    const d = await deps.rateLimiter.consume(ctx.state.rateKey as string, principal(ctx).quotas.requests_per_minute);
+    // Reads count apart, under a limit of their own: a page polling once a second must not use up the
+    // key's pushes, and pushes must not starve the page.
+    const reading = deps.read !== undefined && isReadPath(ctx.path);
+    const d = reading
+      ? await deps.rateLimiter.consume(`read:${ctx.state.rateKey as string}`, deps.read?.ratePerMinute ?? DEFAULT_READ_RATE_PER_MINUTE)
+      : await deps.rateLimiter.consume(ctx.state.rateKey as string, principal(ctx).quotas.requests_per_minute);
     const resetSeconds = String(Math.max(0, Math.ceil(d.resetMs / 1000)));
     ctx.set('RateLimit-Limit', String(d.limit));
     ctx.set('RateLimit-Remaining', String(d.remaining));
@@ -282,6 +297,13 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     ok(ctx);
   });
 
+  if (deps.read !== undefined) {
+    app.use(async (ctx: Context, next: Next) => {
+      if (isReadPath(ctx.path)) ctx.state.readSession = keySession(principal(ctx));
+      await next();
+    });
+    app.use(readRoutes(deps.read.readModel));
+  }
   app.use(router.routes());
   app.use(async (ctx: Context, next: Next) => {
     await next();

@@ -8,6 +8,7 @@ import { connectAccountAdmin, connectRecordService, connectSchemaService, type C
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
 import { createAdminApp } from './admin';
+import { findUiDir } from './ui';
 import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
 import { configuredKeyId, hashApiKey, newApiKey, parseBootstrapKeys } from './keys';
@@ -63,6 +64,9 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
     closers.push(() => clickhouse.close());
 
     const errorLog = (line: string): void => log('request failed', { detail: line });
+    const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
+    const uiDir = findUiDir();
+    if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
     const gateway = createGatewayApp({
       schemas,
       records,
@@ -75,8 +79,9 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
       requestScope,
       log: errorLog,
       metrics: httpMetrics(metrics),
+      read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
     });
-    const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog, metrics, accounts });
+    const admin = createAdminApp({ readModel, token: adminToken, log: errorLog, metrics, accounts, keys, uiDir });
     const listeners = await startListeners(gateway, admin, { ...config, tls });
     log('listening', {
       port: listeners.port,
