@@ -43,7 +43,10 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   });
   const conn = connectClickHouse(config.clickhouse.url);
   const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase);
-  const store = new ClickHouseProjection(conn, config.clickhouse.database, { views });
+  const store = new ClickHouseProjection(conn, config.clickhouse.database, {
+    views,
+    onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
+  });
   const projector = new Projector(store, {
     schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
     maxRows: config.maxRows,
