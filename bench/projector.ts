@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { decodeEvent, encodeEvent, type ProjectedHead, type ProjectedRow, type StreamPosition } from '@pushbase/contracts';
 import { decideAppend, decideDefine, streamKey, type DatasetEvent } from '@pushbase/domain';
-import { KafkaEventAppender, createKafka, ensureTopic, parseBrokers } from '@pushbase/kafka';
+import { KafkaEventAppender, createKafka, defaultAccountsTopic, ensureTopic, parseBrokers } from '@pushbase/kafka';
 import { loadProjectorConfig, project, runProjector, type ProjectedDataset } from '@pushbase/projector';
 import { DATASET_DEFINITION, RECORDS_PER_REQUEST, makeRecords } from './workload';
 
@@ -90,6 +90,7 @@ async function main(): Promise<void> {
   const conn = connectClickHouse(CLICKHOUSE_URL);
   try {
     await ensureTopic(admin, { topic, partitions: PARTITIONS });
+    await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
     const events = workload();
     const records = events.reduce((n, e) => n + (e.type === 'RecordsAppended' ? e.records.length : 0), 0);
     say(`projector bench: ${records.toLocaleString('en-US')} records in ${events.length} events over ${DATASETS} datasets, ${PARTITIONS} partitions, writes of ≥${FLUSH_ROWS.toLocaleString('en-US')} rows`);
@@ -162,7 +163,7 @@ async function main(): Promise<void> {
     say(`  raw insert: ${(await liveRecords(conn, raw)).toLocaleString('en-US')} records in ${Math.round(rawMs)} ms → ${rate(records, rawMs)}`);
     say(`  ratio projected / raw: ${(rawMs / projectMs).toFixed(2)}`);
   } finally {
-    await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+    await admin.deleteTopics({ topics: [topic, defaultAccountsTopic(topic)] }).catch(() => undefined);
     await admin.disconnect();
     for (const db of [projected, raw]) await conn.client.command({ query: `DROP DATABASE IF EXISTS ${quoteIdentifier(db)}` });
     await conn.close();

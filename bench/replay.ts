@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { connectClickHouse, dropDatabase } from '@pushbase/clickhouse';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import { createKafka, ensureTopic, KafkaEventAppender, parseBrokers } from '@pushbase/kafka';
+import { createKafka, defaultAccountsTopic, ensureTopic, KafkaEventAppender, parseBrokers } from '@pushbase/kafka';
 import { dropSchemaGeneration, openRedis } from '@pushbase/redis';
 import { loadReplayConfig, runReplay } from '../services/projector/src';
 import { KEYED, makeRecords, PLAIN } from '../services/projector/test/event-sequences';
@@ -22,6 +22,7 @@ async function main(): Promise<void> {
   const admin = createKafka({ brokers }).admin();
   await admin.connect();
   await ensureTopic(admin, { topic, partitions: 3 });
+  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
   const appender = new KafkaEventAppender({ connection: { brokers }, topic });
   const events: DatasetEvent[] = [];
   for (let d = 0; d < datasets; d++) {
@@ -48,7 +49,7 @@ async function main(): Promise<void> {
     await dropSchemaGeneration(redis, prefix);
     redis.disconnect();
     await admin.deleteGroups([env.PUSHBASE_PROJECTOR_GROUP]).catch(() => undefined);
-    await admin.deleteTopics({ topics: [topic] });
+    await admin.deleteTopics({ topics: [topic, defaultAccountsTopic(topic)] });
     await admin.disconnect();
   }
 }

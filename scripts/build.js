@@ -6,7 +6,7 @@
 // matters on the hot path: the loader keeps function names by wrapping every closure creation in a
 // defineProperty call and turns module exports into getters (measured in bench/, see the issue note).
 'use strict';
-const { readdirSync, readFileSync, rmSync } = require('node:fs');
+const { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync } = require('node:fs');
 const path = require('node:path');
 const esbuild = require('esbuild');
 
@@ -26,7 +26,26 @@ for (const file of manifests) {
 // Start clean, so no bundle of a removed entry point lingers beside the new ones.
 rmSync(path.join(root, 'dist'), { recursive: true, force: true });
 
-esbuild
+// The dataset browser page (services/ui, issue 11): its script bundled with chart.js for browsers, beside
+// its HTML and CSS in dist/ui, which the admin listener serves (services/gateway/src/ui.ts). Nothing is
+// fetched from elsewhere at run time.
+const ui = path.join(root, 'dist', 'ui');
+mkdirSync(ui, { recursive: true });
+for (const file of ['index.html', 'styles.css']) copyFileSync(path.join(root, 'services/ui/static', file), path.join(ui, file));
+const page = esbuild.build({
+  entryPoints: { app: path.join(root, 'services/ui/src/main.ts') },
+  outdir: ui,
+  bundle: true,
+  platform: 'browser',
+  target: ['es2022'],
+  format: 'iife',
+  minify: true,
+  sourcemap: true,
+  legalComments: 'linked',
+  logLevel: 'warning',
+});
+
+const server = esbuild
   .build({
     // The server, and the write-pool and snapshot-pool threads it starts from beside itself
     // (services/embedded/src/write-pool.ts, snapshot-pool.ts).
@@ -43,5 +62,6 @@ esbuild
     sourcemap: true,
     external: [...external],
     logLevel: 'warning',
-  })
-  .catch(() => process.exit(1));
+  });
+
+Promise.all([page, server]).catch(() => process.exit(1));

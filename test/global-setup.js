@@ -13,6 +13,7 @@ const { execFileSync } = require('node:child_process');
 const tsx = require('tsx/cjs/api');
 const { ensureHelm } = require('../scripts/ensure-helm.js');
 const { ensureSchemathesis } = require('../scripts/ensure-schemathesis.js');
+const { ensureChromium } = require('../scripts/ensure-chromium.js');
 
 module.exports = async (globalConfig) => {
   execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build.js')], { stdio: 'inherit' });
@@ -38,6 +39,12 @@ module.exports = async (globalConfig) => {
       process.env.PUSHBASE_SCHEMATHESIS_PYTHON = ensureSchemathesis((line) => process.stderr.write(`\n${line}\n`)).python;
     } catch (e) {
       process.env.PUSHBASE_SCHEMATHESIS_ERROR = e instanceof Error ? e.message : String(e);
+    }
+    // Debian's chromium for the dataset page's browser test (scripts/ensure-chromium.js); same failure rule.
+    try {
+      process.env.PUSHBASE_CHROMIUM = ensureChromium((line) => process.stderr.write(`\n${line}\n`));
+    } catch (e) {
+      process.env.PUSHBASE_CHROMIUM_ERROR = e instanceof Error ? e.message : String(e);
     }
   }
 

@@ -26,8 +26,15 @@ export function describeKeyStoreContract(name: string, make: () => Promise<KeySt
     it('maps each key to its account and nothing else', async () => {
       await f.add('key-one-0123456789', 'acme');
       await f.add('key-two-0123456789', 'globex');
-      await expect(f.store.resolve('key-one-0123456789')).resolves.toBe('acme');
-      await expect(f.store.resolve('key-two-0123456789')).resolves.toBe('globex');
+      await expect(f.store.resolve('key-one-0123456789')).resolves.toMatchObject({ account: 'acme', scope: 'write' });
+      await expect(f.store.resolve('key-two-0123456789')).resolves.toMatchObject({ account: 'globex', scope: 'write' });
+      const [one, two] = [await f.store.resolve('key-one-0123456789'), await f.store.resolve('key-two-0123456789')];
+      // A handle to list and revoke by, the same at every lookup, and never the key itself.
+      expect(one?.key_id).toBe((await f.store.resolve('key-one-0123456789'))?.key_id);
+      expect(one?.key_id).not.toBe(two?.key_id);
+      expect(one?.key_id).not.toContain('key-one');
+      expect(one?.quotas.requests_per_minute).toBeGreaterThan(0);
+      expect(one?.quotas.datasets).toBeGreaterThan(0);
       await expect(f.store.resolve('key-one-012345678')).resolves.toBeUndefined();
       await expect(f.store.resolve('KEY-ONE-0123456789')).resolves.toBeUndefined();
       await expect(f.store.resolve('')).resolves.toBeUndefined();

@@ -1,5 +1,5 @@
 import { MemoryProjection } from '@pushbase/app';
-import { hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter } from '@pushbase/gateway';
+import { hashApiKey, MemoryKeyStore, SlidingWindowRateLimiter } from '@pushbase/gateway';
 import { describeKeyStoreContract } from './key-store.contract';
 import { describeProjectionContract } from './read-model.contract';
 import { describeRateLimiterContract } from './rate-limiter.contract';
@@ -21,10 +21,6 @@ describeSchemaStoreContract('MemoryProjection', { redeliverySafe: false }, () =>
     cleanup: () => Promise.resolve(),
   });
 });
-
-describeRateLimiterContract('rate-limiter-flexible memory backend', 60, () =>
-  Promise.resolve({ limiter: memoryRateLimiter(60, 60, `contract-${Math.random()}`), cleanup: () => Promise.resolve() }),
-);
 
 describeRateLimiterContract('sliding window (memory)', 60, () =>
   Promise.resolve({ limiter: new SlidingWindowRateLimiter(60, 60_000), cleanup: () => Promise.resolve() }),

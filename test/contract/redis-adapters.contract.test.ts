@@ -1,5 +1,6 @@
 import { hashApiKey } from '@pushbase/gateway';
-import { RedisKeyStore, RedisRateLimiter, RedisSchemaStore } from '@pushbase/redis';
+import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent } from '@pushbase/domain';
+import { RedisAccountStore, RedisKeyStore, RedisRateLimiter, RedisSchemaStore } from '@pushbase/redis';
 import type { Redis } from 'ioredis';
 import { connectTestRedis, deleteUnder, dumpUnder, randomPrefix } from '../helpers/redis';
 import { describeKeyStoreContract } from './key-store.contract';
@@ -30,14 +31,26 @@ describeSchemaStoreContract('Redis', { redeliverySafe: true }, () =>
   }),
 );
 
-describeKeyStoreContract('Redis', () =>
+describeKeyStoreContract('Redis (the account store, fed account events)', () =>
   onRedis((redis, prefix) => {
+    const accounts = new RedisAccountStore(redis, { prefix });
     const store = new RedisKeyStore(redis, { prefix });
+    // Keys exist here only as the fold of the accounts topic: the fixture applies the events a topic would hold.
+    let offset = 0;
+    const keyIds = new Map<string, { account: string; key_id: string }>();
+    const apply = (event: AccountEvent): Promise<number> => accounts.apply([{ event, position: { partition: 0, offset: offset++ } }]);
+    const base = (account: string) => ({ schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at: Date.now() }) as const;
     return {
       store,
-      add: (key: string, account: string) => store.add(hashApiKey(key), account),
+      add: async (key: string, account: string) => {
+        await apply({ type: 'AccountCreated', ...base(account), quotas: DEFAULT_QUOTAS });
+        const key_id = `kid_${offset}`;
+        keyIds.set(key, { account, key_id });
+        await apply({ type: 'KeyCreated', ...base(account), key_id, hash: hashApiKey(key), scope: 'write', label: null });
+      },
       revoke: async (key: string) => {
-        await store.revoke(hashApiKey(key));
+        const k = keyIds.get(key)!;
+        await apply({ type: 'KeyRevoked', ...base(k.account), key_id: k.key_id });
       },
       rawContents: () => dumpUnder(redis, prefix),
     };

@@ -3,8 +3,8 @@ import path from 'node:path';
 import { TestServer } from '../helpers/server';
 
 /*
- * A side file cut short by a power loss right after a first start (api-keys.json, tls/cert.pem) stops the
- * server before it listens, with a message naming the file; before, an empty keys file stopped it with
+ * A side file cut short by a power loss (an older data directory's api-keys.json, tls/cert.pem right after
+ * a first start) stops the server before it listens, with a message naming the file; before, an empty keys file stopped it with
  * "Unexpected end of JSON input" naming nothing, and an empty certificate let it log "listening" while every
  * TLS handshake failed.
  */

@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TestServer } from '../helpers/server';
@@ -6,8 +6,9 @@ import { TestServer } from '../helpers/server';
 /*
  * A data directory written by pushbase before the batch-framed log (commit e4de4d5, the v1 format: one
  * [length][crc][JSON] frame per append, a pid-file LOCK left behind by kill -9, side files without fsync)
- * must keep opening: same datasets and records, the same stored API key, admin token and certificate; and
- * what is written after the upgrade survives a restart and a kill -9 too.
+ * must keep opening: same datasets and records, the same stored API key (imported from api-keys.json into
+ * the account log), admin token and certificate; and what is written after the upgrade survives a restart
+ * and a kill -9 too.
  */
 
 jest.setTimeout(90_000);
@@ -46,6 +47,13 @@ describe('a v1 data directory (written before the batch-framed log)', () => {
     expect(await visible(s, token)).toEqual(state);
     const key = expected.api_key;
     expect((await s.request('GET', '/', { key })).status).toBe(200);
+    // Its api-keys.json was imported into the account log once and moved aside (issue 8 item 3).
+    expect(existsSync(path.join(dataDir, 'api-keys.json'))).toBe(false);
+    expect(readFileSync(path.join(dataDir, 'api-keys.json.imported'), 'utf8')).toBe(readFileSync(path.join(FIXTURE, 'api-keys.json'), 'utf8'));
+    const listed = await fetch(`http://127.0.0.1:${s.adminPort}/admin/accounts/default/keys`, { headers: { authorization: `Bearer ${token}` } });
+    expect(((await listed.json()) as { keys: unknown[] }).keys).toEqual([
+      { key_id: expect.stringMatching(/^kid_/), account: 'default', scope: 'write', label: 'imported from api-keys.json', created_at: '2026-11-23T09:07:16.323Z' },
+    ]);
 
     const more = [{ day: '2024-03-01', name: 'after-upgrade', n: 1000 }];
     expect((await s.request('POST', '/datasets/plain/data', { key, body: { data: more } })).status).toBe(200);

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { connectClickHouse, dropDatabase } from '@pushbase/clickhouse';
-import { createKafka, parseBrokers } from '@pushbase/kafka';
+import { createKafka, defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { openRedis } from '@pushbase/redis';
 import { DistributedStack, type ServiceExit, type ServiceName } from '../../services/cli/src/distributed';
 import { BUNDLE, ROOT } from './server';
@@ -135,7 +135,7 @@ export class TestStack {
     const admin = createKafka({ brokers: parseBrokers(this.servers.PUSHBASE_KAFKA_BROKERS), clientId: 'pushbase-test-stack' }).admin();
     try {
       await admin.connect();
-      await admin.deleteTopics({ topics: [this.names.topic] }).catch(() => undefined);
+      await admin.deleteTopics({ topics: [this.names.topic, defaultAccountsTopic(this.names.topic)] }).catch(() => undefined);
     } finally {
       await admin.disconnect();
     }

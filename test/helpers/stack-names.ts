@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { connectClickHouse, dropDatabase } from '@pushbase/clickhouse';
-import { createKafka, parseBrokers } from '@pushbase/kafka';
+import { createKafka, defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { openRedis } from '@pushbase/redis';
 
 /*
@@ -47,7 +47,7 @@ export async function dropListedStacks(tmp: string, env: NodeJS.ProcessEnv = pro
   await admin.connect();
   try {
     const existing = new Set(await admin.listTopics());
-    const topics = stacks.map((s) => s.topic).filter((t) => existing.has(t));
+    const topics = stacks.flatMap((s) => [s.topic, defaultAccountsTopic(s.topic)]).filter((t) => existing.has(t));
     if (topics.length > 0) await admin.deleteTopics({ topics });
     await admin.deleteGroups(stacks.map((s) => s.group)).catch(() => undefined);
   } finally {

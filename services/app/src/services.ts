@@ -1,5 +1,5 @@
-import type { DatasetBody, DatasetRef, EventAppender, EventLog, FindOrCreateResult, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
-import { decideDefine, decideDelete, notFound, parseDatasetId, type DatasetDefined, type DefineDecision, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
+import type { DatasetBody, DatasetRef, EventAppender, EventLog, FindOrCreateResult, QuotaSource, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
+import { decideDefine, decideDelete, LIMITS, notFound, parseDatasetId, type DatasetDefined, type DefineDecision, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
 import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
 
@@ -64,6 +64,8 @@ interface SchemaServiceCommonDeps {
   readonly store: SchemaStore;
   readonly clock: Clock;
   readonly ids: IdSource;
+  /** Each account's dataset limit in force (its quota); the API's limit for every account when not given. */
+  readonly quotas?: QuotaSource;
 }
 
 /** Either an event log whose listener feeds `store` (embedded), or the changes of a distributed schema service. */
@@ -75,7 +77,8 @@ export type SchemaServiceDeps = SchemaServiceCommonDeps & ({ readonly log: Event
  * `changes`' part, the one thing the embedded and the distributed schema service do differently.
  */
 export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
-  const { store, clock, ids } = deps;
+  const { store, clock, ids, quotas } = deps;
+  const datasetLimit = (account: string): Promise<number> => (quotas === undefined ? Promise.resolve(LIMITS.datasetsPerAccount) : quotas.datasetLimit(account));
   const changes = 'changes' in deps ? deps.changes : logSchemaChanges(deps.log);
   const settled = async (account: string, id: string): Promise<SettledDataset> =>
     changes.settled === undefined ? { dataset: await store.get(account, id), pending: false } : changes.settled(account, id);
@@ -83,8 +86,8 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
     findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
       const safeId = parseDatasetId(id);
       const decide = async () => {
-        const [existing, count] = await Promise.all([store.get(account, safeId), store.count(account)]);
-        return { existing, decision: (): DefineDecision => decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, existing, count) };
+        const [existing, count, limit] = await Promise.all([store.get(account, safeId), store.count(account), datasetLimit(account)]);
+        return { existing, decision: (): DefineDecision => decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, existing, count, limit) };
       };
       // A dataset that exists is found (or conflicts) from one read, without the account's lock: that answer
       // changes nothing and rests on the dataset alone, so it is correct as of the read (a delete running

@@ -2,11 +2,12 @@
 import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
 import { compact, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
-import { createKafka, ensureTopic } from '@pushbase/kafka';
+import { ACCOUNTS_TOPIC_PARTITIONS, createKafka, ensureTopic } from '@pushbase/kafka';
 import { loadRecordsConfig, runRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema } from '@pushbase/schema';
 import { loadGatewayConfig } from '@pushbase/gateway/src/config';
 import { runGateway } from '@pushbase/gateway/src/main';
+import { addAdminCommands } from './admin-commands';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { createLogger, startTracing, type JsonLogger, type TelemetryConfig } from '@pushbase/telemetry';
 import { formatResult, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
@@ -105,7 +106,7 @@ async function compactOffline(): Promise<void> {
 }
 
 /**
- * `pushbase migrate`: creates the topic of dataset events when it is missing (an existing one is checked and
+ * `pushbase migrate`: creates the topic of dataset events and the accounts topic when they are missing (an existing one is checked and
  * reported, never changed) and creates or upgrades the ClickHouse projection's tables; running it again
  * changes nothing.
  */
@@ -117,6 +118,9 @@ async function migrateDataPath(): Promise<void> {
   try {
     const topic = await ensureTopic(admin, { topic: config.kafka.topic, partitions: config.kafka.partitions, replicationFactor: config.kafka.replicationFactor });
     log.info({ topic: config.kafka.topic, partitions: topic.partitions, notes: topic.notes }, topic.created ? 'topic created' : 'topic present');
+    // The accounts topic: the same settings (everything kept, never compacted), one partition (account-log.ts).
+    const accounts = await ensureTopic(admin, { topic: config.kafka.accountsTopic, partitions: ACCOUNTS_TOPIC_PARTITIONS, replicationFactor: config.kafka.replicationFactor });
+    log.info({ topic: config.kafka.accountsTopic, partitions: accounts.partitions, notes: accounts.notes }, accounts.created ? 'topic created' : 'topic present');
   } finally {
     await admin.disconnect();
   }
@@ -263,7 +267,9 @@ Reads the topic (PUSHBASE_KAFKA_TOPIC) from its beginning up to the end offsets 
 with the projector's own code into a fresh ClickHouse database (<database>_replay_<id>) and a fresh Redis
 prefix (<prefix>replay-<id>:), then swaps them in: RENAME TABLE moves the live tables to
 <database>_retired_<id> and the fresh ones into their place; one Redis MULTI/EXEC renames the fresh schema
-keys onto the live names. The live tables and keys serve reads until the swap.
+keys onto the live names. The live tables and keys serve reads until the swap. Accounts, quotas and key
+hashes are rebuilt the same way from the accounts topic (PUSHBASE_KAFKA_ACCOUNTS_TOPIC, by default
+<topic>.accounts) and swapped in after the schema keys.
 
 Stop every \`pushbase projector\` of PUSHBASE_PROJECTOR_GROUP first: replay refuses to run while the group has
 members. At the swap it sets the group's offsets to where the rebuild ended, so restarted projectors apply
@@ -323,6 +329,8 @@ program
   .action((options: { verify?: boolean; verifyOnly?: boolean; keepRetired?: boolean; progress: boolean }) =>
     replay({ verify: options.verify === true, verifyOnly: options.verifyOnly === true, keepRetired: options.keepRetired === true, progress: options.progress }),
   );
+
+addAdminCommands(program);
 
 program.parseAsync(process.argv).catch((e: unknown) => {
   process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);

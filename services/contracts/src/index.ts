@@ -3,3 +3,4 @@ export * from './proto';
 export * from './projection';
 export * from './event-codec';
 export * from './request-scope';
+export * from './account-codec';

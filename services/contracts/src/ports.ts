@@ -17,8 +17,11 @@ import type {
  * memory | Redis, memory | ClickHouse, in-process | gRPC); one behaviour suite runs against every adapter.
  */
 
-/** Called synchronously, in log order (per dataset), for every durable batch of events. */
-export type EventListener = (events: readonly DatasetEvent[]) => void;
+/**
+ * Called synchronously, in log order (per dataset), for every durable batch of events. Dataset events by
+ * default; the embedded account log is the same kind of log over account events.
+ */
+export type EventListener<E = DatasetEvent> = (events: readonly E[]) => void;
 
 /**
  * Where an event sits in the log. Kafka: its partition and offset. One dataset's events live in one
@@ -38,7 +41,7 @@ export interface PositionedEvent {
  * The write half of the log: all the schema and record services need. A distributed writer never reads
  * the log back, so it has no listener; readers (the projector, replay) consume the log on their own.
  */
-export interface EventAppender {
+export interface EventAppender<E = DatasetEvent> {
   /**
    * Appends the events in order and resolves once they are durable (fsync'd / acknowledged by all
    * in-sync replicas). Rejects with a DomainError of code `unavailable` when the log cannot take the
@@ -47,17 +50,17 @@ export interface EventAppender {
    * per dataset (one Kafka partition holds a dataset; nothing is atomic across partitions).
    * `encoded`, when given, is `JSON.stringify(events)` as UTF-8, already made elsewhere (a worker thread).
    */
-  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void>;
+  append(events: readonly E[], encoded?: Uint8Array): Promise<void>;
   /** Stops taking appends, waits for those in flight, releases the log. */
   close(): Promise<void>;
 }
 
-export interface EventLog extends EventAppender {
+export interface EventLog<E = DatasetEvent> extends EventAppender<E> {
   /**
    * Delivers every stored event to `listener` (the replay), then every newly durable batch: one dataset's
    * events in append order, each append's events in one call. Call once, before the first append.
    */
-  start(listener: EventListener): Promise<void>;
+  start(listener: EventListener<E>): Promise<void>;
   /**
    * Appends the events in order and resolves once they are durable (fsync'd / acknowledged by all
    * replicas) and the listener has seen them. Rejects with a DomainError of code `unavailable` when the
@@ -65,7 +68,7 @@ export interface EventLog extends EventAppender {
    * `encoded`, when given, is `JSON.stringify(events)` as UTF-8, already made elsewhere (a worker thread):
    * the log stores it as the events' payload instead of serialising them again.
    */
-  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void>;
+  append(events: readonly E[], encoded?: Uint8Array): Promise<void>;
   /** Stops taking appends, waits for those in flight, releases the log. */
   close(): Promise<void>;
 }
@@ -123,13 +126,25 @@ export interface RateDecision {
 }
 
 export interface RateLimiter {
-  /** Counts one request for `key` unless it is refused; refused requests do not count. */
-  consume(key: string): Promise<RateDecision>;
+  /**
+   * Counts one request for `key` unless it is refused; refused requests do not count. `limit` is the limit
+   * in force for this key now (its account's requests_per_minute quota), so a quota change applies from
+   * the next request without a new limiter.
+   */
+  consume(key: string, limit: number): Promise<RateDecision>;
 }
 
-/** Maps a presented API key to its account. Keys are stored only as hashes. */
+/** Maps a presented API key to who it is (account, key, scope, quotas in force). Keys are stored only as hashes. */
 export interface KeyStore {
-  resolve(apiKey: string): Promise<string | undefined>;
+  resolve(apiKey: string): Promise<Principal | undefined>;
+}
+
+/**
+ * The dataset limit in force for an account (its `datasets` quota, else the API's 100), read by the schema
+ * service when it decides a create.
+ */
+export interface QuotaSource {
+  datasetLimit(account: string): Promise<number>;
 }
 
 // ── The service contracts (proto/pushbase/v1): implemented in-process now, by gRPC clients later. ──
@@ -206,6 +221,15 @@ export interface AccountAdmin {
   createKey(account: string, options: { readonly scope: KeyScope; readonly label: string | null }): Promise<KeyView & { readonly key: string }>;
   listKeys(account: string): Promise<KeyView[]>;
   revokeKey(account: string, keyId: string): Promise<void>;
+}
+
+/**
+ * AccountAdmin as the distributed schema service serves it (proto/pushbase/v1/accounts.proto): the caller
+ * (the gateway's adapter) makes the key and hands over only its hash, so the key never leaves the process
+ * that shows it once.
+ */
+export interface AccountCommands extends Omit<AccountAdmin, 'createKey'> {
+  createKeyByHash(account: string, key: { readonly hash: string; readonly scope: KeyScope; readonly label: string | null }): Promise<KeyView>;
 }
 
 /** Who a presented key is: its account, scope and the account's quotas in force. */

@@ -4,7 +4,7 @@ import { loadPackageDefinition, type GrpcObject, type ServiceClientConstructor }
 import { loadSync, type Options, type PackageDefinition } from '@grpc/proto-loader';
 
 /*
- * The gRPC contracts (proto/pushbase/v1) of SchemaService and RecordService. Every gRPC server and client
+ * The gRPC contracts (proto/pushbase/v1) of SchemaService, RecordService and AccountAdmin. Every gRPC server and client
  * of pushbase loads them through here, so both ends decode messages with the same options.
  */
 
@@ -26,11 +26,12 @@ function findProtoDir(): string {
 export const PROTO_DIR = findProtoDir();
 
 /** The service files, relative to PROTO_DIR (they import `pushbase/v1/common.proto`). */
-export const PROTO_FILES: readonly string[] = ['pushbase/v1/schema.proto', 'pushbase/v1/records.proto'];
+export const PROTO_FILES: readonly string[] = ['pushbase/v1/schema.proto', 'pushbase/v1/records.proto', 'pushbase/v1/accounts.proto'];
 
 /** The fully qualified gRPC service names. */
 export const SCHEMA_SERVICE_NAME = 'pushbase.v1.SchemaService';
 export const RECORD_SERVICE_NAME = 'pushbase.v1.RecordService';
+export const ACCOUNT_ADMIN_SERVICE_NAME = 'pushbase.v1.AccountAdmin';
 
 /**
  * The one option set. Change it only together with every adapter that reads the decoded messages.
@@ -66,6 +67,7 @@ const isServiceConstructor = (v: unknown): v is ServiceClientConstructor =>
 export interface PushbaseServices {
   readonly SchemaService: ServiceClientConstructor;
   readonly RecordService: ServiceClientConstructor;
+  readonly AccountAdmin: ServiceClientConstructor;
 }
 
 /** The two client constructors (each with its `.service` definition for `server.addService`). */
@@ -74,8 +76,9 @@ export function pushbaseServices(root: GrpcObject = loadPushbaseProtos()): Pushb
   const v1 = pushbase?.v1 as GrpcObject | undefined;
   const schema = v1?.SchemaService;
   const records = v1?.RecordService;
-  if (!isServiceConstructor(schema) || !isServiceConstructor(records)) {
-    throw new Error(`The protos in ${PROTO_DIR} do not define ${SCHEMA_SERVICE_NAME} and ${RECORD_SERVICE_NAME}`);
+  const accounts = v1?.AccountAdmin;
+  if (!isServiceConstructor(schema) || !isServiceConstructor(records) || !isServiceConstructor(accounts)) {
+    throw new Error(`The protos in ${PROTO_DIR} do not define ${SCHEMA_SERVICE_NAME}, ${RECORD_SERVICE_NAME} and ${ACCOUNT_ADMIN_SERVICE_NAME}`);
   }
-  return { SchemaService: schema, RecordService: records };
+  return { SchemaService: schema, RecordService: records, AccountAdmin: accounts };
 }

@@ -104,7 +104,10 @@ export const emptyAccounts = (): AccountsState => ({ accounts: new Map(), keysBy
 /**
  * Applies one event; returns a new state (the input is not changed). Total: an event that does not fit the
  * state (a key of a deleted account, a second create) changes nothing, so redelivering any suffix of the
- * log leaves the state as delivering it once, as the dataset fold does.
+ * log leaves the state as delivering it once, as the dataset fold does. That holds for a log of DECIDED
+ * events (each one decided against the state before it, as the decide* functions do): in an arbitrary
+ * sequence, an event ignored the first time (a key before its account) may apply when delivered again
+ * (accounts.unit.test.ts checks both with fast-check).
  */
 export function foldAccount(state: AccountsState, event: AccountEvent): AccountsState {
   const accounts = new Map(state.accounts);

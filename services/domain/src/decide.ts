@@ -56,8 +56,11 @@ export type DefineDecision =
   | { readonly outcome: 'found'; readonly dataset: DatasetSummary }
   | { readonly outcome: 'created'; readonly dataset: DatasetSummary; readonly event: DatasetDefined };
 
-/** Find or create (`PUT /datasets/:id`). `existing` is the live dataset with this id, `count` the account's datasets. */
-export function decideDefine(cmd: DefineCommand, existing: DatasetSummary | undefined, count: number): DefineDecision {
+/**
+ * Find or create (`PUT /datasets/:id`). `existing` is the live dataset with this id, `count` the account's
+ * datasets, `limit` the account's dataset quota in force (the API's limit unless the account has its own).
+ */
+export function decideDefine(cmd: DefineCommand, existing: DatasetSummary | undefined, count: number, limit: number = LIMITS.datasetsPerAccount): DefineDecision {
   const id = parseDatasetId(cmd.id);
   const definition = parseDefinition(cmd.body);
   if (existing !== undefined) {
@@ -67,10 +70,10 @@ export function decideDefine(cmd: DefineCommand, existing: DatasetSummary | unde
     }
     return { outcome: 'found', dataset: existing };
   }
-  if (count >= LIMITS.datasetsPerAccount) {
+  if (count >= limit) {
     throw new DomainError(
       'dataset_limit',
-      `You have reached the limit of ${LIMITS.datasetsPerAccount} datasets for this account. Delete datasets you no longer need to make room for new ones.`,
+      `You have reached the limit of ${limit} datasets for this account. Delete datasets you no longer need to make room for new ones.`,
     );
   }
   const event: DatasetDefined = {

@@ -112,6 +112,22 @@ export interface FileEventLogOptions {
   readonly metrics?: EventLogMetrics;
 }
 
+/**
+ * How a log's events become a frame's payload (a JSON array) and back. Dataset events by default; the
+ * account log (account-log.ts) is this same log, same format and recovery, over account events.
+ * `decode` throws EventDecodeError for a value that is no event this reader knows.
+ */
+export interface LogCodec<E> {
+  encode(events: readonly E[]): Buffer;
+  decode(value: unknown): E;
+}
+
+export const DATASET_EVENT_CODEC: LogCodec<DatasetEvent> = { encode: encodeEventBatch, decode: (value) => decodeEventValue(value) };
+
+export interface FileEventLogCodecOptions<E> extends FileEventLogOptions {
+  readonly codec: LogCodec<E>;
+}
+
 export interface FileEventLogStartOptions {
   /**
    * Global index of the first frame to deliver: the position of the snapshot the caller loaded. Frames
@@ -172,11 +188,11 @@ function parseFrame(payload: Buffer): { array?: unknown[]; why?: string } {
  * returning a `why` that would let a last frame be dropped as a torn tail, or handing the fold an event it
  * does not know.
  */
-function decodeEvents(payload: Buffer, where: () => string): { events?: DatasetEvent[]; why?: string } {
+function decodeEvents<E>(codec: LogCodec<E>, payload: Buffer, where: () => string): { events?: E[]; why?: string } {
   const { array, why } = parseFrame(payload);
   if (array === undefined) return { why: why ?? 'payload is not an array' };
   try {
-    return { events: array.map((value) => decodeEventValue(value)) };
+    return { events: array.map((value) => codec.decode(value)) };
   } catch (err) {
     if (err instanceof EventDecodeError) {
       throw new EventLogCorruptError(`${where()} holds an event this pushbase cannot read: ${err.message}. Refusing to start; nothing was cut.`);
@@ -187,9 +203,9 @@ function decodeEvents(payload: Buffer, where: () => string): { events?: DatasetE
 
 /** Decodes the frames of one segment; `where` names it in the error an unreadable event raises. */
 const decodeFrameOf =
-  (where: string): Decode<DatasetEvent[]> =>
+  <E>(where: string, codec: LogCodec<E>): Decode<E[]> =>
   (payload, index) => {
-    const decoded = decodeEvents(payload, () => `Frame ${index} of ${where}`);
+    const decoded = decodeEvents(codec, payload, () => `Frame ${index} of ${where}`);
     return decoded.events === undefined ? { why: decoded.why ?? 'not events' } : { value: decoded.events };
   };
 
@@ -201,7 +217,7 @@ export async function readSealedSegment(file: string, base: number, from: number
   const fd = await openFile(file, fs.constants.O_RDONLY);
   try {
     const size = await fstatSize(fd);
-    const scan = await scanLog(fd, size, base, decodeFrameOf(`sealed segment ${file}`), (events, index) => {
+    const scan = await scanLog(fd, size, base, decodeFrameOf(`sealed segment ${file}`, DATASET_EVENT_CODEC), (events, index) => {
       if (index >= from) deliver(events);
     });
     if (scan.end !== size) {
@@ -247,8 +263,8 @@ async function findValidFrame(fd: number, from: number, size: number): Promise<n
   return undefined;
 }
 
-interface Pending {
-  readonly events: readonly DatasetEvent[];
+interface Pending<E> {
+  readonly events: readonly E[];
   /** The frame's length prefix inside its batch. */
   readonly prefix: Buffer;
   readonly payload: Buffer;
@@ -268,8 +284,9 @@ interface Active {
 
 type State = 'new' | 'starting' | 'open' | 'closing' | 'closed';
 
-export class FileEventLog implements EventLog {
+export class FileEventLog<E = DatasetEvent> implements EventLog<E> {
   readonly dir: string;
+  private readonly codec: LogCodec<E>;
   private readonly maxBatchBytes: number;
   private readonly tracer = pushbaseTracer();
   private readonly segmentBytes: number;
@@ -283,10 +300,10 @@ export class FileEventLog implements EventLog {
   private active: Active | undefined;
   /** Sealed segments still on disk (as far as this log knows), oldest first. */
   private sealed: SegmentInfo[] = [];
-  private listener: EventListener | undefined;
+  private listener: EventListener<E> | undefined;
   /** Why the log refuses appends until restart; set when a failed batch could not be rolled back. */
   private broken: string | undefined;
-  private queue: Pending[] = [];
+  private queue: Pending<E>[] = [];
   /** The running writer loop, if any. At most one exists, so at most one write/fsync is in flight. */
   private draining: Promise<void> | undefined;
   private starting: Promise<void> | undefined;
@@ -296,8 +313,11 @@ export class FileEventLog implements EventLog {
   private replayed = 0;
   private syncs = 0;
 
-  constructor(opts: FileEventLogOptions) {
+  /** Dataset events unless `codec` says otherwise (then E is the codec's event type). */
+  constructor(opts: FileEventLogOptions | FileEventLogCodecOptions<E>) {
     this.dir = opts.dir;
+    // Without a codec the log is a log of dataset events: E is DatasetEvent (the default type argument).
+    this.codec = 'codec' in opts ? opts.codec : (DATASET_EVENT_CODEC as unknown as LogCodec<E>);
     // Capped so that a batch's body always fits what the start-up scan accepts (log-records.ts).
     this.maxBatchBytes = Math.min(MAX_FRAME_BYTES, Math.max(1, opts.maxBatchBytes ?? DEFAULT_MAX_BATCH_BYTES));
     this.segmentBytes = Math.max(1, opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES);
@@ -345,7 +365,7 @@ export class FileEventLog implements EventLog {
     this.sealed = this.sealed.filter((s) => s.base + s.frames > position);
   }
 
-  start(listener: EventListener, opts: FileEventLogStartOptions = {}): Promise<void> {
+  start(listener: EventListener<E>, opts: FileEventLogStartOptions = {}): Promise<void> {
     if (this.state !== 'new') return Promise.reject(new Error(`FileEventLog.start: the log is ${this.state}`));
     this.state = 'starting';
     this.listener = listener;
@@ -353,7 +373,7 @@ export class FileEventLog implements EventLog {
     return this.starting;
   }
 
-  append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void> {
+  append(events: readonly E[], encoded?: Uint8Array): Promise<void> {
     if (this.broken !== undefined) return Promise.reject(unavailable(this.broken));
     if (this.stopping) return Promise.reject(unavailable('The event log is closed'));
     // Appends made while start() replays wait for it; they are written after the replayed frames.
@@ -363,7 +383,7 @@ export class FileEventLog implements EventLog {
     let payload: Buffer;
     try {
       payload =
-        encoded === undefined ? encodeEventBatch(events) : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+        encoded === undefined ? this.codec.encode(events) : Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
@@ -408,7 +428,7 @@ export class FileEventLog implements EventLog {
 
   // ── start: migrate, replay, repair a torn tail, open for append ──
 
-  private async open(listener: EventListener, from: number): Promise<void> {
+  private async open(listener: EventListener<E>, from: number): Promise<void> {
     let fd: number | undefined;
     try {
       await fs.promises.mkdir(this.dir, { recursive: true });
@@ -481,7 +501,7 @@ export class FileEventLog implements EventLog {
     this.warn(`pushbase: event log: moved the legacy ${legacy} to ${target} (segment 0 of the segmented log)`);
   }
 
-  private async replaySealed(base: number, file: string, nextBase: number, from: number, listener: EventListener): Promise<SegmentInfo> {
+  private async replaySealed(base: number, file: string, nextBase: number, from: number, listener: EventListener<E>): Promise<SegmentInfo> {
     const fd = await openFile(file, fs.constants.O_RDONLY);
     try {
       const size = await fstatSize(fd);
@@ -505,7 +525,7 @@ export class FileEventLog implements EventLog {
     }
   }
 
-  private async replayLast(fd: number, base: number, file: string, from: number, listener: EventListener): Promise<Active> {
+  private async replayLast(fd: number, base: number, file: string, from: number, listener: EventListener<E>): Promise<Active> {
     const size = await fstatSize(fd);
     const replayed = await this.replayFrames(fd, size, base, from, listener);
     // Checked before any tail is cut: a snapshot beyond the log's last good frame proves that what follows
@@ -545,11 +565,11 @@ export class FileEventLog implements EventLog {
    * record. Frames before `from` are not delivered, nor decoded, but their crc is still checked (a torn tail
    * must not hide behind them).
    */
-  private replayFrames(fd: number, size: number, base: number, from: number, listener: EventListener): Promise<LogScan> {
-    const decode = decodeFrameOf(`the event log in ${segmentDir(this.dir)}`);
+  private replayFrames(fd: number, size: number, base: number, from: number, listener: EventListener<E>): Promise<LogScan> {
+    const decode = decodeFrameOf(`the event log in ${segmentDir(this.dir)}`, this.codec);
     // A frame the snapshot covers is checked (its crc, its place) but not decoded: after a compaction the
     // active segment is mostly such frames, and parsing them cost a restart as much as the snapshot itself.
-    const skipCovered: Decode<DatasetEvent[]> = (payload, index) => (index < from ? { value: [] } : decode(payload, index));
+    const skipCovered: Decode<E[]> = (payload, index) => (index < from ? { value: [] } : decode(payload, index));
     return scanLog(fd, size, base, skipCovered, (events, index) => {
       if (index < from) return;
       listener(events);
@@ -573,7 +593,7 @@ export class FileEventLog implements EventLog {
     this.draining = undefined; // synchronously after seeing the queue empty: no append can slip in between
   }
 
-  private takeBatch(): Pending[] {
+  private takeBatch(): Pending<E>[] {
     let bytes = 0;
     let n = 0;
     for (const p of this.queue) {
@@ -619,7 +639,7 @@ export class FileEventLog implements EventLog {
   }
 
   /** Writes and fsyncs one batch, then delivers and resolves it; on failure rolls back. Never throws. */
-  private async commit(batch: Pending[]): Promise<void> {
+  private async commit(batch: Pending<E>[]): Promise<void> {
     if (this.active!.size >= this.segmentBytes && this.active!.frames > 0) {
       try {
         await this.roll();
@@ -689,7 +709,7 @@ export class FileEventLog implements EventLog {
    * seal into the middle of the log, so the log declares itself broken and refuses every append (503) until
    * a restart, whose start() drops that torn tail.
    */
-  private async rollback(batch: Pending[], position: number, cause: unknown): Promise<void> {
+  private async rollback(batch: Pending<E>[], position: number, cause: unknown): Promise<void> {
     const active = this.active!;
     try {
       await this.io.ftruncate(active.fd, position);

@@ -1,14 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { createRecordService, createSchemaService, type MemoryProjection } from '@pushbase/app';
+import { createAccountAdmin, createRecordService, createSchemaService, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
-import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { LIMITS, type QuotaLimits } from '@pushbase/domain';
+import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
-import { loadOrCreateAdminToken, loadStoredKeys } from './side-files';
+import { loadOrCreateAdminToken } from './side-files';
 import { loadOrCreateTls } from './tls';
 import { createSnapshotPool } from './snapshot-pool';
 import { createWritePool } from './write-pool';
@@ -45,14 +47,21 @@ async function startLocked(config: EmbeddedConfig, logger: JsonLogger, lock: Dat
   // Behind a TLS-terminating proxy there is no certificate of ours to serve.
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
 
-  const keys = new MemoryKeyStore();
-  for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
-    keys.add(hashApiKey(key), account);
-    // The failed-auth guard bounds noise, not guessing: a short key is guessable.
-    if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
+  // The quotas of an account without its own: the API's limits, and the operator's PUSHBASE_RATE_LIMIT_PER_MINUTE.
+  const defaults = { datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute };
+  // Accounts and keys: their own log in the data directory, replayed here (accounts.ts).
+  const accounts = await openAccounts({ dataDir: config.dataDir, apiKeys: config.apiKeys, defaults, log, warn: (message) => log('account log', { detail: message }) });
+  try {
+    return await startWithAccounts(config, logger, lock, tls, accounts, defaults);
+  } catch (e) {
+    await accounts.log.close();
+    throw e;
   }
-  await loadStoredKeys(config.dataDir, keys, log);
+}
 
+async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, lock: DataDirLock, tls: Awaited<ReturnType<typeof loadOrCreateTls>> | undefined, accounts: EmbeddedAccounts, defaults: QuotaLimits): Promise<RunningEmbedded> {
+  const log: Logger = messageLog(logger);
+  const { keys } = accounts;
   // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
   const metrics = createMetricsRegistry();
 
@@ -85,13 +94,22 @@ async function startLocked(config: EmbeddedConfig, logger: JsonLogger, lock: Dat
   });
 
   const clock = { now: () => Date.now() };
-  const schemas = createSchemaService({ log: eventLog, store: projection, clock, ids: { newIncarnation: () => randomUUID() } });
+  const schemas = createSchemaService({ log: eventLog, store: projection, clock, ids: { newIncarnation: () => randomUUID() }, quotas: quotaSourceFromLog(accounts.log, defaults) });
+  const accountAdmin = createAccountAdmin({
+    log: accounts.log,
+    clock,
+    defaults,
+    // An account's datasets are deleted as the public API deletes one: DatasetDeleted through the schema service.
+    datasets: { ids: async (account) => (await projection.listDatasets(account)).map((d) => d.id), delete: (account, id) => schemas.delete({ account, id }) },
+  });
   const writePool = createWritePool(config.writeWorkers);
   if (config.writeWorkers > 0 && writePool === undefined) log('write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   // Called inside the failed request (its span active): the line carries its trace_id.
   const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
 
+  const uiDir = findUiDir();
+  if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
   const gateway = createGatewayApp({
     schemas,
     records,
@@ -103,8 +121,17 @@ async function startLocked(config: EmbeddedConfig, logger: JsonLogger, lock: Dat
     logger,
     log: errorLog,
     metrics: httpMetrics(metrics),
+    read: { readModel: projection, uiDir, ratePerMinute: config.readRateLimitPerMinute },
   });
-  const admin = createAdminApp({ readModel: projection, token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)), log: errorLog, metrics });
+  const admin = createAdminApp({
+    readModel: projection,
+    token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)),
+    log: errorLog,
+    metrics,
+    accounts: accountAdmin,
+    keys,
+    uiDir,
+  });
   const listeners = await startListeners(gateway, admin, { ...config, tls });
   const { port, adminPort } = listeners;
   log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });
@@ -119,6 +146,7 @@ async function startLocked(config: EmbeddedConfig, logger: JsonLogger, lock: Dat
       (stopping ??= (async () => {
         await listeners.close();
         await store.close();
+        await accounts.log.close();
         await snapshotPool?.close();
         await writePool?.close();
         await lock.release();

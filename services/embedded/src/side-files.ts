@@ -1,11 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { rename } from 'node:fs/promises';
 import path from 'node:path';
-import { hashApiKey, type MemoryKeyStore, newApiKey } from '@pushbase/gateway';
+import { ACCOUNT_NAME } from '@pushbase/domain';
 import { readIfExists, SideFileError, writeFileAtomic } from './files';
+import { syncDirectory } from './frames';
 
 /*
- * The data directory's small side files: `admin.token` and `api-keys.json` (the TLS files are in tls.ts).
- * Each is generated once, on a first start, and then only ever read. Only a missing file means "first
+ * The data directory's small side files: `admin.token`, and `api-keys.json` of older data directories,
+ * read once to import its keys into the account log (the TLS files are in tls.ts). The token is generated
+ * once, on a first start, and then only ever read. Only a missing file means "first
  * start": a file that exists but cannot be used (empty or cut short by a power loss, edited by hand) stops
  * the start with its name, because generating a new one would silently invalidate what was already handed
  * out — the API key shown once at the first start, the admin token in someone's scripts.
@@ -40,11 +43,11 @@ export async function loadOrCreateAdminToken(dataDir: string, log: SideFileLogge
 export interface StoredKey {
   readonly hash: string;
   readonly account: string;
-  readonly created_at: string;
+  readonly created_at?: string;
 }
 
 const KEYS_REMEDY =
-  'restore it from a backup, or delete it to have a new key generated for the account "default" (every key stored in it stops working)';
+  'restore it from a backup, or move it away (the keys stored in it stop working; create new ones with `pushbase keys create`)';
 
 /** Reads `api-keys.json`; throws SideFileError naming it when it is there but not a list of stored keys. */
 function parseStoredKeys(file: string, text: string): StoredKey[] {
@@ -58,7 +61,7 @@ function parseStoredKeys(file: string, text: string): StoredKey[] {
   if (!Array.isArray(parsed)) throw new SideFileError(file, 'does not hold a JSON array of keys', KEYS_REMEDY);
   parsed.forEach((k: unknown, i) => {
     const entry = k as Partial<StoredKey> | null;
-    if (entry === null || typeof entry !== 'object' || typeof entry.hash !== 'string' || !/^[0-9a-f]{64}$/.test(entry.hash) || typeof entry.account !== 'string' || entry.account === '') {
+    if (entry === null || typeof entry !== 'object' || typeof entry.hash !== 'string' || !/^[0-9a-f]{64}$/.test(entry.hash) || typeof entry.account !== 'string' || !ACCOUNT_NAME.test(entry.account)) {
       throw new SideFileError(file, `has an entry ${i} that is not {"hash": <sha-256 hex>, "account": <name>}`, KEYS_REMEDY);
     }
   });
@@ -66,18 +69,23 @@ function parseStoredKeys(file: string, text: string): StoredKey[] {
 }
 
 /**
- * Keys kept in `<dataDir>/api-keys.json`, as SHA-256 hashes only. On a first start with no key at all, one
- * key for the account `default` is generated and shown once, so `npm start` is usable straight away.
+ * The keys of an older data directory's `api-keys.json` (SHA-256 hashes and accounts), to be imported into
+ * the account log once; undefined when there is no such file. Since accounts and keys are events, nothing
+ * writes this file any more.
  */
-export async function loadStoredKeys(dataDir: string, keys: MemoryKeyStore, log: SideFileLogger): Promise<void> {
+export async function readLegacyKeys(dataDir: string): Promise<{ file: string; keys: StoredKey[] } | undefined> {
   const file = path.resolve(dataDir, API_KEYS_FILE);
   const text = await readIfExists(file);
-  const stored = text === undefined ? [] : parseStoredKeys(file, text);
-  for (const k of stored) keys.add(k.hash, k.account);
-  if (keys.size > 0) return;
-  const key = newApiKey();
-  const entry: StoredKey = { hash: hashApiKey(key), account: 'default', created_at: new Date().toISOString() };
-  await writeFileAtomic(file, `${JSON.stringify([entry], null, 2)}\n`, 0o600);
-  keys.add(entry.hash, entry.account);
-  log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key, keys_file: file });
+  return text === undefined ? undefined : { file, keys: parseStoredKeys(file, text) };
+}
+
+/** Where an imported `api-keys.json` is moved: kept (not deleted) for whoever wants to check the import. */
+export const IMPORTED_KEYS_FILE = `${API_KEYS_FILE}.imported`;
+
+/** Moves an imported `api-keys.json` aside, durably, so it is never imported again. */
+export async function retireLegacyKeys(file: string): Promise<string> {
+  const target = path.join(path.dirname(file), IMPORTED_KEYS_FILE);
+  await rename(file, target);
+  await syncDirectory(path.dirname(file));
+  return target;
 }

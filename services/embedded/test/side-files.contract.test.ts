@@ -2,9 +2,8 @@ import { fstatSync, statSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { MemoryKeyStore } from '@pushbase/gateway';
 import { SideFileError, writeFileAtomic } from '../src/files';
-import { loadOrCreateAdminToken, loadStoredKeys } from '../src/side-files';
+import { loadOrCreateAdminToken, readLegacyKeys, retireLegacyKeys } from '../src/side-files';
 import { loadOrCreateTls } from '../src/tls';
 
 /*
@@ -69,17 +68,20 @@ describe('admin.token', () => {
   });
 });
 
-describe('api-keys.json', () => {
-  it('generates a key for "default" only when the file is missing, and reads it back', async () => {
-    const logged: Record<string, unknown>[] = [];
-    const keys = new MemoryKeyStore();
-    await loadStoredKeys(dir, keys, (_msg, fields) => logged.push(fields ?? {}));
-    expect(logged).toHaveLength(1);
-    const key = String(logged[0]!.api_key);
-    const again = new MemoryKeyStore();
-    await loadStoredKeys(dir, again, (_msg, fields) => logged.push(fields ?? {}));
-    expect(logged).toHaveLength(1); // nothing generated the second time
-    expect(await again.resolve(key)).toBe('default');
+describe('api-keys.json of an older data directory', () => {
+  it('is absent in a new data directory', async () => {
+    await expect(readLegacyKeys(dir)).resolves.toBeUndefined();
+  });
+
+  it('is read as hashes and accounts, and moved aside durably once imported', async () => {
+    const file = path.join(dir, 'api-keys.json');
+    const text = JSON.stringify([{ hash: 'a'.repeat(64), account: 'default', created_at: '2025-01-01T00:00:00.000Z' }]);
+    await writeFile(file, text);
+    await expect(readLegacyKeys(dir)).resolves.toEqual({ file, keys: [{ hash: 'a'.repeat(64), account: 'default', created_at: '2025-01-01T00:00:00.000Z' }] });
+    const moved = await retireLegacyKeys(file);
+    expect(moved).toBe(path.join(dir, 'api-keys.json.imported'));
+    expect(await readFile(moved, 'utf8')).toBe(text);
+    await expect(readLegacyKeys(dir)).resolves.toBeUndefined();
   });
 
   it.each([
@@ -87,15 +89,13 @@ describe('api-keys.json', () => {
     ['cut short', '[\n  {\n    "hash": "ab', /is not valid JSON/],
     ['not a list', '{"hash":"x"}', /does not hold a JSON array/],
     ['a bad entry', '[{"hash":"not-hex","account":"default"}]', /entry 0 /],
-  ])('stops the start when it is %s, naming it, and generates no key', async (_what, text, problem) => {
+    ['a bad account name', `[{"hash":"${'b'.repeat(64)}","account":"two words"}]`, /entry 0 /],
+  ])('stops the start when it is %s, naming it, and leaves it alone', async (_what, text, problem) => {
     const file = path.join(dir, 'api-keys.json');
     await writeFile(file, text);
-    const logged: string[] = [];
-    const attempt = loadStoredKeys(dir, new MemoryKeyStore(), (msg) => logged.push(msg));
-    await expect(attempt).rejects.toThrow(SideFileError);
-    await expect(loadStoredKeys(dir, new MemoryKeyStore(), (msg) => logged.push(msg))).rejects.toThrow(problem);
-    await expect(loadStoredKeys(dir, new MemoryKeyStore(), quiet)).rejects.toThrow(file);
-    expect(logged).toEqual([]);
+    await expect(readLegacyKeys(dir)).rejects.toThrow(SideFileError);
+    await expect(readLegacyKeys(dir)).rejects.toThrow(problem);
+    await expect(readLegacyKeys(dir)).rejects.toThrow(file);
     expect(await readFile(file, 'utf8')).toBe(text);
   });
 });

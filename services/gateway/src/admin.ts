@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
-import type { ReadModel } from '@pushbase/contracts';
+import getRawBody from 'raw-body';
+import type { AccountAdmin, KeyStore, ReadModel } from '@pushbase/contracts';
+import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotas, quoteValue } from '@pushbase/domain';
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
-import { createReadApi } from './read-api';
+import { apiKeyFromAuthorization } from './app';
+import { ADMIN_SESSION, isReadPath, keyReadSession, pageRoutes, readRoutes } from './read-side';
 
 /** The admin listener's unauthenticated health route. */
 export const HEALTH_PATH = '/healthz';
@@ -16,13 +19,88 @@ export interface AdminDeps {
   readonly log?: (line: string, requestId: string) => void;
   /** The process's registry, served at GET /metrics; without one there is no such route. */
   readonly metrics?: Registry;
+  /** Accounts and keys (/admin/accounts…); without it those routes do not exist. */
+  readonly accounts?: AccountAdmin;
+  /** The API keys: with them a key (read or write scope) may use the read API here, for its own account. */
+  readonly keys?: KeyStore;
+  /** The dataset browser page's files (ui.ts findUiDir); the page answers 404 without them. */
+  readonly uiDir?: string | undefined;
+}
+
+// An admin body is a name, a few quotas, a label: anything bigger is a mistake.
+const ADMIN_BODY_LIMIT_BYTES = 64 * 1024;
+
+/** The JSON object body of an admin request, with only the `allowed` members (a typo must not pass unnoticed). */
+async function readAdminBody(ctx: Context, allowed: readonly string[]): Promise<Record<string, unknown>> {
+  let raw: Buffer;
+  try {
+    raw = await getRawBody(ctx.req, { limit: ADMIN_BODY_LIMIT_BYTES, length: ctx.get('content-length') || null });
+  } catch (e: unknown) {
+    if (typeof e === 'object' && e !== null && (e as { type?: unknown }).type === 'entity.too.large') throw new HttpError(413, 'An admin request body is at most 64 KiB', 'body_too_large');
+    throw e;
+  }
+  const body = parseJsonBody(raw) ?? {};
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('The request body must be a JSON object');
+  for (const k of Object.keys(body)) {
+    if (!allowed.includes(k)) throw invalid(`Unknown member ${quoteValue(k)}; this route takes ${allowed.join(', ')}`, k);
+  }
+  return body as Record<string, unknown>;
+}
+
+/**
+ * The account and key routes over the AccountAdmin port (docs/operations.md → Key management). Every answer
+ * is `no-store`: a created key is shown this once, and the rest is not for caches either.
+ */
+function accountRoutes(router: Router, accounts: AccountAdmin): void {
+  const name = (ctx: Context): string => parseAccountName((ctx.params as Record<string, string | undefined>).account);
+  router.use('/admin/accounts', async (ctx, next) => {
+    ctx.set('Cache-Control', 'no-store');
+    await next();
+  });
+  router.post('/admin/accounts', async (ctx) => {
+    const body = await readAdminBody(ctx, ['account', 'quotas']);
+    const view = await accounts.createAccount(parseAccountName(body.account), parseQuotas(body.quotas));
+    ctx.status = 201;
+    ctx.body = view;
+  });
+  router.get('/admin/accounts', async (ctx) => {
+    ctx.body = { accounts: await accounts.listAccounts() };
+  });
+  router.get('/admin/accounts/:account', async (ctx) => {
+    ctx.body = await accounts.getAccount(name(ctx));
+  });
+  // Only the quotas given change; null puts one back to the server's default.
+  router.patch('/admin/accounts/:account', async (ctx) => {
+    const account = name(ctx);
+    const body = await readAdminBody(ctx, ['quotas']);
+    if (body.quotas === undefined) throw invalid('quotas is required: {"quotas": {"datasets"?: n|null, "requests_per_minute"?: n|null}}', 'quotas');
+    const current = await accounts.getAccount(account);
+    ctx.body = await accounts.setQuotas(account, parseQuotas(body.quotas, current.quotas));
+  });
+  router.delete('/admin/accounts/:account', async (ctx) => {
+    ctx.body = await accounts.deleteAccount(name(ctx));
+  });
+  router.post('/admin/accounts/:account/keys', async (ctx) => {
+    const account = name(ctx);
+    const body = await readAdminBody(ctx, ['scope', 'label']);
+    const created = await accounts.createKey(account, { scope: parseKeyScope(body.scope), label: parseKeyLabel(body.label) });
+    ctx.status = 201;
+    ctx.body = created;
+  });
+  router.get('/admin/accounts/:account/keys', async (ctx) => {
+    ctx.body = { keys: await accounts.listKeys(name(ctx)) };
+  });
+  router.delete('/admin/accounts/:account/keys/:key_id', async (ctx) => {
+    await accounts.revokeKey(name(ctx), ctx.params.key_id ?? '');
+    ctx.status = 204;
+  });
 }
 
 /**
  * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
  * bearer token. The public API deliberately offers no read of records.
  */
-export function createAdminApp({ readModel, token, log, metrics }: AdminDeps): Koa {
+export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir }: AdminDeps): Koa {
   const app = new Koa();
   app.use(async (ctx: Context, next: Next) => {
     ctx.state.requestId = randomUUID();
@@ -63,15 +141,27 @@ export function createAdminApp({ readModel, token, log, metrics }: AdminDeps): K
       ctx.body = body;
     });
   }
+  // The dataset browser page's files: no data in them, so no token (the page signs in through the read API).
+  app.use(pageRoutes(uiDir, { redirectRoot: true }));
   app.use(async (ctx: Context, next: Next) => {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
-    if (m === null || !safeEqual(m[1] as string, token)) {
-      ctx.set('WWW-Authenticate', 'Bearer realm="pushbase-admin"');
-      throw new HttpError(401, 'A valid admin bearer token is required', 'unauthorized');
+    const authorization = ctx.get('authorization');
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(authorization)?.[1];
+    if (bearer !== undefined && safeEqual(bearer, token)) {
+      ctx.state.readSession = ADMIN_SESSION;
+      await next();
+      return;
     }
+    // The read routes also take an account's key (as Bearer, or Basic as the push API sends it).
+    const session = isReadPath(ctx.path) ? await keyReadSession(keys, bearer ?? apiKeyFromAuthorization(authorization || undefined)) : undefined;
+    if (session === undefined) {
+      ctx.set('WWW-Authenticate', 'Bearer realm="pushbase-admin"');
+      throw new HttpError(401, isReadPath(ctx.path) ? 'A valid API key or the admin bearer token is required' : 'A valid admin bearer token is required', 'unauthorized');
+    }
+    ctx.state.readSession = session;
     await next();
   });
   const router = new Router();
+  if (accounts !== undefined) accountRoutes(router, accounts);
   router.get('/admin/accounts/:account/datasets', async (ctx) => {
     ctx.body = { datasets: await readModel.listDatasets(ctx.params.account ?? '') };
   });
@@ -81,7 +171,7 @@ export function createAdminApp({ readModel, token, log, metrics }: AdminDeps): K
     ctx.body = { records };
   });
   app.use(router.routes());
-  app.use(createReadApi({ readModel }));
+  app.use(readRoutes(readModel));
   app.use(async (ctx: Context, next: Next) => {
     await next();
     if (ctx.body === undefined && ctx.status === 404) throw new HttpError(404, `No such endpoint: ${ctx.method} ${ctx.path}`, 'no_route');

@@ -2,11 +2,13 @@ import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
-import type { KeyStore, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
+import type { KeyStore, Principal, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
 import type { HttpMetrics } from '@pushbase/metrics';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
 import { errorMiddleware, HttpError } from './errors';
+import { isReadPath, keySession, pageRoutes, readRoutes, type ReadSideDeps } from './read-side';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
+import { hashApiKey } from './keys';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateLimiter } from '@pushbase/contracts';
 import { context, propagation, pushbaseTracer, SpanKind, SpanStatusCode, trace, type JsonLogger } from '@pushbase/telemetry';
@@ -17,7 +19,7 @@ export interface GatewayDeps {
   readonly schemas: SchemaService;
   readonly records: RecordService;
   readonly keys: KeyStore;
-  /** Requests per key (60 a rolling minute by DECISIONS.md). */
+  /** Requests per key, up to the key's account's requests_per_minute quota (60 a rolling minute by DECISIONS.md). */
   readonly rateLimiter: RateLimiter;
   /** Failed authentications per client address: a brute-force guard. */
   readonly authFailureLimiter: FlexibleRateLimiter;
@@ -40,7 +42,12 @@ export interface GatewayDeps {
   readonly metrics?: HttpMetrics;
   /** At debug level, one line per request (route, status, ms) with its request_id and trace_id. */
   readonly logger?: JsonLogger;
+  /** The read API and the dataset browser page for the accounts' keys (read-side.ts); absent: neither. */
+  readonly read?: ReadSideDeps;
 }
+
+/** Read requests per minute per key on the public listener, unless PUSHBASE_READ_RATE_LIMIT_PER_MINUTE says otherwise. */
+export const DEFAULT_READ_RATE_PER_MINUTE = 600;
 
 const rateLimitMessage = (limit: number): string => `You have exceeded the API rate limit of ${limit} requests per minute. Try sending data less frequently.`;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -112,7 +119,17 @@ export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
   return out;
 }
 
-const account = (ctx: Context): string => ctx.state.account as string;
+const principal = (ctx: Context): Principal => ctx.state.principal as Principal;
+const account = (ctx: Context): string => principal(ctx).account;
+
+/**
+ * Every route that changes data needs a write key. A read key (issue 11's widget read side, which may sit in
+ * a browser page) authenticates — it may ping — but writes nothing.
+ */
+const needsWriteScope = async (ctx: Context, next: Next): Promise<void> => {
+  if (principal(ctx).scope !== 'write') throw new HttpError(403, 'This API key is read-only; writing needs a key with write scope', 'read_only_key');
+  await next();
+};
 
 /**
  * Runs the requests of one connection one after another, in the order they arrived. Node's HTTP server
@@ -250,14 +267,18 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     });
   }
 
+  // The page's files hold no data: served without a key (the page signs in through the read API). Not `/`,
+  // which is the push API's ping here.
+  if (deps.read !== undefined) app.use(pageRoutes(deps.read.uiDir));
+
   // Authentication, with a per-address guard against guessing keys. The guard refuses only requests that
   // fail to authenticate: a valid key is never locked out by other clients' failures behind the same
   // address (a NAT, or the proxy itself), and has its own per-key limit below. Keys are high-entropy
   // (generated ones carry 256 bits), so the guard bounds noise and load rather than making a key guessable.
   app.use(async (ctx: Context, next: Next) => {
     const key = apiKeyFromAuthorization(ctx.get('authorization') || undefined);
-    const acct = key === undefined ? undefined : await deps.keys.resolve(key);
-    if (acct === undefined) {
+    const who = key === undefined ? undefined : await deps.keys.resolve(key);
+    if (who === undefined) {
       const address = (ctx.state.clientAddress as string | undefined) ?? ctx.ip;
       const blocked = await deps.authFailureLimiter.isBlocked(address);
       if (blocked !== undefined) {
@@ -270,14 +291,20 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
       ctx.set('WWW-Authenticate', 'Basic realm="pushbase"');
       throw new HttpError(401, 'Your API key is invalid', 'unauthorized');
     }
-    ctx.state.account = acct;
-    ctx.state.apiKey = key;
+    ctx.state.principal = who;
+    // Counted under the key's hash, so a shared limiter's store (Redis) never holds a key in the clear.
+    ctx.state.rateKey = hashApiKey(key as string);
     await next();
   });
 
-  // 60 requests per minute per API key (DECISIONS.md → Rate limit).
+  // 60 requests per minute per API key (DECISIONS.md → Rate limit), or the account's own quota.
   app.use(async (ctx: Context, next: Next) => {
-    const d = await deps.rateLimiter.consume(ctx.state.apiKey as string);
+    // Reads count apart, under a limit of their own: a page polling once a second must not use up the
+    // key's pushes, and pushes must not starve the page.
+    const reading = deps.read !== undefined && isReadPath(ctx.path);
+    const d = reading
+      ? await deps.rateLimiter.consume(`read:${ctx.state.rateKey as string}`, deps.read?.ratePerMinute ?? DEFAULT_READ_RATE_PER_MINUTE)
+      : await deps.rateLimiter.consume(ctx.state.rateKey as string, principal(ctx).quotas.requests_per_minute);
     const resetSeconds = String(Math.max(0, Math.ceil(d.resetMs / 1000)));
     ctx.set('RateLimit-Limit', String(d.limit));
     ctx.set('RateLimit-Remaining', String(d.remaining));
@@ -295,23 +322,30 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   };
 
   router.get('/', (ctx) => ok(ctx));
-  router.put('/datasets/:id', async (ctx) => {
+  router.put('/datasets/:id', needsWriteScope, async (ctx) => {
     const { created, dataset } = await deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
     ok(ctx, created ? 201 : 200, datasetResponse(dataset));
   });
-  router.delete('/datasets/:id', async (ctx) => {
+  router.delete('/datasets/:id', needsWriteScope, async (ctx) => {
     await deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' });
     ok(ctx);
   });
-  router.post('/datasets/:id/data', async (ctx) => {
+  router.post('/datasets/:id/data', needsWriteScope, async (ctx) => {
     await deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
     ok(ctx);
   });
-  router.put('/datasets/:id/data', async (ctx) => {
+  router.put('/datasets/:id/data', needsWriteScope, async (ctx) => {
     await deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
     ok(ctx);
   });
 
+  if (deps.read !== undefined) {
+    app.use(async (ctx: Context, next: Next) => {
+      if (isReadPath(ctx.path)) ctx.state.readSession = keySession(principal(ctx));
+      await next();
+    });
+    app.use(readRoutes(deps.read.readModel));
+  }
   app.use(router.routes());
   app.use(async (ctx: Context, next: Next) => {
     await next();

@@ -7,3 +7,5 @@ export * from './trusted-proxies';
 export * from './listeners';
 export * from './listener-config';
 export * from './read-api';
+export * from './read-side';
+export * from './ui';

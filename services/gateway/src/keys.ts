@@ -1,34 +1,54 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { KeyStore } from '@pushbase/contracts';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { configuredKeyId, hashApiKey } from '@pushbase/app';
+import type { KeyStore, Principal } from '@pushbase/contracts';
+import { ACCOUNT_NAME, effectiveQuotas, type KeyScope, type QuotaLimits } from '@pushbase/domain';
 
-/** Keys are stored only as SHA-256 hashes; a high-entropy key needs no slow hash. */
-export const hashApiKey = (apiKey: string): string => createHash('sha256').update(apiKey, 'utf8').digest('hex');
+// The key material lives in @pushbase/app (the account admin makes keys too); the gateway's callers import it from here as before.
+export { configuredKeyId, hashApiKey, newApiKey, newKeyId } from '@pushbase/app';
 
-/** A fresh key: 32 random bytes, URL-safe, shown once. */
-export const newApiKey = (): string => `pb_${randomBytes(32).toString('base64url')}`;
+/** The quotas in force for an account; the defaults (the API's limits) when it has none of its own. */
+export type QuotasOf = (account: string) => QuotaLimits;
+export const defaultQuotasOf =
+  (defaults?: QuotaLimits): QuotasOf =>
+  () =>
+    effectiveQuotas(undefined, defaults);
 
+interface MemoryKey {
+  readonly account: string;
+  readonly key_id: string;
+  readonly scope: KeyScope;
+}
+
+/**
+ * Keys held in memory by hash: PUSHBASE_API_KEYS (configuration, not events: removing one from the variable
+ * revokes it at the next start). Quotas are looked up at each resolve, so an account's quota change in the
+ * log applies to its configured keys from the next request.
+ */
 export class MemoryKeyStore implements KeyStore {
-  private readonly accounts = new Map<string, string>();
+  private readonly keys = new Map<string, MemoryKey>();
 
-  add(hash: string, account: string): void {
-    this.accounts.set(hash, account);
+  constructor(private readonly quotasOf: QuotasOf = defaultQuotasOf()) {}
+
+  add(hash: string, account: string, scope: KeyScope = 'write'): void {
+    this.keys.set(hash, { account, key_id: configuredKeyId(hash), scope });
   }
 
   revoke(hash: string): boolean {
-    return this.accounts.delete(hash);
+    return this.keys.delete(hash);
   }
 
-  resolve(apiKey: string): Promise<string | undefined> {
-    return Promise.resolve(this.accounts.get(hashApiKey(apiKey)));
+  resolve(apiKey: string): Promise<Principal | undefined> {
+    const key = this.keys.get(hashApiKey(apiKey));
+    return Promise.resolve(key === undefined ? undefined : { ...key, quotas: this.quotasOf(key.account) });
   }
 
   /** What the store holds, e.g. to persist it: hashes and accounts, never a key. */
   export(): { hash: string; account: string }[] {
-    return [...this.accounts].map(([hash, account]) => ({ hash, account }));
+    return [...this.keys].map(([hash, { account }]) => ({ hash, account }));
   }
 
   get size(): number {
-    return this.accounts.size;
+    return this.keys.size;
   }
 }
 
@@ -42,7 +62,7 @@ export function parseBootstrapKeys(spec: string): { key: string; account: string
       const i = pair.lastIndexOf(':');
       const key = i > 0 ? pair.slice(0, i) : '';
       const account = i > 0 ? pair.slice(i + 1) : '';
-      if (key === '' || !/^[A-Za-z0-9._-]{1,100}$/.test(account)) {
+      if (key === '' || !ACCOUNT_NAME.test(account)) {
         throw new Error(`PUSHBASE_API_KEYS: "${pair.replace(/^.*?:/, '***:')}" is not key:account (account: 1-100 of A-Z a-z 0-9 . _ -)`);
       }
       return { key, account };
@@ -67,10 +87,10 @@ export class CombinedKeyStore implements KeyStore {
     this.stores = stores;
   }
 
-  async resolve(apiKey: string): Promise<string | undefined> {
+  async resolve(apiKey: string): Promise<Principal | undefined> {
     for (const store of this.stores) {
-      const account = await store.resolve(apiKey);
-      if (account !== undefined) return account;
+      const principal = await store.resolve(apiKey);
+      if (principal !== undefined) return principal;
     }
     return undefined;
   }

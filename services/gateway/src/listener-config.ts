@@ -24,6 +24,8 @@ export const listenerEnv = {
   PUSHBASE_TLS_CERT: optionalString,
   PUSHBASE_TLS_KEY: optionalString,
   PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),
+  // The read API on the public listener: per key, counted apart from the pushes (read-side.ts).
+  PUSHBASE_READ_RATE_LIMIT_PER_MINUTE: positive(600),
   PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(100),
   PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
   // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
@@ -62,6 +64,7 @@ export interface ListenerConfig {
   readonly apiKeys: string;
   readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
   readonly rateLimitPerMinute: number;
+  readonly readRateLimitPerMinute: number;
   readonly authFailuresPerMinute: number;
   readonly shutdownTimeoutMs: number;
   readonly behindTlsProxy: boolean;
@@ -78,6 +81,7 @@ export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
   apiKeys: c.PUSHBASE_API_KEYS,
   tls: c.PUSHBASE_TLS_CERT !== undefined && c.PUSHBASE_TLS_KEY !== undefined ? { certFile: c.PUSHBASE_TLS_CERT, keyFile: c.PUSHBASE_TLS_KEY } : undefined,
   rateLimitPerMinute: c.PUSHBASE_RATE_LIMIT_PER_MINUTE,
+  readRateLimitPerMinute: c.PUSHBASE_READ_RATE_LIMIT_PER_MINUTE,
   authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
   shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
   behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',

@@ -1,16 +1,18 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
-import { RequestScope } from '@pushbase/contracts';
+import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
+import { DEFAULT_QUOTAS, DomainError, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
-import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
+import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
-import { openRedis, RedisKeyStore, RedisRateLimiter } from '@pushbase/redis';
+import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { createAdminApp } from './admin';
+import { findUiDir } from './ui';
 import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
-import { CombinedKeyStore, hashApiKey, MemoryKeyStore, newApiKey, parseBootstrapKeys } from './keys';
+import { configuredKeyId, hashApiKey, newApiKey, parseBootstrapKeys } from './keys';
 import { startListeners } from './listeners';
 import { memoryRateLimiter } from './rate-limit';
 
@@ -48,7 +50,8 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     for (const close of closers.reverse()) await close();
   };
   try {
-    const keys = await keyStore(config, new RedisKeyStore(redis, { prefix: config.redis.prefix }), log);
+    const defaults: QuotaLimits = { datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute };
+    const keys = new RedisKeyStore(redis, { prefix: config.redis.prefix, defaults, configured: configuredKeys(config, log) });
     // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
     const metrics = createMetricsRegistry();
     const requestScope = new RequestScope();
@@ -56,11 +59,18 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     closers.push(() => schemas.close());
     const records = connectRecordService(config.recordsAddress, { requestScope });
     closers.push(() => records.close());
+    // Accounts and keys: the schema service decides and stores them; a key is made here and only its hash sent.
+    const accounts = connectAccountAdmin(config.schemaAddress, { requestScope, newKey: newApiKey, hashKey: hashApiKey, defaults });
+    closers.push(() => accounts.close());
+    if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, log);
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
     // Called inside the failed request (its span active): the line carries its trace_id.
     const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
+    const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
+    const uiDir = findUiDir();
+    if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
     const gateway = createGatewayApp({
       schemas,
       records,
@@ -74,8 +84,9 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       log: errorLog,
       metrics: httpMetrics(metrics),
       logger,
+      read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
     });
-    const admin = createAdminApp({ readModel: new ClickHouseProjection(clickhouse, config.clickhouse.database), token: adminToken, log: errorLog, metrics });
+    const admin = createAdminApp({ readModel, token: adminToken, log: errorLog, metrics, accounts, keys, uiDir });
     const listeners = await startListeners(gateway, admin, { ...config, tls });
     log('listening', {
       port: listeners.port,
@@ -110,21 +121,41 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
 }
 
 /**
- * The keys of PUSHBASE_API_KEYS (in memory, as `pushbase serve` holds them) before the shared Redis key
- * store. With neither, one key for the account `default` is generated into Redis and shown once, as the
- * embedded mode's first start does, so `npm run start:distributed` is usable straight away.
+ * The keys of PUSHBASE_API_KEYS (configuration, by hash, as `pushbase serve` holds them), before the account
+ * store in Redis (the accounts topic's fold; see RedisKeyStore).
  */
-async function keyStore(config: GatewayConfig, shared: RedisKeyStore, log: Logger): Promise<CombinedKeyStore> {
-  const bootstrap = new MemoryKeyStore();
+function configuredKeys(config: GatewayConfig, log: Logger): Map<string, ConfiguredKey> {
+  const configured = new Map<string, ConfiguredKey>();
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
-    bootstrap.add(hashApiKey(key), account);
+    const hash = hashApiKey(key);
+    configured.set(hash, { account, key_id: configuredKeyId(hash), scope: 'write' });
     // The failed-auth guard bounds noise, not guessing: a short key is guessable.
     if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
   }
-  if (bootstrap.size === 0 && (await shared.export()).length === 0) {
-    const key = newApiKey();
-    await shared.add(hashApiKey(key), 'default');
-    log('generated an API key for account "default"; it is shown only this once, only its hash is stored (in Redis)', { api_key: key, redis_prefix: config.redis.prefix });
+  return configured;
+}
+
+/**
+ * With no key configured and no account in the log, a first start makes the account `default` and one key
+ * for it — as events, through the schema service like any account change — and shows the key once, as the
+ * embedded mode's first start does, so `npm run start:distributed` is usable straight away. Best effort: a
+ * schema service not reachable yet is logged, and `pushbase accounts create` / `pushbase keys create` do
+ * the same later. Two gateways starting at once may each make a key; both work, each is shown once.
+ */
+async function firstStartKey(accounts: AccountAdmin & Closable, redis: Redis, prefix: string, log: Logger): Promise<void> {
+  // Keys of an older version still in the Redis hash are the schema service's to import (importRedisApiKeys).
+  if ((await new RedisAccountStore(redis, { prefix }).list()).length > 0 || (await redis.exists(`${prefix}api-keys`)) === 1) return;
+  try {
+    await accounts.waitForReady(10_000);
+    await accounts.createAccount('default', DEFAULT_QUOTAS).catch((e: unknown) => {
+      if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
+    });
+    if ((await accounts.listKeys('default')).length > 0) return;
+    const { key, key_id } = await accounts.createKey('default', { scope: 'write', label: 'first start' });
+    log('generated an API key for account "default"; it is shown only this once, only its hash is stored (in the accounts topic)', { api_key: key, key_id });
+  } catch (e) {
+    log('warning: no API key configured and none could be made for account "default"; create one with `pushbase accounts create` and `pushbase keys create`', {
+      error: e instanceof Error ? e.message : String(e),
+    });
   }
-  return new CombinedKeyStore(bootstrap, shared);
 }

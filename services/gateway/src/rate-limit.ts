@@ -2,11 +2,12 @@ import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rat
 import type { RateDecision, RateLimiter } from '@pushbase/contracts';
 
 /**
- * The RateLimiter port over rate-limiter-flexible, whose memory and Redis backends share one interface
- * (the distributed gateway passes a RateLimiterRedis here). A refused request adds nothing that matters:
- * the window does not move, so only requests that were let through decide when the key may go again.
+ * A fixed-limit limiter over rate-limiter-flexible: the failed-authentication guard per client address.
+ * Not the RateLimiter port (whose limit is each account's quota, given per request): rate-limiter-flexible
+ * fixes its points per instance. A refused request adds nothing that matters: the window does not move,
+ * so only requests that were let through decide when the address may go again.
  */
-export class FlexibleRateLimiter implements RateLimiter {
+export class FlexibleRateLimiter {
   constructor(private readonly limiter: RateLimiterAbstract) {}
 
   async consume(key: string): Promise<RateDecision> {
@@ -64,13 +65,14 @@ export class SlidingWindowRateLimiter implements RateLimiter {
   private readonly log = new Map<string, number[]>();
   private lastSweep = 0;
 
+  /** `defaultLimit`: the limit when a caller gives none (the port's callers always give the one in force). */
   constructor(
-    private readonly limit: number,
+    private readonly defaultLimit: number,
     private readonly windowMs: number,
     private readonly now: MonotonicClock = monotonicNow,
   ) {}
 
-  consume(key: string): Promise<RateDecision> {
+  consume(key: string, limit: number = this.defaultLimit): Promise<RateDecision> {
     const now = this.now();
     this.sweep(now);
     let times = this.log.get(key);
@@ -82,14 +84,15 @@ export class SlidingWindowRateLimiter implements RateLimiter {
     let expired = 0;
     while (expired < times.length && (times[expired] as number) <= horizon) expired++;
     if (expired > 0) times.splice(0, expired);
-    if (times.length >= this.limit) {
-      return Promise.resolve({ allowed: false, limit: this.limit, remaining: 0, resetMs: (times[0] as number) + this.windowMs - now });
+    // A quota lowered since leaves more times than the new limit: the oldest ones decide when it frees up.
+    if (times.length >= limit) {
+      return Promise.resolve({ allowed: false, limit, remaining: 0, resetMs: (times[times.length - limit] as number) + this.windowMs - now });
     }
     times.push(now);
     return Promise.resolve({
       allowed: true,
-      limit: this.limit,
-      remaining: this.limit - times.length,
+      limit,
+      remaining: limit - times.length,
       resetMs: (times[0] as number) + this.windowMs - now,
     });
   }

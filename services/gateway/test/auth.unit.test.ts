@@ -23,10 +23,19 @@ describe('key store', () => {
     const keys = new MemoryKeyStore();
     const key = newApiKey();
     keys.add(hashApiKey(key), 'acme');
-    await expect(keys.resolve(key)).resolves.toBe('acme');
+    await expect(keys.resolve(key)).resolves.toEqual({ account: 'acme', key_id: `cfg_${hashApiKey(key).slice(0, 16)}`, scope: 'write', quotas: { datasets: 100, requests_per_minute: 60 } });
     await expect(keys.resolve(`${key}x`)).resolves.toBeUndefined();
     expect(keys.revoke(hashApiKey(key))).toBe(true);
     await expect(keys.resolve(key)).resolves.toBeUndefined();
+  });
+  it('gives a key its scope and its account\'s quotas in force at each lookup', async () => {
+    let perMinute = 5;
+    const keys = new MemoryKeyStore((account) => ({ datasets: account.length, requests_per_minute: perMinute }));
+    const key = newApiKey();
+    keys.add(hashApiKey(key), 'acme', 'read');
+    await expect(keys.resolve(key)).resolves.toMatchObject({ account: 'acme', scope: 'read', quotas: { datasets: 4, requests_per_minute: 5 } });
+    perMinute = 7;
+    await expect(keys.resolve(key)).resolves.toMatchObject({ quotas: { requests_per_minute: 7 } });
   });
   it('generates distinct high-entropy keys', () => {
     const a = newApiKey();

@@ -31,7 +31,8 @@ describe('gateway metrics', () => {
   const registry = createMetricsRegistry({ processMetrics: false });
   const log = new BuggyLog();
   const projection = new MemoryProjection();
-  const keys = new MemoryKeyStore();
+  // The account `slowpoke` may make one request a minute (its quota).
+  const keys = new MemoryKeyStore((account) => ({ datasets: 100, requests_per_minute: account === 'slowpoke' ? 1 : 1000 }));
   keys.add(hashApiKey('k'), 'acme');
   keys.add(hashApiKey('slow'), 'slowpoke');
   let gateway: { server: Server; url: string };
@@ -42,15 +43,12 @@ describe('gateway metrics', () => {
     await log.start(projection.apply);
     const clock = { now: () => 1_700_000_000_000 };
     let n = 0;
-    const limits = new SlidingWindowRateLimiter(1000, 60_000);
-    const tight = new SlidingWindowRateLimiter(1, 60_000);
     gateway = await serve(
       createGatewayApp({
         schemas: createSchemaService({ log, store: projection, clock, ids: { newIncarnation: () => `inc-${n++}` } }),
         records: createRecordService({ schemas: projection, log, clock }),
         keys,
-        // The key `slow` may make one request a minute.
-        rateLimiter: { consume: (key) => (key === 'slow' ? tight.consume(key) : limits.consume(key)) },
+        rateLimiter: new SlidingWindowRateLimiter(60, 60_000),
         authFailureLimiter: memoryRateLimiter(2, 60, 'af'),
         log: () => undefined,
         metrics: httpMetrics(registry),

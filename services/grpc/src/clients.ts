@@ -2,6 +2,8 @@ import { Metadata, credentials, type ChannelOptions, type MethodDefinition, type
 import {
   SCHEMA_SERVICE_NAME,
   pushbaseServices,
+  type AccountAdmin,
+  type AccountView,
   type DatasetBody,
   type DatasetRef,
   type FindOrCreateResult,
@@ -11,9 +13,17 @@ import {
   type RequestScope,
   type SchemaService,
 } from '@pushbase/contracts';
-import type { DatasetSummary } from '@pushbase/domain';
+import type { DatasetSummary, QuotaLimits } from '@pushbase/domain';
 import { fromGrpcError, isServiceError, type CallKind } from './errors';
-import { summaryFromMessage, type DatasetSummaryMessage } from './messages';
+import {
+  accountFromMessage,
+  keyFromMessage,
+  quotasToMessage,
+  summaryFromMessage,
+  type AccountMessage,
+  type DatasetSummaryMessage,
+  type KeyMessage,
+} from './messages';
 import { CLIENT_CHANNEL_OPTIONS } from './options';
 import { REQUEST_ID_KEY } from './request-id';
 import { injectIntoMetadata } from './trace-context';
@@ -168,4 +178,45 @@ export function connectRecordService(address: string, opts: GrpcClientOptions = 
       await ch.call(method, { account, id, body_json: json }, 'write');
     };
   return { append: write('Append'), replace: write('Replace'), waitForReady: ch.waitForReady, close: ch.close };
+}
+
+export interface AccountAdminClientOptions extends GrpcClientOptions {
+  /** A fresh random key (the gateway's newApiKey): made here, shown once, only its hash is sent. */
+  readonly newKey: () => string;
+  /** The key's SHA-256, hex (the gateway's hashApiKey, what its key store looks keys up by). */
+  readonly hashKey: (key: string) => string;
+  /** The quotas in force where an account sets none: this gateway's rate limit and the API's dataset limit. */
+  readonly defaults?: QuotaLimits;
+}
+
+/**
+ * AccountAdmin over gRPC, for the gateway's admin listener: the schema service decides and stores (its
+ * AccountAdmin service). createKey makes the key here and sends only its hash, so the key is never on the
+ * wire between services, in Kafka or in Redis; it is returned to the caller this once.
+ */
+export function connectAccountAdmin(address: string, opts: AccountAdminClientOptions): AccountAdmin & Closable {
+  const protos = opts.protos ?? pushbaseServices();
+  const ch = openChannel(address, protos.AccountAdmin, 'schema', opts);
+  const account = (res: { account: AccountMessage | null }): AccountView => accountFromMessage(res.account, opts.defaults);
+  return {
+    createAccount: async (name, quotas) => account(await ch.call('CreateAccount', { account: name, quotas: quotasToMessage(quotas) }, 'write')),
+    listAccounts: async () => (await ch.call<{ accounts: AccountMessage[] }>('ListAccounts', {}, 'read')).accounts.map((m) => accountFromMessage(m, opts.defaults)),
+    getAccount: async (name) => account(await ch.call('GetAccount', { account: name }, 'read')),
+    setQuotas: async (name, quotas) => account(await ch.call('SetQuotas', { account: name, quotas: quotasToMessage(quotas) }, 'write')),
+    deleteAccount: async (name) => {
+      const res = await ch.call<{ datasets_deleted: number }>('DeleteAccount', { account: name }, 'write');
+      return { datasets_deleted: res.datasets_deleted };
+    },
+    createKey: async (name, { scope, label }) => {
+      const key = opts.newKey();
+      const res = await ch.call<{ key: KeyMessage | null }>('CreateKey', { account: name, hash: opts.hashKey(key), scope, label: label ?? '', has_label: label !== null }, 'write');
+      return { ...keyFromMessage(res.key), key };
+    },
+    listKeys: async (name) => (await ch.call<{ keys: KeyMessage[] }>('ListKeys', { account: name }, 'read')).keys.map(keyFromMessage),
+    revokeKey: async (name, keyId) => {
+      await ch.call('RevokeKey', { account: name, key_id: keyId }, 'write');
+    },
+    waitForReady: ch.waitForReady,
+    close: ch.close,
+  };
 }

@@ -1,5 +1,6 @@
-import type { DatasetSummary, FieldDefinition, FieldType, TimeUnit } from '@pushbase/domain';
-import { FIELD_TYPES, TIME_UNITS } from '@pushbase/domain';
+import type { AccountView, KeyView } from '@pushbase/contracts';
+import type { AccountQuotas, DatasetSummary, FieldDefinition, FieldType, QuotaLimits, TimeUnit } from '@pushbase/domain';
+import { effectiveQuotas, FIELD_TYPES, TIME_UNITS } from '@pushbase/domain';
 
 /*
  * DatasetSummary as decoded by proto-loader with the one option set (services/contracts/src/proto.ts):
@@ -86,4 +87,61 @@ export function summaryFromMessage(m: DatasetSummaryMessage | null | undefined):
     created_at: m.created_at,
     updated_at: m.updated_at,
   };
+}
+
+/*
+ * Accounts and keys (proto/pushbase/v1/accounts.proto). A quota of 0 on the wire is the domain's null
+ * ("the server's default"); created_at travels as epoch milliseconds, shown as ISO text in the views.
+ */
+export interface QuotasMessage {
+  datasets: number;
+  requests_per_minute: number;
+}
+export interface AccountMessage {
+  account: string;
+  created_at: number;
+  quotas: QuotasMessage | null;
+  key_count: number;
+}
+export interface KeyMessage {
+  key_id: string;
+  account: string;
+  scope: string;
+  label: string;
+  has_label: boolean;
+  created_at: number;
+}
+
+export const quotasToMessage = (q: AccountQuotas): QuotasMessage => ({ datasets: q.datasets ?? 0, requests_per_minute: q.requests_per_minute ?? 0 });
+export const quotasFromMessage = (m: QuotasMessage | null | undefined): AccountQuotas => ({
+  datasets: m === null || m === undefined || m.datasets === 0 ? null : m.datasets,
+  requests_per_minute: m === null || m === undefined || m.requests_per_minute === 0 ? null : m.requests_per_minute,
+});
+
+export const accountToMessage = (v: AccountView): AccountMessage => ({
+  account: v.account,
+  created_at: Date.parse(v.created_at),
+  quotas: quotasToMessage(v.quotas),
+  key_count: v.key_count,
+});
+
+/** The view of an account, its quotas in force computed with `defaults` (the caller's: a gateway's own rate limit). */
+export function accountFromMessage(m: AccountMessage | null | undefined, defaults?: QuotaLimits): AccountView {
+  if (m === null || m === undefined) throw new Error('The answer carries no account');
+  const quotas = quotasFromMessage(m.quotas);
+  return { account: m.account, created_at: new Date(m.created_at).toISOString(), quotas, effective_quotas: effectiveQuotas(quotas, defaults), key_count: m.key_count };
+}
+
+export const keyToMessage = (k: KeyView): KeyMessage => ({
+  key_id: k.key_id,
+  account: k.account,
+  scope: k.scope,
+  label: k.label ?? '',
+  has_label: k.label !== null,
+  created_at: Date.parse(k.created_at),
+});
+
+export function keyFromMessage(m: KeyMessage | null | undefined): KeyView {
+  if (m === null || m === undefined) throw new Error('The answer carries no key');
+  return { key_id: m.key_id, account: m.account, scope: m.scope === 'read' ? 'read' : 'write', label: m.has_label ? m.label : null, created_at: new Date(m.created_at).toISOString() };
 }

@@ -1,18 +1,20 @@
 import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import {
+  ACCOUNT_ADMIN_SERVICE_NAME,
   RECORD_SERVICE_NAME,
   RequestScope,
   SCHEMA_SERVICE_NAME,
   pushbaseServices,
+  type AccountCommands,
   type PushbaseServices,
   type RecordService,
   type SchemaService,
 } from '@pushbase/contracts';
-import { DomainError, parseJsonBody } from '@pushbase/domain';
+import { DomainError, parseJsonBody, type KeyScope } from '@pushbase/domain';
 import { toGrpcStatus } from './errors';
 import { requestLogger, type Logger } from './log';
-import { summaryToMessage } from './messages';
+import { accountToMessage, keyToMessage, quotasFromMessage, summaryToMessage, type QuotasMessage } from './messages';
 import { SERVER_CHANNEL_OPTIONS } from './options';
 import { requestIdOf } from './request-id';
 import { contextFromMetadata } from './trace-context';
@@ -23,6 +25,8 @@ export interface GrpcServerDeps {
   readonly schema?: SchemaService;
   /** Served as pushbase.v1.RecordService when given. */
   readonly records?: RecordService;
+  /** Served as pushbase.v1.AccountAdmin when given (by the schema service). */
+  readonly accounts?: AccountCommands;
   readonly log: Logger;
   /**
    * Every call runs inside this scope with the caller's `x-request-id`, so the services' own loggers
@@ -70,13 +74,17 @@ const bindAddress = (host: string, port: number): string => `${host.includes(':'
  * objects the embedded mode calls in-process; this only translates messages and errors.
  */
 export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
-  if (deps.schema === undefined && deps.records === undefined) throw new Error('createGrpcServer needs a schema service, a record service or both');
+  if (deps.schema === undefined && deps.records === undefined && deps.accounts === undefined) throw new Error('createGrpcServer needs a schema service, a record service or accounts');
   const scope = deps.requestScope ?? new RequestScope();
   const log = requestLogger(deps.log, scope);
   const protos = deps.protos ?? pushbaseServices();
   const tracer = pushbaseTracer();
   const server = new Server({ ...SERVER_CHANNEL_OPTIONS });
-  const names = [...(deps.schema === undefined ? [] : [SCHEMA_SERVICE_NAME]), ...(deps.records === undefined ? [] : [RECORD_SERVICE_NAME])];
+  const names = [
+    ...(deps.schema === undefined ? [] : [SCHEMA_SERVICE_NAME]),
+    ...(deps.records === undefined ? [] : [RECORD_SERVICE_NAME]),
+    ...(deps.accounts === undefined ? [] : [ACCOUNT_ADMIN_SERVICE_NAME]),
+  ];
   const health = new HealthImplementation(Object.fromEntries(['', ...names].map((n) => [n, 'NOT_SERVING'])));
   health.addToServer(server);
 
@@ -147,6 +155,37 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
       }),
     };
     server.addService(protos.RecordService.service, impl);
+  }
+
+  if (deps.accounts !== undefined) {
+    const accounts = deps.accounts;
+    const impl: UntypedServiceImplementation = {
+      CreateAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'CreateAccount', async (req: { account: string; quotas: QuotasMessage | null }) => ({
+        account: accountToMessage(await accounts.createAccount(req.account, quotasFromMessage(req.quotas))),
+      })),
+      ListAccounts: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'ListAccounts', async () => ({ accounts: (await accounts.listAccounts()).map(accountToMessage) })),
+      GetAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'GetAccount', async (req: { account: string }) => ({ account: accountToMessage(await accounts.getAccount(req.account)) })),
+      SetQuotas: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'SetQuotas', async (req: { account: string; quotas: QuotasMessage | null }) => ({
+        account: accountToMessage(await accounts.setQuotas(req.account, quotasFromMessage(req.quotas))),
+      })),
+      DeleteAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'DeleteAccount', async (req: { account: string }) => accounts.deleteAccount(req.account)),
+      CreateKey: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'CreateKey', async (req: { account: string; hash: string; scope: string; label: string; has_label: boolean }) => ({
+        key: keyToMessage(
+          await accounts.createKeyByHash(req.account, {
+            hash: req.hash,
+            // Empty is proto3's unset: the domain's default ("write"); anything else is checked by the domain.
+            scope: (req.scope === '' ? 'write' : req.scope) as KeyScope,
+            label: req.has_label ? req.label : null,
+          }),
+        ),
+      })),
+      ListKeys: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'ListKeys', async (req: { account: string }) => ({ keys: (await accounts.listKeys(req.account)).map(keyToMessage) })),
+      RevokeKey: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'RevokeKey', async (req: { account: string; key_id: string }) => {
+        await accounts.revokeKey(req.account, req.key_id);
+        return {};
+      }),
+    };
+    server.addService(protos.AccountAdmin.service, impl);
   }
 
   /**

@@ -4,7 +4,18 @@
  */
 import { pushbaseServices } from '@pushbase/contracts';
 import { FIELD_TYPES, TIME_UNITS, type DatasetSummary, type FieldDefinition } from '@pushbase/domain';
-import { summaryFromMessage, summaryToMessage, type DatasetSummaryMessage } from '../src/messages';
+import {
+  accountFromMessage,
+  accountToMessage,
+  keyFromMessage,
+  keyToMessage,
+  quotasFromMessage,
+  summaryFromMessage,
+  summaryToMessage,
+  type AccountMessage,
+  type DatasetSummaryMessage,
+  type KeyMessage,
+} from '../src/messages';
 
 const get = pushbaseServices().SchemaService.service.Get!;
 const overTheWire = (ds: DatasetSummary): DatasetSummary => {
@@ -51,5 +62,33 @@ describe('DatasetSummary messages', () => {
     const m = summaryToMessage({ account: 'a', id: 'd', incarnation: 'i', definition: { fields: { x: { type: 'number', name: 'X', optional: false } }, unique_by: [] }, created_at: 0, updated_at: 0 });
     m.definition!.fields.x!.type = 'FIELD_TYPE_COLOUR';
     expect(() => summaryFromMessage(m)).toThrow('FIELD_TYPE_COLOUR');
+  });
+});
+
+const getAccount = pushbaseServices().AccountAdmin.service.GetAccount!;
+const listKeys = pushbaseServices().AccountAdmin.service.ListKeys!;
+const accountWire = (m: AccountMessage): AccountMessage => (getAccount.responseDeserialize(getAccount.responseSerialize({ account: m })) as { account: AccountMessage }).account;
+const keyWire = (m: KeyMessage): KeyMessage => (listKeys.responseDeserialize(listKeys.responseSerialize({ keys: [m] })) as { keys: KeyMessage[] }).keys[0]!;
+
+describe('account and key messages', () => {
+  it('carry null quotas as 0 and back, and show the quotas in force with the caller’s defaults', () => {
+    const view = { account: 'acme', created_at: '2026-01-02T03:04:05.678Z', quotas: { datasets: null, requests_per_minute: 120 }, effective_quotas: { datasets: 100, requests_per_minute: 120 }, key_count: 2 };
+    const wire = accountWire(accountToMessage(view));
+    expect(wire.quotas).toEqual({ datasets: 0, requests_per_minute: 120 });
+    expect(accountFromMessage(wire)).toEqual(view);
+    // A gateway with another default rate limit shows its own in effective_quotas.
+    expect(accountFromMessage(accountWire(accountToMessage({ ...view, quotas: { datasets: 5, requests_per_minute: null } })), { datasets: 100, requests_per_minute: 30 }).effective_quotas).toEqual({
+      datasets: 5,
+      requests_per_minute: 30,
+    });
+    expect(quotasFromMessage(null)).toEqual({ datasets: null, requests_per_minute: null });
+    expect(() => accountFromMessage(null)).toThrow(/no account/);
+  });
+
+  it('keep a key’s label null apart from an empty one', () => {
+    const key = { key_id: 'kid_1', account: 'acme', scope: 'read' as const, label: null, created_at: '2026-01-02T03:04:05.678Z' };
+    expect(keyFromMessage(keyWire(keyToMessage(key)))).toEqual(key);
+    expect(keyFromMessage(keyWire(keyToMessage({ ...key, label: '' })))).toEqual({ ...key, label: '' });
+    expect(keyFromMessage(keyWire(keyToMessage({ ...key, scope: 'write', label: 'ci' })))).toEqual({ ...key, scope: 'write', label: 'ci' });
   });
 });

@@ -194,13 +194,23 @@ export class KafkaEventAppender implements EventAppender {
 
   /** As append(), resolving with where each event was stored. */
   appendAt(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<StreamPosition[]> {
-    if (this.closing) return Promise.reject(unavailable('The event appender is closed'));
     let messages: OutgoingMessage[];
     try {
       messages = appendMessages(events, encoded);
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
+    return this.appendMessagesAt(messages);
+  }
+
+  /**
+   * Appends messages already made (keyed, encoded) in one transaction with the same guarantees as
+   * append(): the accounts topic's writer (account-log.ts) uses it with its own envelope. Messages sharing
+   * a key share a partition and keep their order.
+   */
+  appendMessagesAt(messages: readonly OutgoingMessage[]): Promise<StreamPosition[]> {
+    if (this.closing) return Promise.reject(unavailable('The event appender is closed'));
+    if (messages.length === 0) return Promise.reject(new Error('An append needs at least one event'));
     let bytes = 0;
     for (const m of messages) {
       const size = m.key.length + m.value.length + MESSAGE_OVERHEAD_BYTES;

@@ -1,7 +1,7 @@
 import type { EventCodecOptions, StreamPosition } from '@pushbase/contracts';
 import type { Consumer, EachBatchPayload } from 'kafkajs';
 import { createKafka, type KafkaConnection } from './connection';
-import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } from './messages';
+import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent, type IncomingMessage } from './messages';
 
 /*
  * The read half of the Kafka event log, for the projector and the replay tool: a consumer group member that
@@ -49,11 +49,22 @@ import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent } fro
  * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
  */
 
-export interface ConsumedBatch {
+/** Something read at a position of the log: a dataset event (ConsumedEvent) or an account event. */
+export interface Positioned {
+  readonly position: StreamPosition;
+}
+
+/**
+ * Turns one message into what the handler gets; throws PoisonEventError (never skips) for one it cannot
+ * read. The default decodes dataset events (messages.ts); the accounts topic has its own (account-log.ts).
+ */
+export type MessageDecoder<E extends Positioned> = (topic: string, partition: number, message: IncomingMessage) => E;
+
+export interface ConsumedBatch<E extends Positioned = ConsumedEvent> {
   readonly topic: string;
   readonly partition: number;
   /** In offset order; never empty. */
-  readonly events: readonly ConsumedEvent[];
+  readonly events: readonly E[];
   /** The partition's high watermark when this batch was fetched (markers and open transactions included). */
   readonly highWatermark: number;
   /**
@@ -74,9 +85,9 @@ export interface BatchControl {
   isRunning(): boolean;
 }
 
-export interface EventConsumerHandlers {
+export interface EventConsumerHandlers<E extends Positioned = ConsumedEvent> {
   /** One partition's batch. Batches of one partition never overlap; see `partitionsConsumedConcurrently`. */
-  onBatch(batch: ConsumedBatch, control: BatchControl): Promise<void>;
+  onBatch(batch: ConsumedBatch<E>, control: BatchControl): Promise<void>;
   /** This member now reads these partitions (after every join). */
   onAssigned?(partitions: readonly number[]): void | Promise<void>;
   /** This member no longer reads these partitions: drop whatever was cached for them. */
@@ -95,7 +106,7 @@ export interface EventConsumerHandlers {
   onCallbackError?(error: unknown): void;
 }
 
-export interface KafkaEventConsumerOptions {
+export interface KafkaEventConsumerOptions<E extends Positioned = ConsumedEvent> {
   readonly connection: KafkaConnection;
   readonly topic: string;
   readonly groupId: string;
@@ -118,6 +129,8 @@ export interface KafkaEventConsumerOptions {
   readonly partitionsConsumedConcurrently?: number;
   /** Upcasters for events of older schema versions. */
   readonly codec?: EventCodecOptions;
+  /** How a message becomes an event; dataset events (with `codec`) when not given. */
+  readonly decode?: MessageDecoder<E>;
 }
 
 export interface CommitResult {
@@ -133,8 +146,9 @@ function rootCause(error: Error): Error {
   return error;
 }
 
-export class KafkaEventConsumer {
+export class KafkaEventConsumer<E extends Positioned = ConsumedEvent> {
   private readonly consumer: Consumer;
+  private readonly decode: MessageDecoder<E>;
   private readonly topic: string;
   private readonly heartbeatIntervalMs: number;
   /** Partitions this member holds, as of the last join; emptied when they are revoked. */
@@ -153,10 +167,12 @@ export class KafkaEventConsumer {
   private commits: Promise<unknown> = Promise.resolve();
 
   constructor(
-    private readonly options: KafkaEventConsumerOptions,
-    private readonly handlers: EventConsumerHandlers,
+    private readonly options: KafkaEventConsumerOptions<E>,
+    private readonly handlers: EventConsumerHandlers<E>,
   ) {
     this.topic = options.topic;
+    // Without a decoder of its own, E is ConsumedEvent (the default type argument): the dataset events' decoder.
+    this.decode = options.decode ?? ((topic, partition, message) => decodeMessage(topic, partition, message, options.codec) as unknown as E);
     this.heartbeatIntervalMs = options.heartbeatIntervalMs ?? 3000;
     const kafka = createKafka(options.connection);
     this.consumer = kafka.consumer({
@@ -312,11 +328,11 @@ export class KafkaEventConsumer {
     const { batch } = payload;
     const { topic, partition } = batch;
     const heartbeat = (): Promise<void> => payload.heartbeat();
-    const events: ConsumedEvent[] = [];
+    const events: E[] = [];
     let poison: PoisonEventError | undefined;
     for (const message of batch.messages) {
       try {
-        events.push(decodeMessage(topic, partition, message, this.options.codec));
+        events.push(this.decode(topic, partition, message));
       } catch (err) {
         poison = err instanceof PoisonEventError ? err : new PoisonEventError(topic, partition, message.offset, String(err));
         break;

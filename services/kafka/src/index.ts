@@ -6,3 +6,4 @@ export * from './consumer';
 export * from './topic';
 export * from './appender';
 export * from './event-log';
+export * from './account-log';

@@ -76,7 +76,7 @@ export class PoisonEventError extends Error {
   ) {
     super(
       `Event at ${topic}/${partition}@${offset} cannot be read: ${reason}. The consumer stops here rather than skip it ` +
-        '(every later event of its dataset depends on it); fix the reader, or the message, and restart.',
+        '(every later event of its dataset, or of its account on the accounts topic, depends on it); fix the reader, or the message, and restart.',
     );
   }
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
-import { parseBrokers } from '@pushbase/kafka';
+import { defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 import { redisEnv } from '@pushbase/redis';
@@ -42,6 +42,14 @@ const projectorEnv = {
       }),
   ),
   PUSHBASE_KAFKA_TOPIC: name('pushbase.dataset-events', 'PUSHBASE_KAFKA_TOPIC'),
+  // The accounts topic (services/kafka/src/account-log.ts); unset: PUSHBASE_KAFKA_TOPIC + ".accounts".
+  PUSHBASE_KAFKA_ACCOUNTS_TOPIC: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_ACCOUNTS_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')
+      .optional(),
+  ),
   PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
   ...clickhouseEnv,
   ...redisEnv,
@@ -52,9 +60,17 @@ const projectorEnv = {
 
 type ProjectorEnv = z.output<z.ZodObject<typeof projectorEnv>>;
 
+const accountsTopicOf = (env: { PUSHBASE_KAFKA_TOPIC: string; PUSHBASE_KAFKA_ACCOUNTS_TOPIC?: string | undefined }): string =>
+  env.PUSHBASE_KAFKA_ACCOUNTS_TOPIC ?? defaultAccountsTopic(env.PUSHBASE_KAFKA_TOPIC);
+
 const projectorConfigOf = (env: ProjectorEnv) =>
   Object.freeze({
-    kafka: Object.freeze({ brokers: env.PUSHBASE_KAFKA_BROKERS, topic: env.PUSHBASE_KAFKA_TOPIC, groupId: env.PUSHBASE_PROJECTOR_GROUP }),
+    kafka: Object.freeze({
+      brokers: env.PUSHBASE_KAFKA_BROKERS,
+      topic: env.PUSHBASE_KAFKA_TOPIC,
+      accountsTopic: accountsTopicOf(env),
+      groupId: env.PUSHBASE_PROJECTOR_GROUP,
+    }),
     clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(env) }),
     redis: Object.freeze({ url: env.PUSHBASE_REDIS_URL, prefix: env.PUSHBASE_REDIS_PREFIX }),
     maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
@@ -125,6 +141,7 @@ export function loadReplayConfig(flags: ReplayFlags = {}, env: NodeJS.ProcessEnv
 const migrateSchema = z.object({
   PUSHBASE_KAFKA_BROKERS: projectorEnv.PUSHBASE_KAFKA_BROKERS,
   PUSHBASE_KAFKA_TOPIC: projectorEnv.PUSHBASE_KAFKA_TOPIC,
+  PUSHBASE_KAFKA_ACCOUNTS_TOPIC: projectorEnv.PUSHBASE_KAFKA_ACCOUNTS_TOPIC,
   // More partitions, more projectors can share the topic; a dataset stays in one. Fixed once created.
   PUSHBASE_KAFKA_PARTITIONS: integer(6, 1, 10_000),
   // 1 for one broker (local, tests); a cluster wants 3.
@@ -133,7 +150,7 @@ const migrateSchema = z.object({
 });
 
 export interface MigrateConfig {
-  readonly kafka: { readonly brokers: readonly string[]; readonly topic: string; readonly partitions: number; readonly replicationFactor: number };
+  readonly kafka: { readonly brokers: readonly string[]; readonly topic: string; readonly accountsTopic: string; readonly partitions: number; readonly replicationFactor: number };
   readonly clickhouse: { readonly url: string; readonly database: string };
 }
 
@@ -141,7 +158,11 @@ export interface MigrateConfig {
 export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
   const e = parseOrThrow(migrateSchema.safeParse(env));
   return Object.freeze({
-    kafka: Object.freeze({ brokers: e.PUSHBASE_KAFKA_BROKERS, topic: e.PUSHBASE_KAFKA_TOPIC, partitions: e.PUSHBASE_KAFKA_PARTITIONS, replicationFactor: e.PUSHBASE_KAFKA_REPLICATION_FACTOR }),
+    kafka: Object.freeze({
+      brokers: e.PUSHBASE_KAFKA_BROKERS,
+      topic: e.PUSHBASE_KAFKA_TOPIC,
+      accountsTopic: accountsTopicOf(e),
+      partitions: e.PUSHBASE_KAFKA_PARTITIONS, replicationFactor: e.PUSHBASE_KAFKA_REPLICATION_FACTOR }),
     clickhouse: Object.freeze({ url: e.PUSHBASE_CLICKHOUSE_URL, database: e.PUSHBASE_CLICKHOUSE_DATABASE }),
   });
 }

@@ -1,7 +1,8 @@
 import { ClickHouseProjection, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
 import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
-import { openRedis, RedisSchemaStore } from '@pushbase/redis';
+import { openRedis, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
+import { followAccounts, type AccountFollower } from './accounts';
 import type { ProjectorConfig } from './config';
 import { createLogger, levelledLog, type LogLevel } from '@pushbase/telemetry';
 import { Projector, type Logger, type ProjectorOptions } from './projector';
@@ -41,7 +42,10 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   });
   const conn = connectClickHouse(config.clickhouse.url);
   const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase);
-  const store = new ClickHouseProjection(conn, config.clickhouse.database, { views });
+  const store = new ClickHouseProjection(conn, config.clickhouse.database, {
+    views,
+    onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
+  });
   const projector = new Projector(store, {
     schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
     maxRows: config.maxRows,
@@ -66,6 +70,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   );
   log('info', 'projector starting', {
     topic: config.kafka.topic,
+    accounts_topic: config.kafka.accountsTopic,
     group: config.kafka.groupId,
     clickhouse: config.clickhouse.url,
     database: config.clickhouse.database,
@@ -74,12 +79,23 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     flush_rows: config.flushRows,
     flush_ms: config.flushIntervalMs,
   });
+  let follower: AccountFollower | undefined;
   try {
     // A crash between a write and its view, or a replay, can leave views out of step; writes keep them so after.
     const mended = await views.reconcile();
     log('info', 'dataset views reconciled', { views_database: config.clickhouse.viewsDatabase, ...mended });
     await projector.start(consumer);
+    follower = followAccounts({
+      connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector-accounts', log: kafkaLog },
+      topic: config.kafka.accountsTopic,
+      groupId: config.kafka.groupId,
+      store: new RedisAccountStore(redis, { prefix: config.redis.prefix }),
+      log,
+      ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
+    });
+    await follower.started;
   } catch (e) {
+    await follower?.stop().catch(() => undefined);
     await consumer.stop().catch(() => undefined);
     await conn.close();
     redis.disconnect();
@@ -93,6 +109,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     stop: () =>
       (stopped ??= (async () => {
         try {
+          await follower.stop().catch((e: unknown) => log('warn', 'account follower did not stop cleanly', { error: String(e) }));
           await projector.stop();
         } finally {
           await conn.close();

@@ -12,14 +12,26 @@ import {
   type ClickHouseConnection,
 } from '@pushbase/clickhouse';
 import { createKafka, KafkaEventConsumer, type EventConsumerHandlers, type KafkaLogLevel } from '@pushbase/kafka';
-import { dropSchemaGeneration, openRedis, promoteSchemaGeneration, RedisSchemaStore, type Redis } from '@pushbase/redis';
+import {
+  dropAccountsGeneration,
+  dropSchemaGeneration,
+  openRedis,
+  promoteAccountsGeneration,
+  promoteSchemaGeneration,
+  readAccountsGeneration,
+  RedisAccountStore,
+  RedisSchemaStore,
+  type Redis,
+} from '@pushbase/redis';
+import { replayAccounts } from './accounts';
 import type { Admin } from 'kafkajs';
 import type { ReplayConfig } from './config';
 import { Projector, type Logger } from './projector';
-import { compareGenerations, formatReport, type VerifyReport } from './verify';
+import { compareGenerations, formatReport, type Difference, type VerifyReport } from './verify';
 
 /*
- * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the Kafka topic,
+ * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the Kafka topic
+ * (and the Redis account store from the accounts topic, services/projector/src/accounts.ts),
  * from its beginning up to the end offsets taken when it starts (so it ends), into a fresh database and a
  * fresh key prefix, then makes them the live ones. The rebuild IS the projector — the same Projector
  * class (batching, memory bound, the pure `project` over the domain's evolve) pointed at the fresh stores
@@ -57,6 +69,8 @@ export interface ReplayHooks {
 export interface ReplayResult {
   /** Events read from the topic (up to the end offsets taken at the start). */
   readonly events: number;
+  /** Account events read from the accounts topic (likewise). */
+  readonly accountEvents: number;
   /** Records carried by those events (appends and replaces). */
   readonly recordsReplayed: number;
   /** Rows written to ClickHouse (live rows and tombstones). */
@@ -231,10 +245,18 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
     try {
       const rebuilt = await rebuild(config, fresh, low, end, conn, redis, hooks, log, kafkaLog);
       await admin.deleteGroups([fresh.group]).catch((e: unknown) => log('warn', 'could not delete the replay consumer group', { group: fresh.group, error: String(e) }));
+      // Accounts and keys: the accounts topic into the fresh prefix's account store, swapped in below with
+      // the schema store (a missing topic — a deployment never migrated since accounts came — is an error).
+      const accountEvents = await replayAccounts({
+        connection: { brokers: config.kafka.brokers, clientId: 'pushbase-replay', log: kafkaLog },
+        topic: config.kafka.accountsTopic,
+        groupId: `${fresh.group}-accounts`,
+        store: new RedisAccountStore(redis, { prefix: fresh.redisPrefix }),
+      });
       await hooks.afterRebuild?.({ database: fresh.database, redisPrefix: fresh.redisPrefix });
       const listed = await listListedHeads(conn, fresh.database);
       const alive = listed.filter((h) => !h.deleted);
-      const verify = config.verify ? await compareGenerations(conn, redis, live, fresh) : undefined;
+      const verify = config.verify ? withAccounts(await compareGenerations(conn, redis, live, fresh), await compareAccounts(redis, live.redisPrefix, fresh.redisPrefix)) : undefined;
       const swap = !config.verifyOnly && (verify === undefined || verify.equal);
       if (swap) {
         await requireStoppedGroup(admin, config.kafka.groupId);
@@ -248,10 +270,12 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
         // The views read the live records table by name, so they read the promoted one; which datasets have a view changes.
         await new DatasetViews(conn, live.database, config.clickhouse.viewsDatabase).reconcile();
         await promoteSchemaGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
+        await promoteAccountsGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
         if (!config.keepRetired) await dropDatabase(conn, retired.database);
       }
       return {
         ...rebuilt,
+        accountEvents,
         datasets: alive.length,
         records: alive.reduce((n, h) => n + h.record_count, 0),
         seconds: (performance.now() - started) / 1000,
@@ -273,6 +297,7 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
       // Without a swap the fresh generation is scratch; after the tables moved the fresh database is empty.
       // Whatever a failed swap left behind is kept: the error names it.
       if (!promoted) await dropSchemaGeneration(redis, fresh.redisPrefix).catch(() => undefined);
+      if (!promoted) await dropAccountsGeneration(redis, fresh.redisPrefix).catch(() => undefined);
       if (!promoted || tablesMoved) await dropDatabase(conn, fresh.database).catch(() => undefined);
     }
   } finally {
@@ -282,12 +307,32 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
   }
 }
 
+/** The account stores compared as the schema stores are: every key, canonical text. */
+async function compareAccounts(redis: Redis, livePrefix: string, freshPrefix: string): Promise<VerifyReport> {
+  const [l, r] = await Promise.all([readAccountsGeneration(redis, livePrefix), readAccountsGeneration(redis, freshPrefix)]);
+  const differences: Difference[] = [];
+  for (const key of [...new Set([...l.keys(), ...r.keys()])].sort()) {
+    const a = l.get(key);
+    const b = r.get(key);
+    if (a === b) continue;
+    differences.push({ store: 'redis', subject: `accounts:${key}`, what: a === undefined ? 'only in the rebuilt account store' : b === undefined ? 'only in the live account store' : `live ${a}, rebuilt ${b}` });
+  }
+  return { equal: differences.length === 0, differences, checked: { datasets: 0, records: 0, schemaKeys: r.size } };
+}
+
+const withAccounts = (schema: VerifyReport, accounts: VerifyReport): VerifyReport => ({
+  equal: schema.equal && accounts.equal,
+  differences: [...schema.differences, ...accounts.differences],
+  checked: { ...schema.checked, schemaKeys: schema.checked.schemaKeys + accounts.checked.schemaKeys },
+});
+
 /** The final count, for the terminal. */
 export function formatResult(r: ReplayResult): string[] {
   const rate = (n: number): string => Math.round(n / Math.max(r.seconds, 0.001)).toLocaleString('en-US');
   const lines = [
     `replay: ${r.events} events, ${r.datasets} datasets, ${r.records} records in ${r.seconds.toFixed(1)} s ` +
       `(${rate(r.events)} events/s, ${rate(r.recordsReplayed)} records/s; ${r.recordsReplayed} records replayed, ${r.rowsWritten} rows written)`,
+    `replay: ${r.accountEvents} account events`,
   ];
   if (r.verify !== undefined) lines.push(...formatReport(r.verify));
   if (r.swapped) lines.push(`replay: the rebuilt projection and schema store are live; the projector group continues at ${JSON.stringify(Object.fromEntries(r.end))}`);

@@ -5,7 +5,7 @@ import { MAX_ROWS_PER_EVENT } from '../src/project';
 describe('loadProjectorConfig', () => {
   it('has defaults for everything, empty meaning unset', () => {
     expect(loadProjectorConfig({ PUSHBASE_PROJECTOR_MAX_ROWS: '' })).toStrictEqual({
-      kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', groupId: 'pushbase-projector' },
+      kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', accountsTopic: 'pushbase.dataset-events.accounts', groupId: 'pushbase-projector' },
       clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase', viewsDatabase: 'pushbase_views' },
       redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
       maxRows: 4_000_000,
@@ -30,8 +30,12 @@ describe('loadProjectorConfig', () => {
       PUSHBASE_REDIS_PREFIX: 'pb-live:',
       PUSHBASE_METRICS_PORT: '9464',
     });
-    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, metrics: { host: '127.0.0.1', port: 9464 } });
+    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', accountsTopic: 'events.v1.accounts', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, metrics: { host: '127.0.0.1', port: 9464 } });
     expect(Object.isFrozen(c)).toBe(true);
+    // The accounts topic follows the dataset topic's name unless set; blank is unset, a bad name refused.
+    expect(loadProjectorConfig({ PUSHBASE_KAFKA_ACCOUNTS_TOPIC: 'accts' }).kafka.accountsTopic).toBe('accts');
+    expect(loadProjectorConfig({ PUSHBASE_KAFKA_TOPIC: 't', PUSHBASE_KAFKA_ACCOUNTS_TOPIC: ' ' }).kafka.accountsTopic).toBe('t.accounts');
+    expect(() => loadProjectorConfig({ PUSHBASE_KAFKA_ACCOUNTS_TOPIC: 'a b' })).toThrow(/PUSHBASE_KAFKA_ACCOUNTS_TOPIC/);
   });
 
   it('keeps a write within one atomic insert', () => {
@@ -49,7 +53,7 @@ describe('loadProjectorConfig', () => {
 describe('loadMigrateConfig', () => {
   it('has defaults for everything and reads the topic settings', () => {
     expect(loadMigrateConfig({})).toStrictEqual({
-      kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', partitions: 6, replicationFactor: 1 },
+      kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', accountsTopic: 'pushbase.dataset-events.accounts', partitions: 6, replicationFactor: 1 },
       clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase' },
     });
     expect(loadMigrateConfig({ PUSHBASE_KAFKA_PARTITIONS: '12', PUSHBASE_KAFKA_REPLICATION_FACTOR: '3' }).kafka).toMatchObject({ partitions: 12, replicationFactor: 3 });

@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { accountLiteral, ClickHouseProjection, datasetLiteral, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import type { StreamPosition } from '@pushbase/contracts';
 import { EVENT_SCHEMA_VERSION, fold, recordsOf, type DatasetEvent, type State } from '@pushbase/domain';
-import { ensureTopic, KafkaEventAppender } from '@pushbase/kafka';
+import { defaultAccountsTopic, ensureTopic, KafkaEventAppender } from '@pushbase/kafka';
 import { RedisSchemaStore, type Redis } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
 import { eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
@@ -74,6 +74,7 @@ beforeAll(async () => {
   const admin = await testAdmin();
   const topic = randomName('pb-replay');
   await ensureTopic(admin, { topic, partitions: 3 });
+  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
   const database = `pb_replay_${randomBytes(6).toString('hex')}`;
   const prefix = randomPrefix();
   const vars = {
@@ -109,7 +110,7 @@ afterAll(async () => {
   if (env === undefined) return;
   await env.appender.close();
   await env.admin.deleteGroups([env.group]).catch(() => undefined);
-  await env.admin.deleteTopics({ topics: [env.topic] }).catch(() => undefined);
+  await env.admin.deleteTopics({ topics: [env.topic, defaultAccountsTopic(env.topic)] }).catch(() => undefined);
   await env.admin.disconnect();
   // The live database, and any database a replay of this suite left (none should remain).
   const rs = await env.conn.client.query({ query: 'SELECT name FROM system.databases', format: 'JSONEachRow' });

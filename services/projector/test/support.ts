@@ -5,7 +5,7 @@ import type { Admin } from 'kafkajs';
 import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import type { StreamPosition } from '@pushbase/contracts';
 import { fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
-import { KafkaEventAppender, ensureTopic } from '@pushbase/kafka';
+import { KafkaEventAppender, defaultAccountsTopic, ensureTopic } from '@pushbase/kafka';
 import { eventually, randomName, requireKafka, testAdmin, testConnection, KAFKA_BROKERS } from '../../../test/helpers/kafka';
 import { randomPrefix, redisUrl } from '../../../test/helpers/redis';
 import { loadProjectorConfig, runProjector, type Logger, type ProjectorConfig, type RunningProjector } from '../src';
@@ -45,6 +45,8 @@ export async function infra(partitions: number): Promise<Infra> {
     throw new Error(`ClickHouse at ${CLICKHOUSE_URL} is needed by this suite (npm run services:up): ${e instanceof Error ? e.message : String(e)}`);
   }
   await ensureTopic(admin, { topic, partitions });
+  // The projector follows the accounts topic too (src/accounts.ts); `pushbase migrate` creates both.
+  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
   const appender = new KafkaEventAppender({ connection: testConnection(), topic });
   return {
     admin,
@@ -68,7 +70,7 @@ export async function infra(partitions: number): Promise<Infra> {
     }),
     close: async () => {
       await appender.close();
-      await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+      await admin.deleteTopics({ topics: [topic, defaultAccountsTopic(topic)] }).catch(() => undefined);
       await admin.disconnect();
       for (const db of [database, `${database}_views`]) await conn.client.command({ query: `DROP DATABASE IF EXISTS ${quoteIdentifier(db)}` });
       await conn.close();

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { accountsNamespace } from './account-store';
 import { schemaNamespace } from './schema-store';
 
 /*
@@ -19,8 +20,11 @@ import { schemaNamespace } from './schema-store';
 const startsWith = (literal: string): string => `${literal.replace(/[*?[\]\\]/g, (c) => `\\${c}`)}*`;
 
 /** Every key of the schema store under `prefix`. */
-export async function schemaKeys(redis: Redis, prefix: string): Promise<string[]> {
-  const match = startsWith(schemaNamespace(prefix));
+export const schemaKeys = (redis: Redis, prefix: string): Promise<string[]> => namespaceKeys(redis, schemaNamespace(prefix));
+
+/** Every key whose name starts with `namespace`. */
+async function namespaceKeys(redis: Redis, namespace: string): Promise<string[]> {
+  const match = startsWith(namespace);
   const keys: string[] = [];
   let cursor = '0';
   do {
@@ -73,15 +77,28 @@ export interface SchemaPromotion {
  * move under `retired` when given, else they are deleted. The caller makes sure nothing writes to either
  * generation meanwhile (the live projector is stopped during replay).
  */
-export async function promoteSchemaGeneration(redis: Redis, prefixes: { readonly fresh: string; readonly live: string; readonly retired?: string }): Promise<SchemaPromotion> {
-  const freshNs = schemaNamespace(prefixes.fresh);
-  const liveNs = schemaNamespace(prefixes.live);
-  const retiredNs = prefixes.retired === undefined ? undefined : schemaNamespace(prefixes.retired);
-  const [freshKeys, liveKeys] = await Promise.all([schemaKeys(redis, prefixes.fresh), schemaKeys(redis, prefixes.live)]);
+export function promoteSchemaGeneration(redis: Redis, prefixes: { readonly fresh: string; readonly live: string; readonly retired?: string }): Promise<SchemaPromotion> {
+  return promoteGeneration(redis, schemaNamespace, prefixes);
+}
+
+/** promoteSchemaGeneration for the account store (`<prefix>accounts:`, account-store.ts): replay swaps it the same way. */
+export function promoteAccountsGeneration(redis: Redis, prefixes: { readonly fresh: string; readonly live: string; readonly retired?: string }): Promise<SchemaPromotion> {
+  return promoteGeneration(redis, accountsNamespace, prefixes);
+}
+
+async function promoteGeneration(
+  redis: Redis,
+  namespaceOf: (prefix: string) => string,
+  prefixes: { readonly fresh: string; readonly live: string; readonly retired?: string },
+): Promise<SchemaPromotion> {
+  const freshNs = namespaceOf(prefixes.fresh);
+  const liveNs = namespaceOf(prefixes.live);
+  const retiredNs = prefixes.retired === undefined ? undefined : namespaceOf(prefixes.retired);
+  const [freshKeys, liveKeys] = await Promise.all([namespaceKeys(redis, freshNs), namespaceKeys(redis, liveNs)]);
   // A fresh prefix under the live one (`pushbase:replay-…:`) is not matched by the live namespace
   // (`pushbase:schema:`), but guard against a caller choosing prefixes that overlap.
   const overlap = freshKeys.filter((k) => k.startsWith(liveNs));
-  if (overlap.length > 0) throw new Error(`The fresh schema keys (${freshNs}) overlap the live ones (${liveNs})`);
+  if (overlap.length > 0) throw new Error(`The fresh keys (${freshNs}) overlap the live ones (${liveNs})`);
   const multi = redis.multi();
   for (const k of liveKeys) {
     if (retiredNs === undefined) multi.unlink(k);
@@ -89,15 +106,54 @@ export async function promoteSchemaGeneration(redis: Redis, prefixes: { readonly
   }
   for (const k of freshKeys) multi.rename(k, liveNs + k.slice(freshNs.length));
   const results = await multi.exec();
-  if (results === null) throw new Error('The schema store promotion was aborted');
+  if (results === null) throw new Error(`The promotion of ${freshNs} to ${liveNs} was aborted`);
   const failed = results.find(([err]) => err !== null);
   if (failed) throw failed[0] as Error;
   return { promoted: freshKeys.length, retired: liveKeys.length };
 }
 
 /** Removes the generation under `prefix` (a failed or verified-only rebuild, or a retired generation). */
-export async function dropSchemaGeneration(redis: Redis, prefix: string): Promise<number> {
-  const keys = await schemaKeys(redis, prefix);
+export const dropSchemaGeneration = (redis: Redis, prefix: string): Promise<number> => dropNamespace(redis, schemaNamespace(prefix));
+
+/** Removes the account store under `prefix`. */
+export const dropAccountsGeneration = (redis: Redis, prefix: string): Promise<number> => dropNamespace(redis, accountsNamespace(prefix));
+
+async function dropNamespace(redis: Redis, namespace: string): Promise<number> {
+  const keys = await namespaceKeys(redis, namespace);
   for (let i = 0; i < keys.length; i += 1000) await redis.unlink(...keys.slice(i, i + 1000));
   return keys.length;
+}
+
+/**
+ * The account store under `prefix` as plain data, as readSchemaGeneration: key (without the namespace) →
+ * its value as canonical text, so a rebuilt generation compares with the live one (`replay --verify`).
+ */
+export async function readAccountsGeneration(redis: Redis, prefix: string): Promise<Map<string, string>> {
+  const namespace = accountsNamespace(prefix);
+  const keys = await namespaceKeys(redis, namespace);
+  const out = new Map<string, string>();
+  for (let i = 0; i < keys.length; i += 1000) {
+    const chunk = keys.slice(i, i + 1000);
+    const pipeline = redis.pipeline();
+    // The layout of account-store.ts: `live` is a set, `position:` keys strings, the rest hashes.
+    for (const k of chunk) {
+      const name = k.slice(namespace.length);
+      if (name === 'live') pipeline.smembers(k);
+      else if (name.startsWith('position:')) pipeline.get(k);
+      else pipeline.hgetall(k);
+    }
+    const results = (await pipeline.exec()) ?? [];
+    chunk.forEach((k, j) => {
+      const [err, value] = results[j] ?? [new Error('no reply'), null];
+      if (err !== null) throw err;
+      const canonical =
+        typeof value === 'string'
+          ? JSON.stringify(value)
+          : Array.isArray(value)
+            ? JSON.stringify([...(value as string[])].sort())
+            : JSON.stringify(Object.entries(value as Record<string, string>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+      out.set(k.slice(namespace.length), canonical);
+    });
+  }
+  return out;
 }

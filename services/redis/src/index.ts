@@ -4,6 +4,7 @@ export * from './rate-limiter';
 export * from './schema-store';
 export * from './schema-intent';
 export * from './key-store';
+export * from './account-store';
 export * from './connection';
 export * from './config';
 export * from './generations';

@@ -72,16 +72,17 @@ export class RedisRateLimiter implements RateLimiter {
     redis.defineCommand('pushbaseRateConsume', { numberOfKeys: 1, lua: CONSUME });
   }
 
-  async consume(key: string): Promise<RateDecision> {
+  /** `limit`: the limit in force for this key (its account's quota); the configured one when not given. */
+  async consume(key: string, limit: number = this.limit): Promise<RateDecision> {
     const member = `${this.instance}-${this.sequence++}`;
     let answer: [number, number, number];
     try {
-      answer = await this.redis.pushbaseRateConsume(this.prefix + key, this.limit, this.windowMs, member);
+      answer = await this.redis.pushbaseRateConsume(this.prefix + key, limit, this.windowMs, member);
     } catch (e) {
       // Unreachable Redis: `unavailable`, which the gateway answers 503 before the request goes anywhere.
       throw redisError(where(this.redis), 'the rate limit', e);
     }
     const [allowed, remaining, resetMs] = answer;
-    return { allowed: allowed === 1, limit: this.limit, remaining, resetMs };
+    return { allowed: allowed === 1, limit, remaining, resetMs };
   }
 }

@@ -1,4 +1,5 @@
-import type { DatasetDefined, DatasetDeleted } from '@pushbase/domain';
+import type { AccountEvent, DatasetDefined, DatasetDeleted } from '@pushbase/domain';
+import { isAccountEvent } from './account-store';
 import { checkPrefix } from './keys';
 
 /*
@@ -21,7 +22,11 @@ export type SchemaChangeEvent = DatasetDefined | DatasetDeleted;
 export interface SchemaIntent {
   /** The token of the lease under which it was written. */
   readonly token: string;
-  readonly event: SchemaChangeEvent;
+  /**
+   * A dataset's change, or an account's (the schema service decides account and key changes under the same
+   * lease and the same protocol; their event goes to the accounts topic and the account store).
+   */
+  readonly event: SchemaChangeEvent | AccountEvent;
 }
 
 /** Every intent key under `prefix` starts with this (the account follows). */
@@ -48,6 +53,7 @@ export function decodeSchemaIntent(raw: string): SchemaIntent {
  * a deletion whose incarnation is no longer live, a definition whose incarnation is.
  */
 export function pendingFor(intent: SchemaIntent | undefined, id: string, liveIncarnation: string | undefined): boolean {
-  if (intent === undefined || intent.event.dataset !== id) return false;
+  // An account's change (a key, a quota) changes no dataset: a reader of a dataset need not wait for it.
+  if (intent === undefined || isAccountEvent(intent.event) || intent.event.dataset !== id) return false;
   return intent.event.type === 'DatasetDeleted' ? liveIncarnation === intent.event.incarnation : liveIncarnation !== intent.event.incarnation;
 }

@@ -197,6 +197,15 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
     return `${this.intentNamespace}${account}`;
   }
 
+  /** The ids of the account's live datasets, sorted (deleting an account deletes each). */
+  async liveIds(account: string): Promise<string[]> {
+    try {
+      return (await this.redis.smembers(`${this.prefix}live:${account}`)).sort();
+    } catch (e) {
+      throw redisError(this.where(), "listing an account's datasets", e);
+    }
+  }
+
   async count(account: string): Promise<number> {
     try {
       return await this.redis.scard(`${this.prefix}live:${account}`);

@@ -1,12 +1,14 @@
 import type { SchemaChanges, SchemaDecision, SettledDataset } from '@pushbase/app';
 import { KeyedMutex } from '@pushbase/app';
-import type { EventAppender, SchemaStoreWriter } from '@pushbase/contracts';
-import { DomainError } from '@pushbase/domain';
+import type { EventAppender, SchemaStoreWriter, StreamPosition } from '@pushbase/contracts';
+import { DomainError, type AccountEvent } from '@pushbase/domain';
 import type { Logger } from '@pushbase/grpc';
 import {
   decodeSchemaIntent,
   encodeSchemaIntent,
+  isAccountEvent,
   redisError,
+  type RedisAccountStore,
   schemaIntentKey,
   schemaIntentNamespace,
   type Redis,
@@ -35,6 +37,13 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
  *                                     (its key and shape: services/redis/src/schema-intent.ts)
  *
+ * Account and key changes (accounts.ts, decidedAccount) take the same steps under the same lease: their
+ * event goes to the accounts topic instead (its position returned by the append) and is applied to the
+ * Redis account store at that position; an intent may hold either kind, and rolling it forward re-appends
+ * it to its own topic. Duplicates there are harmless for the same reason: the account fold ignores a
+ * second create, a key already known, a revocation of a revoked key, and nothing else of the account can
+ * come between the two copies (the lease).
+ *
  * Repair. An intent present at step 2 belongs to a holder that stopped between 4 and 7: its event may or
  * may not be in Kafka. Rolling forward re-appends the SAME event (same incarnation) and applies it, so both
  * cases end as "stored once or twice, applied". Twice is harmless by construction: the fold (and so the
@@ -62,6 +71,17 @@ import type { AccountLease, RedisAccountLock } from './account-lock';
  */
 
 type SchemaEvent = SchemaChangeEvent;
+/** What a decision under an account's lease appends: a dataset's change, or an account's (accounts.ts). */
+type ChangeEvent = SchemaEvent | AccountEvent;
+
+/**
+ * Where account and key changes go: the accounts topic (resolving with each event's position) and the
+ * Redis account store, which orders its applies by those positions.
+ */
+export interface AccountChangeSink {
+  readonly log: { append(events: readonly AccountEvent[]): Promise<StreamPosition[]> };
+  readonly store: Pick<RedisAccountStore, 'apply'>;
+}
 
 export interface RedisSchemaChangesOptions {
   readonly redis: Redis;
@@ -76,6 +96,8 @@ export interface RedisSchemaChangesOptions {
    */
   readonly store: SchemaStoreWriter & Pick<RedisSchemaStore, 'settledGet'>;
   readonly log?: Logger;
+  /** Account and key changes (decidedAccount); without it only dataset changes can be made. */
+  readonly accounts?: AccountChangeSink;
   /** Test seam: runs once the append was acknowledged, before Redis is updated (where a crash needs repair). */
   readonly afterAppend?: (event: SchemaEvent) => Promise<void>;
 }
@@ -120,8 +142,10 @@ export class RedisSchemaChanges implements SchemaChanges {
   private readonly prefix: string;
   private readonly log: Logger;
   private readonly afterAppend: ((event: SchemaEvent) => Promise<void>) | undefined;
+  private readonly accounts: AccountChangeSink | undefined;
 
   constructor(options: RedisSchemaChangesOptions) {
+    this.accounts = options.accounts;
     this.redis = options.redis;
     this.lock = options.lock;
     this.appender = options.appender;
@@ -149,6 +173,20 @@ export class RedisSchemaChanges implements SchemaChanges {
   }
 
   decided<T>(account: string, decide: () => Promise<SchemaDecision<T>>): Promise<T> {
+    return this.underLease(account, decide);
+  }
+
+  /**
+   * An account or key change, made as a dataset change is (the same lease, intent, roll-forward and
+   * answers; see the top): `decide` runs holding the account's lease after any change left half done was
+   * completed, so it decides from an account store holding every earlier change of the account; its event
+   * is in the accounts topic and applied to the account store before this resolves.
+   */
+  decidedAccount<T>(account: string, decide: () => Promise<{ readonly event?: AccountEvent; readonly answer: T }>): Promise<T> {
+    return this.underLease(account, decide);
+  }
+
+  private underLease<T>(account: string, decide: () => Promise<{ readonly event?: ChangeEvent; readonly answer: T }>): Promise<T> {
     // The wait in this process's queue counts too: a request is decided within `waitMs` of its arrival or
     // refused undecided, so it is never decided after its caller's deadline gave up on it (waitMs plus two
     // appends' timeouts stays under the gRPC clients' write deadline).
@@ -247,23 +285,38 @@ export class RedisSchemaChanges implements SchemaChanges {
     }
     if (written === null) return false;
     const { event } = decodeSchemaIntent(written);
+    let position: StreamPosition | undefined;
     try {
-      await this.appendUnderLease(holding, event);
+      position = await this.appendUnderLease(holding, event);
     } catch (e) {
       // The intent stays whatever happened: its original append may be stored.
       throw new DomainError('unavailable', `An earlier change of this account could not be completed (${message(e)}); nothing was changed`);
     }
     try {
-      await this.store.apply([event]);
+      await this.applyChange(event, position);
       await this.redis.pushbaseSchemaRetractIntent(key, written);
     } catch (e) {
       throw redisError(this.where(), 'completing an earlier change of this account', e);
     }
-    this.log('info', 'schema intent rolled forward', { account: event.account, dataset: event.dataset, type: event.type, incarnation: event.incarnation });
+    this.log(
+      'info',
+      'schema intent rolled forward',
+      isAccountEvent(event) ? { account: event.account, type: event.type } : { account: event.account, dataset: event.dataset, type: event.type, incarnation: event.incarnation },
+    );
     return true;
   }
 
-  private async commit(holding: Holding, event: SchemaEvent): Promise<void> {
+  /** Shows an appended change in Redis: the schema store, or the account store at the event's position. */
+  private async applyChange(event: ChangeEvent, position: StreamPosition | undefined): Promise<void> {
+    if (!isAccountEvent(event)) {
+      await this.store.apply([event]);
+      return;
+    }
+    if (this.accounts === undefined || position === undefined) throw new Error(`An account change (${event.type}) without an account store`);
+    await this.accounts.store.apply([{ event, position }]);
+  }
+
+  private async commit(holding: Holding, event: ChangeEvent): Promise<void> {
     const { lease } = holding;
     const key = this.intentKey(lease.account);
     const intent = encodeSchemaIntent({ token: lease.token, event });
@@ -277,16 +330,17 @@ export class RedisSchemaChanges implements SchemaChanges {
     }
     if (ours !== 1) throw new DomainError('unavailable', 'The schema lock of this account expired before the change was recorded; nothing was changed');
 
+    let position: StreamPosition | undefined;
     try {
-      await this.appendUnderLease(holding, event);
+      position = await this.appendUnderLease(holding, event);
     } catch (e) {
       if (!neverStored(e)) throw e;
       await this.retractOrUnknown(key, intent, e);
       throw e;
     }
-    await this.afterAppend?.(event);
+    if (!isAccountEvent(event)) await this.afterAppend?.(event);
     try {
-      await this.store.apply([event]);
+      await this.applyChange(event, position);
     } catch (e) {
       throw new DomainError('outcome_unknown', `The change is stored in the event log but the schema store could not be updated (${message(e)}); it is completed by the next change of this account`);
     }
@@ -303,7 +357,7 @@ export class RedisSchemaChanges implements SchemaChanges {
    * Rejects with the appender's own error when the event was never stored, else with `outcome_unknown`,
    * marking the lease to be kept until it expires.
    */
-  private async appendUnderLease(holding: Holding, event: SchemaEvent): Promise<void> {
+  private async appendUnderLease(holding: Holding, event: ChangeEvent): Promise<StreamPosition | undefined> {
     let held: boolean;
     try {
       held = await this.lock.extend(holding.lease);
@@ -315,7 +369,14 @@ export class RedisSchemaChanges implements SchemaChanges {
       throw new DomainError('outcome_unknown', 'The schema lock of this account expired while the change was being made; it is completed by the next change of this account');
     }
     try {
-      await this.appender.append([event]);
+      if (!isAccountEvent(event)) {
+        await this.appender.append([event]);
+        return undefined;
+      }
+      if (this.accounts === undefined) throw new Error(`An account change (${event.type}) without an accounts topic`);
+      const [position] = await this.accounts.log.append([event]);
+      if (position === undefined) throw new Error('The accounts topic acknowledged an append without its position');
+      return position;
     } catch (e) {
       if (neverStored(e)) throw e;
       holding.keepLease = true;

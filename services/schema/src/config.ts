@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
-import { defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
+import { defaultAccountsTopic, defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 import { redisEnv } from '@pushbase/redis';
@@ -32,6 +32,14 @@ const schema = z
         }),
     ),
     PUSHBASE_KAFKA_TOPIC: text('pushbase.dataset-events').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -'),
+    // The accounts topic (services/kafka/src/account-log.ts); unset: PUSHBASE_KAFKA_TOPIC + ".accounts".
+    PUSHBASE_KAFKA_ACCOUNTS_TOPIC: z.preprocess(
+      blankToUndefined,
+      z
+        .string()
+        .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_ACCOUNTS_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')
+        .optional(),
+    ),
     PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: text('pushbase-schema').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_KAFKA_CLIENT_ID must be 1 to 249 of A-Z a-z 0-9 . _ -'),
     // The Kafka transactional id: stable per instance (a StatefulSet's pod name) lets a restarted instance
     // abort its predecessor's open transaction at once; unset, a unique one is made at start.
@@ -81,6 +89,7 @@ const schema = z
       kafka: Object.freeze({
         brokers: e.PUSHBASE_KAFKA_BROKERS,
         topic: e.PUSHBASE_KAFKA_TOPIC,
+        accountsTopic: e.PUSHBASE_KAFKA_ACCOUNTS_TOPIC ?? defaultAccountsTopic(e.PUSHBASE_KAFKA_TOPIC),
         clientId: e.PUSHBASE_SCHEMA_KAFKA_CLIENT_ID,
         appendTimeoutMs: e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS,
         transactionalId: e.PUSHBASE_SCHEMA_TRANSACTIONAL_ID ?? defaultTransactionalId('schema'),

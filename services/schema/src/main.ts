@@ -1,8 +1,9 @@
 import { jsonLogger, type Logger } from '@pushbase/grpc';
-import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { KafkaAccountLog, KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
+import { importRedisApiKeys } from './accounts';
 import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './server';
 
 export interface RunningSchema {
@@ -42,10 +43,21 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     lingerMs: 0,
     metrics: kafkaAppenderMetrics(metrics),
   });
+  // The accounts topic's own transactional producer: one appender per topic keeps each one's batching and
+  // its "one transaction in flight" rule simple; its id is the schema's own plus a suffix, so it is as
+  // stable per instance and as unique among live producers.
+  const accountAppender = new KafkaEventAppender({
+    connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
+    topic: config.kafka.accountsTopic,
+    appendTimeoutMs: config.kafka.appendTimeoutMs,
+    transactionalId: `${config.kafka.transactionalId.slice(0, 240)}-accounts`,
+    lingerMs: 0,
+  });
   const server = createSchemaServer({
     redis,
     prefix: config.redis.prefix,
     appender,
+    accountLog: new KafkaAccountLog(accountAppender),
     lock: config.lock,
     log,
     ...(hooks.afterAppend === undefined ? {} : { afterAppend: hooks.afterAppend }),
@@ -58,16 +70,24 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   } catch (e) {
     await server.grpc.shutdown(0, 0).catch(() => undefined);
     await appender.close();
+    await accountAppender.close();
     redis.disconnect();
     throw e;
   }
   const stopSweeping = server.changes.startSweeping(config.sweepIntervalMs);
+  // Before accounts were events, keys lived in a Redis hash: carried into the accounts topic once.
+  if (server.accounts !== undefined) {
+    await importRedisApiKeys(redis, config.redis.prefix, server.accounts, log).catch((e: unknown) =>
+      log('error', 'API keys in Redis could not be imported; the next start tries again', { error: e instanceof Error ? e.message : String(e) }),
+    );
+  }
   log('info', 'listening', {
     grpc_port: port,
     grpc_host: config.grpc.host,
     metrics_port: metricsListener.port,
     metrics_host: config.metrics.host,
     topic: config.kafka.topic,
+    accounts_topic: config.kafka.accountsTopic,
     redis_prefix: config.redis.prefix,
     lock_ttl_ms: config.lock.ttlMs,
   });
@@ -82,6 +102,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
         await stopSweeping();
         try {
           await appender.close();
+          await accountAppender.close();
         } finally {
           await redis.quit().catch(() => redis.disconnect());
           // Last, so a scrape during the drain still sees it.

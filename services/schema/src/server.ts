@@ -22,6 +22,12 @@ export function createSchemaServer(deps: SchemaServerDeps): SchemaServer {
   const requestScope = new RequestScope();
   const { log, protos, ...rest } = deps;
   const schema = createDistributedSchema({ ...rest, log: requestLogger(log, requestScope) });
-  const grpc = createGrpcServer({ schema: schema.service, log, requestScope, ...(protos === undefined ? {} : { protos }) });
+  const grpc = createGrpcServer({
+    schema: schema.service,
+    ...(schema.accounts === undefined ? {} : { accounts: schema.accounts }),
+    log,
+    requestScope,
+    ...(protos === undefined ? {} : { protos }),
+  });
   return { ...schema, grpc };
 }

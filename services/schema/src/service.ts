@@ -1,16 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import { createSchemaService, type Clock, type IdSource } from '@pushbase/app';
-import type { EventAppender, SchemaService } from '@pushbase/contracts';
-import { RedisSchemaStore, type Redis } from '@pushbase/redis';
+import type { AccountCommands, EventAppender, SchemaService } from '@pushbase/contracts';
+import { effectiveQuotas } from '@pushbase/domain';
+import { RedisAccountStore, RedisSchemaStore, type Redis } from '@pushbase/redis';
+import { createDistributedAccounts } from './accounts';
 import { RedisAccountLock } from './account-lock';
 import type { Logger } from '@pushbase/grpc';
-import { RedisSchemaChanges, type RedisSchemaChangesOptions } from './changes';
+import { RedisSchemaChanges, type AccountChangeSink, type RedisSchemaChangesOptions } from './changes';
 
 export interface DistributedSchemaDeps {
   readonly redis: Redis;
   /** The deployment's Redis key prefix (`pushbase:`), shared with the projector, records service and gateway. */
   readonly prefix: string;
   readonly appender: EventAppender;
+  /** The accounts topic's writer; with it the service also serves accounts and keys (accounts.ts). */
+  readonly accountLog?: AccountChangeSink['log'];
   readonly lock: { readonly ttlMs: number; readonly waitMs: number };
   readonly log?: Logger;
   readonly clock?: Clock;
@@ -21,6 +25,8 @@ export interface DistributedSchemaDeps {
 
 export interface DistributedSchema {
   readonly service: SchemaService;
+  /** Accounts and keys, when an accounts topic was given. */
+  readonly accounts: AccountCommands | undefined;
   /** For the sweep of intents left by a crashed holder. */
   readonly changes: RedisSchemaChanges;
 }
@@ -32,7 +38,9 @@ export interface DistributedSchema {
  */
 export function createDistributedSchema(deps: DistributedSchemaDeps): DistributedSchema {
   const store = new RedisSchemaStore(deps.redis, { prefix: deps.prefix });
+  const accountStore = new RedisAccountStore(deps.redis, { prefix: deps.prefix });
   const changes = new RedisSchemaChanges({
+    ...(deps.accountLog === undefined ? {} : { accounts: { log: deps.accountLog, store: accountStore } }),
     redis: deps.redis,
     prefix: deps.prefix,
     lock: new RedisAccountLock(deps.redis, { prefix: deps.prefix, ...deps.lock }),
@@ -41,11 +49,16 @@ export function createDistributedSchema(deps: DistributedSchemaDeps): Distribute
     ...(deps.log === undefined ? {} : { log: deps.log }),
     ...(deps.afterAppend === undefined ? {} : { afterAppend: deps.afterAppend }),
   });
+  const clock = deps.clock ?? { now: () => Date.now() };
   const service = createSchemaService({
     store,
     changes,
-    clock: deps.clock ?? { now: () => Date.now() },
+    clock,
     ids: deps.ids ?? { newIncarnation: () => randomUUID() },
+    // The account's datasets quota (the account store, read under the account's lease when a create is
+    // decided), else the API's limit: also for accounts that exist only in PUSHBASE_API_KEYS.
+    quotas: { datasetLimit: async (account) => effectiveQuotas(await accountStore.quotas(account)).datasets },
   });
-  return { service, changes };
+  const accounts = deps.accountLog === undefined ? undefined : createDistributedAccounts({ changes, store: accountStore, schemaStore: store, schema: service, clock });
+  return { service, accounts, changes };
 }

@@ -3,7 +3,7 @@ import { loadSchemaConfig } from '../src/config';
 describe('pushbase schema configuration', () => {
   it('has defaults that share the projector topic and Redis prefix, and pick a gRPC port', () => {
     const c = loadSchemaConfig({});
-    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', clientId: 'pushbase-schema', appendTimeoutMs: 10_000, transactionalId: expect.stringMatching(/^pushbase-schema-/) as unknown });
+    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', accountsTopic: 'pushbase.dataset-events.accounts', clientId: 'pushbase-schema', appendTimeoutMs: 10_000, transactionalId: expect.stringMatching(/^pushbase-schema-/) as unknown });
     // Unique per start unless set: two replicas never fence each other.
     expect(loadSchemaConfig({}).kafka.transactionalId).not.toBe(c.kafka.transactionalId);
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
@@ -19,6 +19,7 @@ describe('pushbase schema configuration', () => {
     const c = loadSchemaConfig({
       PUSHBASE_KAFKA_BROKERS: 'a:1, b:2',
       PUSHBASE_KAFKA_TOPIC: 't.x',
+      PUSHBASE_KAFKA_ACCOUNTS_TOPIC: 'accts.x',
       PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: 'me',
       PUSHBASE_SCHEMA_TRANSACTIONAL_ID: 'schema-0',
       PUSHBASE_REDIS_URL: 'rediss://r:6380',
@@ -39,7 +40,7 @@ describe('pushbase schema configuration', () => {
       OTEL_SERVICE_NAME: 'schema-a',
     });
     expect(c).toEqual({
-      kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
+      kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', accountsTopic: 'accts.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
       redis: { url: 'rediss://r:6380', prefix: 'pb:' },
       grpc: { host: '0.0.0.0', port: 7001, drainMs: 5000 },
       lock: { ttlMs: 10_000, waitMs: 10_000 },

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { pushbaseServices, type EventAppender, type SchemaService } from '@pushbase/contracts';
 import { connectSchemaService } from '@pushbase/grpc';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
+import { KafkaAccountLog, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
 import type { Redis } from 'ioredis';
 import { connectTestRedis } from '../../../test/helpers/redis';
 import { eventually, randomName, testConnection } from '../../../test/helpers/kafka';
@@ -28,6 +28,8 @@ export interface ReplicaOptions {
   readonly appender?: (real: KafkaEventAppender) => EventAppender;
   readonly afterAppend?: DistributedSchemaDeps['afterAppend'];
   readonly brokers?: readonly string[];
+  /** With an accounts topic, the replica serves accounts and keys too (`accounts`: the server's own). */
+  readonly accountsTopic?: string;
 }
 
 const protos = pushbaseServices();
@@ -40,6 +42,14 @@ export async function startReplica(options: ReplicaOptions): Promise<Replica> {
     appendTimeoutMs: 10_000,
   });
   const appender = options.appender?.(real) ?? real;
+  const accountAppender =
+    options.accountsTopic === undefined
+      ? undefined
+      : new KafkaEventAppender({
+          connection: testConnection({ clientId: `pushbase-schema-test-${randomUUID().slice(0, 8)}`, ...(options.brokers === undefined ? {} : { brokers: options.brokers }) }),
+          topic: options.accountsTopic,
+          appendTimeoutMs: 10_000,
+        });
   const server = createSchemaServer({
     redis,
     prefix: options.prefix,
@@ -47,6 +57,7 @@ export async function startReplica(options: ReplicaOptions): Promise<Replica> {
     lock: options.lock ?? { ttlMs: 30_000, waitMs: 60_000 },
     log: () => undefined,
     protos,
+    ...(accountAppender === undefined ? {} : { accountLog: new KafkaAccountLog(accountAppender) }),
     ...(options.afterAppend === undefined ? {} : { afterAppend: options.afterAppend }),
   });
   const port = await server.grpc.listen('127.0.0.1', 0);
@@ -55,6 +66,7 @@ export async function startReplica(options: ReplicaOptions): Promise<Replica> {
   return {
     service: client,
     changes: server.changes,
+    accounts: server.accounts,
     redis,
     appender,
     address,
@@ -63,6 +75,7 @@ export async function startReplica(options: ReplicaOptions): Promise<Replica> {
       // A test's frozen call (a simulated crash) is cancelled after a short grace.
       await server.grpc.shutdown(1000);
       await real.close();
+      await accountAppender?.close();
       redis.disconnect();
     },
   };

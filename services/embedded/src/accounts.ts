@@ -1,0 +1,78 @@
+import { AccountLogKeyStore, hashApiKey, newApiKey, newKeyId, quotasFromLog } from '@pushbase/app';
+import type { KeyStore } from '@pushbase/contracts';
+import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent, type AccountsState, type QuotaLimits } from '@pushbase/domain';
+import { CombinedKeyStore, MemoryKeyStore, parseBootstrapKeys } from '@pushbase/gateway';
+import { FileAccountLog, type AccountLogOptions } from './account-log';
+import { readLegacyKeys, retireLegacyKeys } from './side-files';
+
+type Logger = (msg: string, fields?: Record<string, unknown>) => void;
+
+export interface EmbeddedAccounts {
+  readonly log: FileAccountLog;
+  /** PUSHBASE_API_KEYS first (configuration), then the keys of the account log. */
+  readonly keys: KeyStore;
+}
+
+/** The events that create `account` when the state does not have it yet (an import, the first start). */
+const ensureAccount = (state: AccountsState, pending: readonly AccountEvent[], account: string, at: number): AccountEvent[] =>
+  state.accounts.has(account) || pending.some((e) => e.type === 'AccountCreated' && e.account === account)
+    ? []
+    : [{ type: 'AccountCreated', schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at, quotas: DEFAULT_QUOTAS }];
+
+const timeOf = (iso: string | undefined, fallback: number): number => {
+  const t = iso === undefined ? NaN : Date.parse(iso);
+  return Number.isFinite(t) && t >= 0 ? t : fallback;
+};
+
+/**
+ * Opens the data directory's account log and makes it the source of keys:
+ *   - an `api-keys.json` of an older data directory is imported once, as events (its accounts created as
+ *     needed), then renamed aside to `api-keys.json.imported`. A crash between the two imports nothing
+ *     twice: a key whose hash is already in the log is skipped;
+ *   - on a first start (an empty account log and no PUSHBASE_API_KEYS) the account `default` and one key
+ *     for it are created, as events, and the key is printed once;
+ *   - PUSHBASE_API_KEYS keys stay configuration (write scope, held in memory, never events), with the
+ *     quotas of their account when the log has it, else the defaults.
+ */
+export async function openAccounts(options: AccountLogOptions & { readonly apiKeys: string; readonly defaults: QuotaLimits; readonly log: Logger; readonly now?: () => number }): Promise<EmbeddedAccounts> {
+  const { apiKeys, defaults, log, now = Date.now, ...logOptions } = options;
+  const accountLog = await FileAccountLog.open(logOptions);
+  const replayed = accountLog.state();
+  log('account log replayed', { events: accountLog.size, accounts: replayed.accounts.size, keys: replayed.keysByHash.size });
+  try {
+    const legacy = await readLegacyKeys(logOptions.dataDir);
+    if (legacy !== undefined) {
+      const at = now();
+      const events: AccountEvent[] = [];
+      for (const k of legacy.keys) {
+        if (accountLog.state().keysByHash.has(k.hash) || events.some((e) => e.type === 'KeyCreated' && e.hash === k.hash)) continue;
+        events.push(...ensureAccount(accountLog.state(), events, k.account, at));
+        events.push({ type: 'KeyCreated', schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account: k.account, at: timeOf(k.created_at, at), key_id: newKeyId(), hash: k.hash, scope: 'write', label: 'imported from api-keys.json' });
+      }
+      if (events.length > 0) await accountLog.append(events);
+      const moved = await retireLegacyKeys(legacy.file);
+      log('imported api-keys.json into the account log', { keys: legacy.keys.length, events: events.length, moved_to: moved });
+    }
+
+    const configured = new MemoryKeyStore(quotasFromLog(accountLog, defaults));
+    for (const { key, account } of parseBootstrapKeys(apiKeys)) {
+      configured.add(hashApiKey(key), account);
+      // The failed-auth guard bounds noise, not guessing: a short key is guessable.
+      if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
+    }
+
+    if (configured.size === 0 && accountLog.size === 0) {
+      const at = now();
+      const key = newApiKey();
+      await accountLog.append([
+        ...ensureAccount(accountLog.state(), [], 'default', at),
+        { type: 'KeyCreated', schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account: 'default', at, key_id: newKeyId(), hash: hashApiKey(key), scope: 'write', label: 'generated at first start' },
+      ]);
+      log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key });
+    }
+    return { log: accountLog, keys: new CombinedKeyStore(configured, new AccountLogKeyStore(accountLog, defaults)) };
+  } catch (e) {
+    await accountLog.close();
+    throw e;
+  }
+}

@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import { createKafka, decodeAccountMessage, KafkaEventConsumer, type KafkaConnection, type PositionedAccountEvent } from '@pushbase/kafka';
+import type { RedisAccountStore } from '@pushbase/redis';
+import type { Logger } from './projector';
+
+/*
+ * The accounts topic into the Redis account store (services/redis/src/account-store.ts).
+ *
+ * The follower (in every `pushbase projector`) applies every account event, in offset order, to the live
+ * store. The schema service applies each change itself right after appending it, so the follower changes
+ * nothing then (the store skips what it already applied); it is what repairs a schema service that stopped
+ * between the append and its own apply — within a fetch of the append, about a second — and what restores
+ * the store if Redis lost it. It commits no offsets: at each start it reads the topic from the beginning
+ * (a small topic: an operator's commands), so a projector restart also restores a wiped account store.
+ * Each process follows under a consumer group of its own, so every projector replica follows the whole
+ * topic (idempotent), and none waits for a rebalance of the dataset group. A message that is not an
+ * account event stops the follower and the projector (onFatal), as a poison dataset event does: skipping
+ * it could leave a revoked key working.
+ *
+ * Replay (replayAccounts) reads the topic from its beginning to the end offsets taken when it starts into
+ * a fresh prefix, which `pushbase replay` then swaps in with the schema store.
+ */
+
+export interface AccountFollower {
+  /** Resolves once the follower has joined its group and reads. */
+  readonly started: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface FollowAccountsOptions {
+  readonly connection: KafkaConnection;
+  readonly topic: string;
+  /** The projector's group: the follower's own group is named after it, with a random suffix. */
+  readonly groupId: string;
+  readonly store: Pick<RedisAccountStore, 'apply'>;
+  readonly log: Logger;
+  readonly onFatal?: (error: Error) => void;
+}
+
+export function followAccounts(options: FollowAccountsOptions): AccountFollower {
+  const consumer = new KafkaEventConsumer<PositionedAccountEvent>(
+    {
+      connection: options.connection,
+      topic: options.topic,
+      groupId: `${options.groupId.slice(0, 200)}-accounts-${randomBytes(4).toString('hex')}`,
+      fromBeginning: true,
+      decode: decodeAccountMessage,
+      // Small fetches wait little: a change a writer left unapplied is repaired within about this long.
+      maxWaitTimeMs: 250,
+    },
+    {
+      onBatch: async ({ events }) => {
+        // A failure (Redis unavailable) throws: the consumer fetches the batch again after a backoff.
+        const applied = await options.store.apply(events);
+        if (applied > 0) options.log('info', 'account events applied', { applied, offset: events[events.length - 1]!.position.offset });
+      },
+      onCrash: (e) => {
+        options.log('error', 'account follower stopped', { error: e.message });
+        options.onFatal?.(e);
+      },
+    },
+  );
+  return { started: consumer.start(), stop: () => consumer.stop() };
+}
+
+export interface ReplayAccountsOptions {
+  readonly connection: KafkaConnection;
+  readonly topic: string;
+  /** A throwaway group, deleted afterwards. */
+  readonly groupId: string;
+  /** The fresh generation's store. */
+  readonly store: Pick<RedisAccountStore, 'apply'>;
+}
+
+/** Applies the accounts topic from its beginning up to the end offsets taken now; resolves with the events applied. */
+export async function replayAccounts(options: ReplayAccountsOptions): Promise<number> {
+  const admin = createKafka(options.connection).admin();
+  await admin.connect();
+  try {
+    const offsets = await admin.fetchTopicOffsets(options.topic);
+    const end = new Map(offsets.map((o) => [o.partition, Number(o.high)]));
+    const next = new Map(offsets.map((o) => [o.partition, Number(o.low)]));
+    const done = (): boolean => [...end].every(([p, e]) => (next.get(p) ?? 0) >= e);
+    if (done()) return 0;
+    let events = 0;
+    let finish: () => void = () => undefined;
+    let fail: (e: Error) => void = () => undefined;
+    const finished = new Promise<void>((resolve, reject) => {
+      finish = resolve;
+      fail = reject;
+    });
+    const advance = (partition: number, to: number): void => {
+      next.set(partition, Math.max(next.get(partition) ?? 0, Math.min(to, end.get(partition) ?? 0)));
+      if (done()) finish();
+    };
+    const consumer = new KafkaEventConsumer<PositionedAccountEvent>(
+      { connection: options.connection, topic: options.topic, groupId: options.groupId, fromBeginning: true, decode: decodeAccountMessage },
+      {
+        onBatch: async (batch) => {
+          const stop = end.get(batch.partition) ?? 0;
+          // Events appended after replay began are the live follower's, once the projectors run again.
+          const mine = batch.events.filter((e) => e.position.offset < stop);
+          if (mine.length > 0) await options.store.apply(mine);
+          events += mine.length;
+          advance(batch.partition, mine.length < batch.events.length ? stop : batch.next);
+        },
+        onSkipped: (partition, at) => advance(partition, at),
+        onCrash: (e) => fail(e),
+      },
+    );
+    await consumer.start();
+    try {
+      await finished;
+    } finally {
+      await consumer.stop();
+      await admin.deleteGroups([options.groupId]).catch(() => undefined);
+    }
+    return events;
+  } finally {
+    await admin.disconnect();
+  }
+}

@@ -1,0 +1,254 @@
+import type { StreamPosition } from '@pushbase/contracts';
+import { ACCOUNT_EVENT_TYPES, type AccountEvent, type AccountInfo, type AccountQuotas, type AccountsState, type KeyInfo, type KeyScope } from '@pushbase/domain';
+import type { ChainableCommander, Redis, Result } from 'ioredis';
+import { redisError, where } from './connection';
+import { checkPrefix, DEFAULT_PREFIX } from './keys';
+
+/*
+ * Accounts and keys in Redis: the fold of the accounts topic (services/domain/src/accounts.ts, foldAccount)
+ * kept where every gateway and schema replica reads it. Written by the schema service right after its append
+ * and by the projector's follower of the topic (which repairs a writer that stopped between the two), and
+ * rebuilt by `pushbase replay`; nothing here is anything the topic cannot restore.
+ *
+ *   <prefix>accounts:live                 set of the live accounts' names
+ *   <prefix>accounts:account:<account>    hash: created_at, quotas (JSON {datasets, requests_per_minute})
+ *   <prefix>accounts:keys:<account>       hash: key_id → JSON {hash, scope, label, created_at}
+ *   <prefix>accounts:key:<sha256 hex>     hash: account, key_id, scope — what a gateway resolves a key by
+ *   <prefix>accounts:position:<account>   the offset of the account's last applied event (kept after deletion)
+ *
+ * The key itself is never here, only its SHA-256 (the gateway hashes what it is shown and looks the hash up).
+ *
+ * Idempotent and ordered by position: an account's events all sit in one partition of the topic (keyed by
+ * account), and each is applied only if its offset is above the account's last applied one, in one Lua
+ * script (atomic). So applying any suffix of the topic again changes nothing, and a late apply of an older
+ * event (a lagging follower after the writer applied a newer one) cannot undo a revocation. What makes the
+ * guard sound is that no writer applies an event while an earlier one of the account is unapplied: the
+ * schema service holds the account's lease and rolls forward any change its predecessor left half done
+ * (services/schema/src/changes.ts) before deciding, and the follower applies in offset order. The partition
+ * count of the topic must therefore never change (as for the dataset topic).
+ * Account names never contain ":" (ACCOUNT_NAME), so the key names cannot collide.
+ */
+
+/** Where the account store's keys live under a prefix: replay builds a fresh one and promotes it. */
+export const accountsNamespace = (prefix: string): string => `${checkPrefix(prefix)}accounts:`;
+
+// KEYS[1] live set, KEYS[2] account hash, KEYS[3] the account's keys, KEYS[4] its position.
+// ARGV[1] namespace, ARGV[2] type, ARGV[3] account, ARGV[4] offset, ARGV[5] at, ARGV[6..] the payload:
+//   AccountCreated / AccountQuotasSet: ARGV[6] quotas JSON
+//   KeyCreated: ARGV[6] key_id, ARGV[7] hash, ARGV[8] scope, ARGV[9] the key's listing JSON
+//   KeyRevoked: ARGV[6] key_id
+// The key-by-hash keys are named inside the script (their hash is found in the account's keys on a
+// revocation or deletion): fine on one Redis, as the rest of the store assumes (see generations.ts).
+// Returns 1 when applied (even as a no-op of the fold), 0 when skipped as already applied.
+const APPLY = `
+local ns, kind, account, offset, at = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local pos = redis.call('GET', KEYS[4])
+if pos and tonumber(pos) >= offset then return 0 end
+redis.call('SET', KEYS[4], ARGV[4])
+local exists = redis.call('SISMEMBER', KEYS[1], account) == 1
+if kind == 'AccountCreated' then
+  if exists then return 1 end
+  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('SADD', KEYS[1], account)
+  redis.call('HSET', KEYS[2], 'created_at', at, 'quotas', ARGV[6])
+elseif kind == 'AccountQuotasSet' then
+  if exists then redis.call('HSET', KEYS[2], 'quotas', ARGV[6]) end
+elseif kind == 'AccountDeleted' then
+  if not exists then return 1 end
+  for _, v in ipairs(redis.call('HVALS', KEYS[3])) do redis.call('DEL', ns .. 'key:' .. cjson.decode(v).hash) end
+  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('SREM', KEYS[1], account)
+elseif kind == 'KeyCreated' then
+  local byHash = ns .. 'key:' .. ARGV[7]
+  if not exists or redis.call('HEXISTS', KEYS[3], ARGV[6]) == 1 or redis.call('EXISTS', byHash) == 1 then return 1 end
+  redis.call('HSET', KEYS[3], ARGV[6], ARGV[9])
+  redis.call('HSET', byHash, 'account', account, 'key_id', ARGV[6], 'scope', ARGV[8])
+elseif kind == 'KeyRevoked' then
+  local v = redis.call('HGET', KEYS[3], ARGV[6])
+  if not exists or not v then return 1 end
+  redis.call('DEL', ns .. 'key:' .. cjson.decode(v).hash)
+  redis.call('HDEL', KEYS[3], ARGV[6])
+end
+return 1
+`;
+
+// KEYS[1] live set, KEYS[2] account hash, KEYS[3] its keys. One account, read at one moment.
+const READ_ACCOUNT = `
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return false end
+return {redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+`;
+
+// KEYS[1] the key-by-hash key. The key's account and scope, and that account's quotas, at one moment.
+const RESOLVE = `
+local k = redis.call('HMGET', KEYS[1], 'account', 'key_id', 'scope')
+if not k[1] then return false end
+k[4] = redis.call('HGET', ARGV[1] .. 'account:' .. k[1], 'quotas')
+return k
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    pushbaseAccountApply(live: string, account: string, keys: string, position: string, ...args: (string | number)[]): Result<number, Context>;
+    pushbaseAccountRead(live: string, account: string, keys: string, name: string): Result<[string[], string[]] | null, Context>;
+    pushbaseAccountResolve(byHash: string, namespace: string): Result<[string, string, string, string | null] | null, Context>;
+  }
+}
+
+/** A resolved key: whose it is, what it may do, and its account's quotas as set (null = the server's default). */
+export interface ResolvedKey {
+  readonly account: string;
+  readonly key_id: string;
+  readonly scope: KeyScope;
+  readonly quotas: AccountQuotas;
+}
+
+const ACCOUNT_TYPES = new Set<string>(ACCOUNT_EVENT_TYPES);
+
+/** True for an account event (as opposed to a dataset event: both travel through the schema service). */
+export const isAccountEvent = (e: { readonly type: string }): e is AccountEvent => ACCOUNT_TYPES.has(e.type);
+
+const pairs = (flat: readonly string[]): Map<string, string> => {
+  const m = new Map<string, string>();
+  for (let i = 0; i + 1 < flat.length; i += 2) m.set(flat[i] as string, flat[i + 1] as string);
+  return m;
+};
+
+const parseQuotas = (json: string | null | undefined): AccountQuotas => {
+  const q = JSON.parse(json ?? '{}') as Partial<AccountQuotas>;
+  return { datasets: q.datasets ?? null, requests_per_minute: q.requests_per_minute ?? null };
+};
+
+interface StoredKey {
+  readonly hash: string;
+  readonly scope: KeyScope;
+  readonly label: string | null;
+  readonly created_at: number;
+}
+
+export class RedisAccountStore {
+  private readonly ns: string;
+
+  constructor(
+    private readonly redis: Redis,
+    options: { readonly prefix?: string } = {},
+  ) {
+    this.ns = accountsNamespace(options.prefix ?? DEFAULT_PREFIX);
+    redis.defineCommand('pushbaseAccountApply', { numberOfKeys: 4, lua: APPLY });
+    redis.defineCommand('pushbaseAccountRead', { numberOfKeys: 3, lua: READ_ACCOUNT });
+    redis.defineCommand('pushbaseAccountResolve', { numberOfKeys: 1, lua: RESOLVE });
+  }
+
+  private keysOf(account: string): [string, string, string, string] {
+    return [`${this.ns}live`, `${this.ns}account:${account}`, `${this.ns}keys:${account}`, `${this.ns}position:${account}`];
+  }
+
+  /**
+   * Applies the events in order, each atomically and only if its offset is above its account's last
+   * applied one (see the top), in one round trip. Resolves with how many were applied (not skipped).
+   */
+  async apply(events: readonly { readonly event: AccountEvent; readonly position: StreamPosition }[]): Promise<number> {
+    if (events.length === 0) return 0;
+    const pipeline: ChainableCommander = this.redis.pipeline();
+    for (const { event: e, position } of events) {
+      const payload: (string | number)[] = [];
+      switch (e.type) {
+        case 'AccountCreated':
+        case 'AccountQuotasSet':
+          payload.push(JSON.stringify({ datasets: e.quotas.datasets, requests_per_minute: e.quotas.requests_per_minute }));
+          break;
+        case 'KeyCreated':
+          payload.push(e.key_id, e.hash, e.scope, JSON.stringify({ hash: e.hash, scope: e.scope, label: e.label, created_at: e.at } satisfies StoredKey));
+          break;
+        case 'KeyRevoked':
+          payload.push(e.key_id);
+          break;
+        case 'AccountDeleted':
+          break;
+      }
+      pipeline.pushbaseAccountApply(...this.keysOf(e.account), this.ns, e.type, e.account, position.offset, e.at, ...payload);
+    }
+    let results: [Error | null, unknown][] | null;
+    try {
+      results = await pipeline.exec();
+    } catch (e) {
+      throw redisError(where(this.redis), `applying ${events.length} account events`, e);
+    }
+    const failed = results?.find(([err]) => err !== null);
+    if (failed) throw redisError(where(this.redis), `applying ${events.length} account events`, failed[0]);
+    return (results ?? []).filter(([, applied]) => applied === 1).length;
+  }
+
+  /** The live account, with its keys; undefined when it does not exist. */
+  async get(account: string): Promise<AccountInfo | undefined> {
+    const [live, hash, keys] = this.keysOf(account);
+    let reply: [string[], string[]] | null;
+    try {
+      reply = await this.redis.pushbaseAccountRead(live, hash, keys, account);
+    } catch (e) {
+      throw redisError(where(this.redis), 'reading an account', e);
+    }
+    if (reply === null) return undefined;
+    const fields = pairs(reply[0]);
+    const keyMap = new Map<string, KeyInfo>();
+    for (const [key_id, json] of pairs(reply[1])) {
+      const k = JSON.parse(json) as StoredKey;
+      keyMap.set(key_id, { key_id, account, hash: k.hash, scope: k.scope, label: k.label, created_at: k.created_at });
+    }
+    return { account, created_at: Number(fields.get('created_at')), quotas: parseQuotas(fields.get('quotas')), keys: keyMap };
+  }
+
+  /** The account's quotas as set; undefined when the account does not exist. */
+  async quotas(account: string): Promise<AccountQuotas | undefined> {
+    let json: string | null;
+    try {
+      json = await this.redis.hget(`${this.ns}account:${account}`, 'quotas');
+    } catch (e) {
+      throw redisError(where(this.redis), "an account's quotas", e);
+    }
+    return json === null ? undefined : parseQuotas(json);
+  }
+
+  /** The live accounts' names, sorted. */
+  async list(): Promise<string[]> {
+    try {
+      return (await this.redis.smembers(`${this.ns}live`)).sort();
+    } catch (e) {
+      throw redisError(where(this.redis), 'listing accounts', e);
+    }
+  }
+
+  /**
+   * The state the domain's decisions read (decideCreateAccount, decideCreateKey…) for one account: the
+   * account itself, and whether a key hash is taken anywhere (`hashes`, looked up here).
+   */
+  async stateFor(account: string, hashes: readonly string[] = []): Promise<AccountsState> {
+    const [info, taken] = await Promise.all([this.get(account), Promise.all(hashes.map((h) => this.resolveHash(h)))]);
+    const accounts = new Map<string, AccountInfo>(info === undefined ? [] : [[account, info]]);
+    const keysByHash = new Map<string, KeyInfo>();
+    for (const k of info?.keys.values() ?? []) keysByHash.set(k.hash, k);
+    hashes.forEach((h, i) => {
+      const t = taken[i];
+      if (t !== undefined && !keysByHash.has(h)) keysByHash.set(h, { key_id: t.key_id, account: t.account, hash: h, scope: t.scope, label: null, created_at: 0 });
+    });
+    return { accounts, keysByHash };
+  }
+
+  /** Who a key hash (SHA-256 hex of the key) belongs to, with the account's quotas; undefined when no live key has it. */
+  async resolveHash(hash: string): Promise<ResolvedKey | undefined> {
+    let reply: [string, string, string, string | null] | null;
+    try {
+      reply = await this.redis.pushbaseAccountResolve(`${this.ns}key:${hash}`, this.ns);
+    } catch (e) {
+      throw redisError(where(this.redis), 'an API key', e);
+    }
+    if (reply === null) return undefined;
+    const [account, key_id, scope, quotas] = reply;
+    return { account, key_id, scope: scope as KeyScope, quotas: parseQuotas(quotas) };
+  }
+
+  /** The offset of the account's last applied event; undefined before any. */
+  async position(account: string): Promise<number | undefined> {
+    const v = await this.redis.get(this.keysOf(account)[3]);
+    return v === null ? undefined : Number(v);
+  }
+}
