@@ -129,7 +129,9 @@ describe(`the dataset browser page (${E2E_MODE})`, () => {
       ['2024-03-01', 'blue', '5'],
       ['2024-03-01', 'red', '10'],
     ]);
-    // The chart: the sum of Amount per day, drawn on the canvas and given as a table beside it.
+    // The chart: the sum of Amount per day, drawn on the canvas and given as a table beside it. It is drawn
+    // from a read of its own after the records table (in distributed mode a ClickHouse query later).
+    await until(page, () => (globalThis as any).document.querySelector('#chart')?.getAttribute('aria-label') !== null, undefined, 10_000);
     expect(await page.getAttribute('#chart', 'aria-label')).toBe('Line chart: sum of Amount by Day per day, 2 points');
     expect(await rowsOf(page, 'chart-table')).toEqual([
       ['2024-03-01', '15'],
