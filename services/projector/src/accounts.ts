@@ -18,7 +18,9 @@ import type { Logger } from './projector';
  * it could leave a revoked key working.
  *
  * Replay (replayAccounts) reads the topic from its beginning to the end offsets taken when it starts into
- * a fresh prefix, which `pushbase replay` then swaps in with the schema store.
+ * a fresh prefix, which `pushbase replay` then swaps in with the schema store; after the swap it applies
+ * the rest (from those end offsets to the new end) to the swapped-in store, since the changes made in
+ * between were applied by their writers to the store the swap replaced.
  */
 
 export interface AccountFollower {
@@ -68,20 +70,33 @@ export interface ReplayAccountsOptions {
   readonly topic: string;
   /** A throwaway group, deleted afterwards. */
   readonly groupId: string;
-  /** The fresh generation's store. */
+  /** The fresh generation's store (or, to catch up after a swap, the live one). */
   readonly store: Pick<RedisAccountStore, 'apply'>;
+  /**
+   * Per partition, the offset to apply from (what an earlier replay's `end` said); below it events are
+   * read but not applied. Default: the beginning. The consumer has no seek, and the topic is small.
+   */
+  readonly from?: ReadonlyMap<number, number>;
 }
 
-/** Applies the accounts topic from its beginning up to the end offsets taken now; resolves with the events applied. */
-export async function replayAccounts(options: ReplayAccountsOptions): Promise<number> {
+export interface ReplayedAccounts {
+  /** Account events applied (offsets from `from` up to `end`). */
+  readonly events: number;
+  /** Per partition, the end offset taken at the start: read up to it, exclusive. */
+  readonly end: ReadonlyMap<number, number>;
+}
+
+/** Applies the accounts topic from `from` (default its beginning) up to the end offsets taken now. */
+export async function replayAccounts(options: ReplayAccountsOptions): Promise<ReplayedAccounts> {
   const admin = createKafka(options.connection).admin();
   await admin.connect();
   try {
     const offsets = await admin.fetchTopicOffsets(options.topic);
     const end = new Map(offsets.map((o) => [o.partition, Number(o.high)]));
     const next = new Map(offsets.map((o) => [o.partition, Number(o.low)]));
-    const done = (): boolean => [...end].every(([p, e]) => (next.get(p) ?? 0) >= e);
-    if (done()) return 0;
+    const from = options.from ?? new Map<number, number>();
+    const done = (): boolean => [...end].every(([p, e]) => (next.get(p) ?? 0) >= e || (from.get(p) ?? 0) >= e);
+    if (done()) return { events: 0, end };
     let events = 0;
     let finish: () => void = () => undefined;
     let fail: (e: Error) => void = () => undefined;
@@ -98,11 +113,12 @@ export async function replayAccounts(options: ReplayAccountsOptions): Promise<nu
       {
         onBatch: async (batch) => {
           const stop = end.get(batch.partition) ?? 0;
+          const start = from.get(batch.partition) ?? 0;
           // Events appended after replay began are the live follower's, once the projectors run again.
-          const mine = batch.events.filter((e) => e.position.offset < stop);
+          const mine = batch.events.filter((e) => e.position.offset >= start && e.position.offset < stop);
           if (mine.length > 0) await options.store.apply(mine);
           events += mine.length;
-          advance(batch.partition, mine.length < batch.events.length ? stop : batch.next);
+          advance(batch.partition, batch.events.some((e) => e.position.offset >= stop) ? stop : batch.next);
         },
         onSkipped: (partition, at) => advance(partition, at),
         onCrash: (e) => fail(e),
@@ -115,7 +131,7 @@ export async function replayAccounts(options: ReplayAccountsOptions): Promise<nu
       await consumer.stop();
       await admin.deleteGroups([options.groupId]).catch(() => undefined);
     }
-    return events;
+    return { events, end };
   } finally {
     await admin.disconnect();
   }

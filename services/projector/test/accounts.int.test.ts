@@ -102,9 +102,16 @@ describe('the accounts topic', () => {
 
   it('replay reads up to the end it took and rebuilds the store; a message that is not an account event stops the follower', async () => {
     const topic = await newTopic();
-    await appendAll(topic, EVENTS);
+    const offsets = await appendAll(topic, EVENTS);
     const rebuilt = newStore();
-    expect(await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: rebuilt })).toBe(EVENTS.length);
+    const replayed = await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: rebuilt });
+    const high = (await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, Number(o.high)] as const);
+    expect(replayed).toStrictEqual({ events: EVENTS.length, end: new Map(high) });
+    // From an end on: only what comes after it is applied.
+    const after = newStore();
+    expect(await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: after, from: new Map([[0, offsets[2]!]]) })).toMatchObject({ events: EVENTS.length - 2 });
+    await expect(after.get('acme')).resolves.toBeUndefined();
+    await expect(after.get('globex')).resolves.toMatchObject({ account: 'globex' });
     await expect(rebuilt.resolveHash(sha(KEY))).resolves.toBeUndefined();
     await expect(rebuilt.get('acme')).resolves.toMatchObject({ account: 'acme', keys: new Map() });
 
