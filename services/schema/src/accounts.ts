@@ -156,9 +156,11 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
  * missing, each hash as a write key labelled `imported from Redis api-keys`, so the keys keep working —
  * then renames the hash to `<prefix>api-keys.imported`, which nothing reads. Several replicas starting at
  * once import side by side: a hash already registered is a conflict and skipped, and only one rename
- * succeeds. Resolves with the keys imported (0 when there is no such hash).
+ * succeeds. Resolves with the keys imported (0 when there is no such hash). Rejects unless the hash is gone
+ * afterwards: left in place, it would be imported again at every start, bringing back every key revoked
+ * (and every account deleted) since — so the start must fail instead.
  */
-export async function importRedisApiKeys(redis: Redis, prefix: string, accounts: AccountCommands, log: Logger): Promise<number> {
+export async function importRedisApiKeys(redis: Pick<Redis, 'hgetall' | 'rename' | 'exists'>, prefix: string, accounts: AccountCommands, log: Logger): Promise<number> {
   const legacy = `${prefix}api-keys`;
   const entries = Object.entries(await redis.hgetall(legacy));
   if (entries.length === 0) return 0;
@@ -175,7 +177,18 @@ export async function importRedisApiKeys(redis: Redis, prefix: string, accounts:
       skipConflict(e);
     }
   }
-  await redis.rename(legacy, `${legacy}.imported`).catch(() => undefined);
+  try {
+    await redis.rename(legacy, `${legacy}.imported`);
+  } catch (e) {
+    // Renamed by a replica importing beside this one: gone either way. Anything else fails the start.
+    if (!(e instanceof Error && /\bno such key\b/i.test(e.message))) {
+      throw new Error(`API keys imported from ${legacy}, but the hash could not be renamed to ${legacy}.imported (${e instanceof Error ? e.message : String(e)})`, { cause: e });
+    }
+  }
+  if ((await redis.exists(legacy)) !== 0) {
+    // Written again after the read above (a gateway of the older version still running): not imported.
+    throw new Error(`${legacy} is still there after the import (is a gateway of an older version still running and writing it?); stop it and start again`);
+  }
   log('info', 'API keys imported from Redis into the accounts topic', { keys: imported, found: entries.length, renamed_to: `${legacy}.imported` });
   return imported;
 }
