@@ -12,7 +12,7 @@ import { uiMiddleware } from './ui';
  *   write scope, sent as the push API sends it (Basic, the key as user name), reads its own account only;
  * - the admin listener: the admin token (every account), or a key as above.
  * A read-only key is what a widget embed or a person at the page should hold: it can read and never write
- * (the write routes refuse it, app.ts).
+ * (the gateway refuses it every method but GET and HEAD, app.ts).
  */
 
 /** Who is reading: an account's key (account and scope), or the admin token (any account). */
