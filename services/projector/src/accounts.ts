@@ -13,7 +13,8 @@ import type { Logger } from './projector';
  * the store if Redis lost it. It commits no offsets: at each start it reads the topic from the beginning
  * (a small topic: an operator's commands), so a projector restart also restores a wiped account store.
  * Each process follows under a consumer group of its own, so every projector replica follows the whole
- * topic (idempotent), and none waits for a rebalance of the dataset group. A message that is not an
+ * topic (idempotent), and none waits for a rebalance of the dataset group. kafkajs cannot consume without
+ * a group, so stop() deletes it (best effort: one left by a crash holds no offsets and is empty). A message that is not an
  * account event stops the follower and the projector (onFatal), as a poison dataset event does: skipping
  * it could leave a revoked key working.
  *
@@ -24,10 +25,15 @@ import type { Logger } from './projector';
  */
 
 export interface AccountFollower {
+  /** Its own consumer group, deleted by stop(). */
+  readonly groupId: string;
   /** Resolves once the follower has joined its group and reads. */
   readonly started: Promise<void>;
   stop(): Promise<void>;
 }
+
+/** How long stop() waits for Kafka to delete the follower's group before giving up on it. */
+const DELETE_GROUP_TIMEOUT_MS = 5000;
 
 export interface FollowAccountsOptions {
   readonly connection: KafkaConnection;
@@ -40,11 +46,12 @@ export interface FollowAccountsOptions {
 }
 
 export function followAccounts(options: FollowAccountsOptions): AccountFollower {
+  const groupId = `${options.groupId.slice(0, 200)}-accounts-${randomBytes(4).toString('hex')}`;
   const consumer = new KafkaEventConsumer<PositionedAccountEvent>(
     {
       connection: options.connection,
       topic: options.topic,
-      groupId: `${options.groupId.slice(0, 200)}-accounts-${randomBytes(4).toString('hex')}`,
+      groupId,
       fromBeginning: true,
       decode: decodeAccountMessage,
       // Small fetches wait little: a change a writer left unapplied is repaired within about this long.
@@ -62,7 +69,32 @@ export function followAccounts(options: FollowAccountsOptions): AccountFollower 
       },
     },
   );
-  return { started: consumer.start(), stop: () => consumer.stop() };
+  const deleteGroup = async (): Promise<void> => {
+    const admin = createKafka(options.connection).admin();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        (async () => {
+          await admin.connect();
+          await admin.deleteGroups([groupId]);
+        })(),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${DELETE_GROUP_TIMEOUT_MS} ms`)), DELETE_GROUP_TIMEOUT_MS))),
+      ]);
+    } catch (e) {
+      options.log('warn', 'could not delete the account follower\'s consumer group; it is empty and holds no offsets', { group: groupId, error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      clearTimeout(timer);
+      await admin.disconnect().catch(() => undefined);
+    }
+  };
+  return {
+    groupId,
+    started: consumer.start(),
+    stop: async () => {
+      await consumer.stop();
+      await deleteGroup();
+    },
+  };
 }
 
 export interface ReplayAccountsOptions {

@@ -85,6 +85,7 @@ describe('the accounts topic', () => {
       const repairMs = Date.now() - appended;
       process.stdout.write(`the follower applied a revocation ${repairMs} ms after its append was acknowledged\n`);
       expect(repairMs).toBeLessThan(5000);
+      expect((await admin.listGroups()).groups.map((g) => g.groupId)).toContain(follower.groupId);
       const fold = foldAccounts(EVENTS);
       expect(await store.list()).toEqual([...fold.accounts.keys()].sort());
       await expect(store.resolveHash(sha(`${KEY}-2`))).resolves.toMatchObject({ account: 'globex', scope: 'read', quotas: { datasets: 2, requests_per_minute: 10 } });
@@ -92,6 +93,9 @@ describe('the accounts topic', () => {
     } finally {
       await follower.stop();
     }
+    // Its consumer group (one per follower start) is deleted when it stops, not left behind.
+    expect(follower.groupId).toMatch(/-accounts-[0-9a-f]{8}$/);
+    expect((await admin.listGroups()).groups.map((g) => g.groupId)).not.toContain(follower.groupId);
     // What Kafka holds: the hash, never the key.
     const raw = await readRaw(topic);
     expect(raw).toHaveLength(EVENTS.length);
