@@ -120,9 +120,9 @@ export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
       }),
     listAccounts: () => Promise.resolve([...log.state().accounts.values()].sort((a, b) => a.account.localeCompare(b.account)).map((a) => accountView(a, defaults))),
     getAccount: (name) => Promise.resolve().then(() => accountView(account(name), defaults)),
-    setQuotas: (name, quotas) =>
+    setQuotas: (name, change) =>
       oneAtATime(async () => {
-        await log.append([decideSetQuotas(log.state(), name, quotas, clock.now())]);
+        await log.append([decideSetQuotas(log.state(), name, change, clock.now())]);
         return accountView(account(name), defaults);
       }),
     /*

@@ -3,7 +3,7 @@ import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
 import type { AccountAdmin, KeyStore, ReadModel } from '@pushbase/contracts';
-import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotas, quoteValue } from '@pushbase/domain';
+import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotaChange, parseQuotas, quoteValue } from '@pushbase/domain';
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
@@ -74,8 +74,8 @@ function accountRoutes(router: Router, accounts: AccountAdmin): void {
     const account = name(ctx);
     const body = await readAdminBody(ctx, ['quotas']);
     if (body.quotas === undefined) throw invalid('quotas is required: {"quotas": {"datasets"?: n|null, "requests_per_minute"?: n|null}}', 'quotas');
-    const current = await accounts.getAccount(account);
-    ctx.body = await accounts.setQuotas(account, parseQuotas(body.quotas, current.quotas));
+    // Merged with the account's quotas inside the decision (under its lock or lease), not here.
+    ctx.body = await accounts.setQuotas(account, parseQuotaChange(body.quotas));
   });
   router.delete('/admin/accounts/:account', async (ctx) => {
     ctx.body = await accounts.deleteAccount(name(ctx));

@@ -14,6 +14,7 @@ import {
   parseAccountName,
   parseKeyLabel,
   parseKeyScope,
+  parseQuotaChange,
   parseQuotas,
   type AccountInfo,
   type AccountQuotas,
@@ -99,12 +100,13 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
     getAccount: async (account) => viewOf(await existing(account)),
     setQuotas: async (account, quotas) => {
       const name = parseAccountName(account);
-      const q = parseQuotas(quotas);
+      const change = parseQuotaChange(quotas);
       return changes.decidedAccount(name, async () => {
         const state = await store.stateFor(name);
-        const event = decideSetQuotas(state, name, q, clock.now());
+        // Merged with the quotas the store shows under the lease: two changes at once both hold.
+        const event = decideSetQuotas(state, name, change, clock.now());
         const current = state.accounts.get(name)!;
-        return { event, answer: view(name, current.created_at, q, current.keys.size) };
+        return { event, answer: view(name, current.created_at, event.quotas, current.keys.size) };
       });
     },
     deleteAccount: async (account) => {

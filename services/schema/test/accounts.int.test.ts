@@ -147,6 +147,14 @@ describe('accounts and keys in the distributed schema service', () => {
     expect(datasetEvents.map((e) => `${e.type} ${e.dataset}`)).toEqual(['DatasetDefined one', 'DatasetDefined two', 'DatasetDeleted one', 'DatasetDeleted two']);
   });
 
+  it('merges a quota change into the account\'s quotas under its lease: two changes of different quotas at once both hold', async () => {
+    const { client, store } = await setting();
+    await client.createAccount('hooli', { datasets: 4, requests_per_minute: 40 });
+    await Promise.all([client.setQuotas('hooli', { datasets: 7 }), client.setQuotas('hooli', { requests_per_minute: 9 })]);
+    await expect(store.get('hooli')).resolves.toMatchObject({ quotas: { datasets: 7, requests_per_minute: 9 } });
+    await expect(client.setQuotas('hooli', { datasets: null })).resolves.toMatchObject({ quotas: { datasets: null, requests_per_minute: 9 } });
+  });
+
   it('a change a crashed holder left between its intent and the topic is completed by the next decision of the account', async () => {
     const { accountsTopic, prefix, client, store } = await setting();
     // What a holder that died after writing its intent leaves (its lease has expired since).
