@@ -171,6 +171,14 @@ export const effectiveQuotas = (quotas: AccountQuotas | undefined, defaults: Quo
 
 export const accountNotFound = (account: string): DomainError => new DomainError('not_found', `Account ${quoteValue(account)} not found`);
 
+/**
+ * Deleting an account deletes its datasets, listing them again until none is left, since its keys can
+ * create one meanwhile: this many rounds in both modes, then `accountDeletionRaced`.
+ */
+export const ACCOUNT_DELETE_ROUNDS = 5;
+export const accountDeletionRaced = (account: string): DomainError =>
+  new DomainError('unavailable', `Datasets of account ${quoteValue(account)} kept being created while it was being deleted; revoke its keys and try again`);
+
 export function parseAccountName(v: unknown): string {
   if (typeof v !== 'string' || !ACCOUNT_NAME.test(v)) {
     throw invalid(`An account name is 1 to 100 of A-Z a-z 0-9 . _ - (got ${quoteValue(v)})`, 'account');

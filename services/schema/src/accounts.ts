@@ -1,6 +1,8 @@
-import { newKeyId as randomKeyId, type Clock } from '@pushbase/app';
-import type { AccountCommands, AccountView, KeyView, SchemaService } from '@pushbase/contracts';
+import { accountView, keyView, newKeyId as randomKeyId, type Clock } from '@pushbase/app';
+import type { AccountCommands, AccountView, SchemaService } from '@pushbase/contracts';
 import {
+  ACCOUNT_DELETE_ROUNDS,
+  accountDeletionRaced,
   accountNotFound,
   DEFAULT_QUOTAS,
   decideCreateAccount,
@@ -17,8 +19,6 @@ import {
   parseQuotaChange,
   parseQuotas,
   type AccountInfo,
-  type AccountQuotas,
-  type KeyInfo,
   type KeyScope,
   type QuotaLimits,
 } from '@pushbase/domain';
@@ -40,8 +40,6 @@ import type { RedisSchemaChanges } from './changes';
  * leaves the account in place with fewer datasets; calling it again finishes it.
  */
 
-/** How many rounds deleteAccount makes before giving up while datasets keep being created under it. */
-const DELETE_ROUNDS = 5;
 const HASH = /^[0-9a-f]{64}$/;
 
 export interface DistributedAccountsDeps {
@@ -57,26 +55,12 @@ export interface DistributedAccountsDeps {
   readonly defaults?: QuotaLimits;
 }
 
-const iso = (ms: number): string => new Date(ms).toISOString();
-
 export function createDistributedAccounts(deps: DistributedAccountsDeps): AccountCommands {
   const { changes, store, schemaStore, schema, clock } = deps;
   const newKeyId = deps.newKeyId ?? randomKeyId;
-  const view = (account: string, createdAt: number, quotas: AccountQuotas, keyCount: number): AccountView => ({
-    account,
-    created_at: iso(createdAt),
-    quotas,
-    effective_quotas: effectiveQuotas(quotas, deps.defaults),
-    key_count: keyCount,
-  });
-  const viewOf = (a: AccountInfo): AccountView => view(a.account, a.created_at, a.quotas, a.keys.size);
-  const keyView = (k: Pick<KeyInfo, 'key_id' | 'account' | 'scope' | 'label' | 'created_at'>): KeyView => ({
-    key_id: k.key_id,
-    account: k.account,
-    scope: k.scope,
-    label: k.label,
-    created_at: iso(k.created_at),
-  });
+  // The views the embedded mode shows (services/app/src/accounts.ts), so both modes answer alike.
+  const defaults = deps.defaults ?? effectiveQuotas(undefined);
+  const viewOf = (a: AccountInfo): AccountView => accountView(a, defaults);
   const existing = async (account: string): Promise<AccountInfo> => {
     const found = await store.get(parseAccountName(account));
     if (found === undefined) throw accountNotFound(account);
@@ -89,7 +73,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
       const q = parseQuotas(quotas);
       return changes.decidedAccount(name, async () => {
         const event = decideCreateAccount(await store.stateFor(name), name, q, clock.now());
-        return { event, answer: view(name, event.at, q, 0) };
+        return { event, answer: viewOf({ account: name, created_at: event.at, quotas: q, keys: new Map() }) };
       });
     },
     listAccounts: async () => {
@@ -105,15 +89,14 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
         const state = await store.stateFor(name);
         // Merged with the quotas the store shows under the lease: two changes at once both hold.
         const event = decideSetQuotas(state, name, change, clock.now());
-        const current = state.accounts.get(name)!;
-        return { event, answer: view(name, current.created_at, event.quotas, current.keys.size) };
+        return { event, answer: viewOf({ ...state.accounts.get(name)!, quotas: event.quotas }) };
       });
     },
     deleteAccount: async (account) => {
       const name = parseAccountName(account);
       await existing(name);
       let deleted = 0;
-      for (let round = 0; round < DELETE_ROUNDS; round++) {
+      for (let round = 0; round < ACCOUNT_DELETE_ROUNDS; round++) {
         for (const id of await schemaStore.liveIds(name)) {
           try {
             await schema.delete({ account: name, id });
@@ -131,7 +114,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
         });
         if (done) return { datasets_deleted: deleted };
       }
-      throw new DomainError('unavailable', `Datasets of account ${JSON.stringify(name)} kept being created while it was being deleted; the account is still there, try again`);
+      throw accountDeletionRaced(name);
     },
     createKeyByHash: async (account, key) => {
       const name = parseAccountName(account);
