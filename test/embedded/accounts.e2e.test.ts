@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { hashApiKey } from '@pushbase/gateway';
-import { BUNDLE, ROOT, TestServer } from '../helpers/server';
+import { adminRequest, BUNDLE, ROOT, TestServer, type Response } from '../helpers/server';
 
 /*
  * Accounts and keys in embedded mode (issue 8 item 3), over real processes: made through the admin
@@ -17,21 +17,7 @@ jest.setTimeout(180_000);
 const run = promisify(execFile);
 const DEFINITION = { fields: { n: { type: 'number', name: 'N' } } };
 
-interface AdminAnswer {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly body: any;
-}
-
-async function adminCall(server: TestServer, method: string, route: string, body?: unknown): Promise<AdminAnswer> {
-  const res = await fetch(`http://127.0.0.1:${server.adminPort}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${server.adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) };
-}
+const adminCall = (server: TestServer, method: string, route: string, body?: unknown): Promise<Response> => adminRequest(server, method, route, body);
 
 /** Every file of the data directory, whole, as one string (latin1 keeps every byte). */
 function dataDirBytes(dir: string): string {
@@ -63,7 +49,7 @@ describe('accounts and keys, embedded', () => {
     expect(await adminCall(s, 'POST', '/admin/accounts', { account })).toMatchObject({ status: 201, body: { account, key_count: 0 } });
     const made = await adminCall(s, 'POST', `/admin/accounts/${account}/keys`, { label: 'e2e' });
     expect(made.status).toBe(201);
-    expect(made.headers.get('cache-control')).toBe('no-store');
+    expect(made.headers['cache-control']).toBe('no-store');
     const key = made.body.key as string;
     const keyId = made.body.key_id as string;
     const second = (await adminCall(s, 'POST', `/admin/accounts/${account}/keys`, {})).body as { key: string; key_id: string };

@@ -1,9 +1,10 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Admin } from 'kafkajs';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, foldAccounts, type AccountEvent } from '@pushbase/domain';
 import { createKafka, ensureTopic, KafkaAccountLog, KafkaEventAppender, PoisonEventError } from '@pushbase/kafka';
 import { RedisAccountStore } from '@pushbase/redis';
 import type { Redis } from 'ioredis';
+import { sha } from '../../../test/helpers/api-keys';
 import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, randomPrefix } from '../../../test/helpers/redis';
 import { followAccounts, replayAccounts } from '../src/accounts';
@@ -45,7 +46,6 @@ function newStore(): RedisAccountStore {
 }
 
 const KEY = `pb_${randomBytes(32).toString('base64url')}`;
-const sha = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
 const base = (account: string, at: number) => ({ schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at }) as const;
 const EVENTS: readonly AccountEvent[] = [
   { type: 'AccountCreated', ...base('acme', 1), quotas: DEFAULT_QUOTAS },
