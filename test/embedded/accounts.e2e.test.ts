@@ -140,6 +140,16 @@ describe('accounts and keys, embedded', () => {
     expect(await t.stop()).toBe(0);
   });
 
+  it('refuses to delete an account PUSHBASE_API_KEYS names, whose configured key no deletion can revoke', async () => {
+    const s = await start(new TestServer());
+    const refused = await adminCall(s, 'DELETE', '/admin/accounts/acme');
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('account_has_configured_key');
+    // An account of the log only is deleted as ever.
+    expect((await adminCall(s, 'POST', '/admin/accounts', { account: 'transient' })).status).toBe(201);
+    expect((await adminCall(s, 'DELETE', '/admin/accounts/transient')).status).toBe(200);
+  });
+
   it('generates the default account and key on a first start, once, as events', async () => {
     const s = await start(new TestServer({ keys: {} }));
     const parsed = (line: string): any => {

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createAccountAdmin, createRecordService, createSchemaService, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
-import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
@@ -124,6 +124,7 @@ async function startWithAccounts(config: EmbeddedConfig, log: Logger, lock: Data
     accounts: accountAdmin,
     keys,
     uiDir,
+    configuredAccounts: new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account)),
   });
   const listeners = await startListeners(gateway, admin, { ...config, tls });
   const { port, adminPort } = listeners;

@@ -76,7 +76,7 @@ describe('admin account and key routes', () => {
       beforeAccountDeleted: () => (failBeforeDelete ? Promise.reject(new Error('crashed half way')) : Promise.resolve()),
     });
     const counted = { ...accounts, setQuotas: (...args: Parameters<typeof accounts.setQuotas>) => ((quotaCalls += 1), accounts.setQuotas(...args)) };
-    admin = await serve(createAdminApp({ readModel: projection, token: TOKEN, log: () => undefined, accounts: counted }));
+    admin = await serve(createAdminApp({ readModel: projection, token: TOKEN, log: () => undefined, accounts: counted, configuredAccounts: new Set(['pinned']) }));
     gateway = await serve(
       createGatewayApp({
         schemas,
@@ -175,6 +175,15 @@ describe('admin account and key routes', () => {
     expect((await first).status).toBe(200);
     expect((await second).body).toMatchObject({ quotas: { datasets: 7, requests_per_minute: 9 } });
     expect((await adminCall('GET', '/admin/accounts/racy')).body).toMatchObject({ quotas: { datasets: 7, requests_per_minute: 9 } });
+  });
+
+  it('refuses to delete an account that PUSHBASE_API_KEYS names (its configured key would outlive the deletion): 409, nothing deleted', async () => {
+    expect((await adminCall('POST', '/admin/accounts', { account: 'pinned' })).status).toBe(201);
+    const refused = await adminCall('DELETE', '/admin/accounts/pinned');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: { code: 'account_has_configured_key' } });
+    expect((refused.body as { error: { message: string } }).error.message).toMatch(/PUSHBASE_API_KEYS/);
+    expect((await adminCall('GET', '/admin/accounts/pinned')).status).toBe(200);
   });
 
   it('creates a key shown once, lists keys without key or hash, and revokes one from the next request', async () => {
