@@ -90,6 +90,8 @@ it('creates, uses, revokes (on every gateway within 5 s), deletes, and replays a
   const A = { port: stack.port, ca: stack.ca, plainHttp: false };
   const adminA = stack.adminPort;
   const adminB = gatewayB.adminPort;
+  // An account PUSHBASE_API_KEYS names is not deleted: no deletion could revoke its configured key.
+  expect(ok(await admin(adminA, 'DELETE', `/admin/accounts/${Object.keys(stack.keys)[0]!}`), 409).body.error.code).toBe('account_has_configured_key');
 
   // ── An account and two keys through gateway A's admin listener; a second account to survive the replay. ──
   const created = ok(await admin(adminA, 'POST', '/admin/accounts', { account: 'tenant-x', quotas: { datasets: 3 } }), 201).body;
