@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
-import { compact, jsonLogger, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
+import { compact, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
 import { ACCOUNTS_TOPIC_PARTITIONS, createKafka, ensureTopic } from '@pushbase/kafka';
 import { loadRecordsConfig, runRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema } from '@pushbase/schema';
@@ -9,9 +9,8 @@ import { loadGatewayConfig } from '@pushbase/gateway/src/config';
 import { runGateway } from '@pushbase/gateway/src/main';
 import { addAdminCommands } from './admin-commands';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
-import { formatResult, jsonLog, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
-
-type Log = (msg: string, fields?: Record<string, unknown>) => void;
+import { createLogger, startTracing, type JsonLogger, type TelemetryConfig } from '@pushbase/telemetry';
+import { formatResult, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
 /**
  * Runs a server until SIGTERM or SIGINT, then stops it and exits 0 (1 when stopping fails). The handlers go
@@ -20,14 +19,14 @@ type Log = (msg: string, fields?: Record<string, unknown>) => void;
  * start stops the server once it is up. A second signal ends the process at once when
  * `secondSignalExits`, else only while the server is still starting.
  */
-async function untilSignalled<T extends { stop(): Promise<void> }>(start: () => Promise<T>, log: Log, secondSignalExits: boolean): Promise<void> {
+async function untilSignalled<T extends { stop(): Promise<void> }>(start: () => Promise<T>, log: JsonLogger, secondSignalExits: boolean): Promise<void> {
   const server: { running?: T; signalled?: string } = {};
   const stop = (running: T, signal: string): void => {
-    log('shutting down', { signal });
+    log.info({ signal }, 'shutting down');
     running.stop().then(
       () => process.exit(0),
       (e: unknown) => {
-        log('shutdown failed', { error: e instanceof Error ? e.message : String(e) });
+        log.error({ error: e instanceof Error ? e.message : String(e) }, 'shutdown failed');
         process.exit(1);
       },
     );
@@ -46,17 +45,34 @@ async function untilSignalled<T extends { stop(): Promise<void> }>(start: () => 
   if (server.signalled !== undefined) stop(server.running, server.signalled);
 }
 
-/** The log lines of the gRPC services' shutdown, in their own format. */
-const serviceLog =
-  (service: string): Log =>
-  (msg, fields = {}) =>
-    process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level: msg === 'shutdown failed' ? 'error' : 'info', service, msg, ...fields })}\n`);
+/**
+ * A server with the process's tracing (off unless OTEL_TRACES_EXPORTER asks): started before the server,
+ * so its first request is traced, and shut down after it, so the last spans are sent before the exit.
+ */
+async function traced(telemetry: TelemetryConfig | undefined, service: string, start: () => Promise<{ stop(): Promise<void> }>): Promise<{ stop(): Promise<void> }> {
+  const tracing = telemetry === undefined ? undefined : startTracing(telemetry.traces, service);
+  let running: { stop(): Promise<void> };
+  try {
+    running = await start();
+  } catch (e) {
+    await tracing?.shutdown();
+    throw e;
+  }
+  return { stop: () => running.stop().finally(() => tracing?.shutdown()) };
+}
 
 /**
  * `pushbase serve`: every service in one process, on the embedded default. A second signal while it stops
  * is ignored (while it starts, it ends the process: safe at any point, the log and snapshots survive kill -9).
  */
-const serve = (): Promise<void> => untilSignalled(() => startEmbedded(loadConfig()), jsonLogger, false);
+const serve = async (): Promise<void> => {
+  const config = loadConfig();
+  const logger = createLogger({ service: 'pushbase', level: config.telemetry?.logLevel ?? 'info' });
+  await untilSignalled(() => traced(config.telemetry, 'pushbase', () => startEmbedded(config, logger)), logger, false);
+};
+
+/** The lines of a command that ends (compact, migrate). */
+const commandLog = (): JsonLogger => createLogger({ service: 'pushbase' });
 
 /**
  * `pushbase compact`: on a stopped server's data directory, folds every segment but the last into a
@@ -65,21 +81,25 @@ const serve = (): Promise<void> => untilSignalled(() => startEmbedded(loadConfig
 async function compactOffline(): Promise<void> {
   const { dataDir } = loadConfig();
   const lock = await lockDataDir(dataDir);
+  const log = commandLog();
   try {
     const last = (await listSegments(dataDir)).at(-1);
     const result = last === undefined || last.base === 0 ? undefined : await compact({ dir: dataDir, sealedEnd: last.base, retainSnapshots: 1 });
     if (result === undefined) {
-      jsonLogger('nothing to compact', { data_dir: dataDir });
+      log.info({ data_dir: dataDir }, 'nothing to compact');
       return;
     }
-    jsonLogger('compaction finished', {
-      position: result.snapshot.position,
-      ms: Math.round(result.ms),
-      datasets: result.snapshot.datasets,
-      records: result.snapshot.records,
-      snapshot_bytes: result.snapshot.bytes,
-      segments_deleted: result.segmentsDeleted.length,
-    });
+    log.info(
+      {
+        position: result.snapshot.position,
+        ms: Math.round(result.ms),
+        datasets: result.snapshot.datasets,
+        records: result.snapshot.records,
+        snapshot_bytes: result.snapshot.bytes,
+        segments_deleted: result.segmentsDeleted.length,
+      },
+      'compaction finished',
+    );
   } finally {
     await lock.release();
   }
@@ -92,14 +112,15 @@ async function compactOffline(): Promise<void> {
  */
 async function migrateDataPath(): Promise<void> {
   const config = loadMigrateConfig();
+  const log = commandLog();
   const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-migrate' }).admin();
   await admin.connect();
   try {
     const topic = await ensureTopic(admin, { topic: config.kafka.topic, partitions: config.kafka.partitions, replicationFactor: config.kafka.replicationFactor });
-    jsonLogger(topic.created ? 'topic created' : 'topic present', { topic: config.kafka.topic, partitions: topic.partitions, notes: topic.notes });
+    log.info({ topic: config.kafka.topic, partitions: topic.partitions, notes: topic.notes }, topic.created ? 'topic created' : 'topic present');
     // The accounts topic: the same settings (everything kept, never compacted), one partition (account-log.ts).
     const accounts = await ensureTopic(admin, { topic: config.kafka.accountsTopic, partitions: ACCOUNTS_TOPIC_PARTITIONS, replicationFactor: config.kafka.replicationFactor });
-    jsonLogger(accounts.created ? 'topic created' : 'topic present', { topic: config.kafka.accountsTopic, partitions: accounts.partitions, notes: accounts.notes });
+    log.info({ topic: config.kafka.accountsTopic, partitions: accounts.partitions, notes: accounts.notes }, accounts.created ? 'topic created' : 'topic present');
   } finally {
     await admin.disconnect();
   }
@@ -107,7 +128,7 @@ async function migrateDataPath(): Promise<void> {
   const conn = connectClickHouse(url);
   try {
     const result = await migrate(conn, database);
-    jsonLogger('migrations applied', { url, database, applied: result.applied, already_applied: result.alreadyApplied });
+    log.info({ url, database, applied: result.applied, already_applied: result.alreadyApplied }, 'migrations applied');
   } finally {
     await conn.close();
   }
@@ -125,8 +146,9 @@ async function projector(): Promise<void> {
     // The events before the failing one are written and committed (it is not), then exit non-zero.
     void (started.running?.stop() ?? Promise.resolve()).finally(() => process.exit(1));
   };
-  const log: Log = (msg, fields) => jsonLog(msg === 'shutdown failed' ? 'error' : 'info', msg, fields);
-  await untilSignalled(async () => (started.running = await runProjector(loadProjectorConfig(), { onFatal: failed })), log, false);
+  const config = loadProjectorConfig();
+  const log = createLogger({ service: 'projector', level: config.telemetry.logLevel });
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-projector', async () => (started.running = await runProjector(config, { onFatal: failed }))), log, false);
 }
 
 /**
@@ -134,14 +156,20 @@ async function projector(): Promise<void> {
  * turn its health NOT_SERVING, drain the calls in flight, close Kafka and Redis and exit 0; a second signal
  * ends the process at once (a change cut short is repaired by the next one: services/schema/src/changes.ts).
  */
-const schemaService = (): Promise<void> => untilSignalled(() => runSchema(loadSchemaConfig()), serviceLog('schema'), true);
+const schemaService = async (): Promise<void> => {
+  const config = loadSchemaConfig();
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-schema', () => runSchema(config)), createLogger({ service: 'schema', level: config.telemetry.logLevel }), true);
+};
 
 /**
  * `pushbase records`: the distributed record-command service over gRPC. SIGTERM/SIGINT turn its health
  * NOT_SERVING, let the calls in flight finish (their transactions committed or refused), close Kafka and
  * Redis and exit 0; a second signal exits at once.
  */
-const recordsService = (): Promise<void> => untilSignalled(() => runRecords(loadRecordsConfig()), serviceLog('records'), true);
+const recordsService = async (): Promise<void> => {
+  const config = loadRecordsConfig();
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-records', () => runRecords(config)), createLogger({ service: 'records', level: config.telemetry.logLevel }), true);
+};
 
 /**
  * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the topic and
@@ -165,7 +193,11 @@ async function replay(flags: ReplayFlags): Promise<void> {
  * `pushbase gateway`: the public API and the admin listener of the distributed mode. SIGTERM/SIGINT stop
  * accepting, let in-flight requests finish, close the clients and exit 0; a second signal exits at once.
  */
-const gateway = (): Promise<void> => untilSignalled(() => runGateway(loadGatewayConfig()), jsonLogger, true);
+const gateway = async (): Promise<void> => {
+  const config = loadGatewayConfig();
+  const logger = createLogger({ service: 'gateway', level: config.telemetry?.logLevel ?? 'info' });
+  await untilSignalled(() => traced(config.telemetry, 'pushbase-gateway', () => runGateway(config, logger)), logger, true);
+};
 
 /**
  * `pushbase distributed` (`npm run start:distributed`): migrate, then the projector, schema, records and

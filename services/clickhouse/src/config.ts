@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { isIdentifier } from './sql';
-import { defaultViewsDatabase } from './views';
+import { checkViewsDatabase, defaultViewsDatabase } from './views';
 
 /*
  * The ClickHouse settings, parsed once where a command starts (`pushbase migrate`, the projector). Unset
@@ -29,8 +29,11 @@ export const clickhouseEnv = {
 };
 
 /** The views database in force: the variable's value, else `<database>_views` (views.ts). */
-export const viewsDatabaseOf = (env: { readonly PUSHBASE_CLICKHOUSE_DATABASE: string; readonly PUSHBASE_CLICKHOUSE_VIEWS_DATABASE?: string | undefined }): string =>
-  env.PUSHBASE_CLICKHOUSE_VIEWS_DATABASE ?? defaultViewsDatabase(env.PUSHBASE_CLICKHOUSE_DATABASE);
+export function viewsDatabaseOf(env: { readonly PUSHBASE_CLICKHOUSE_DATABASE: string; readonly PUSHBASE_CLICKHOUSE_VIEWS_DATABASE?: string | undefined }): string {
+  const views = env.PUSHBASE_CLICKHOUSE_VIEWS_DATABASE ?? defaultViewsDatabase(env.PUSHBASE_CLICKHOUSE_DATABASE);
+  checkViewsDatabase(env.PUSHBASE_CLICKHOUSE_DATABASE, views);
+  return views;
+}
 
 const schema = z.object(clickhouseEnv);
 

@@ -125,11 +125,14 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     private readonly conn: ClickHouseConnection,
     database: string,
     /** The live projector's Grafana-ready views, kept in step after each write (not a replay's scratch database's). */
-    options: { readonly views?: DatasetViews } = {},
+    options: { readonly views?: DatasetViews; readonly onViewsError?: (e: unknown) => void } = {},
   ) {
     this.tables = tablesIn(database);
     this.views = options.views;
+    this.onViewsError = options.onViewsError ?? (() => undefined);
   }
+
+  private readonly onViewsError: (e: unknown) => void;
 
   // ── ProjectionStore ──
 
@@ -208,10 +211,18 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     ]);
     if (records.status === 'rejected') throw records.reason;
     if (listing.status === 'rejected') throw listing.reason;
-    // After the rows landed, so a view never shows an incarnation whose rows are not written. A failure
-    // fails the write, which the projector retries like any other (it is idempotent); views are derived, so
-    // the worst a crash here leaves is a view missing until the next start reconciles them.
-    await this.views?.sync(heads);
+    // After the rows landed, so a view never shows an incarnation whose rows are not written. Views are
+    // derived, so their failure (a DDL refused, a missing grant) never fails the write: ingestion goes on,
+    // the error is reported, and the next write's sync reconciles every view first. A crash here leaves at
+    // worst a view missing until the next write or start.
+    if (this.views !== undefined) {
+      try {
+        await this.views.sync(heads);
+      } catch (e) {
+        this.views.markStale();
+        this.onViewsError(e);
+      }
+    }
   }
 
   private async writeHeads(heads: readonly ProjectedHead[]): Promise<void> {

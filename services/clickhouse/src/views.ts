@@ -44,6 +44,13 @@ export function viewName(account: string, dataset: string): string {
 const MAX_ESCAPED = 200;
 const escapedLength = (name: string): number => [...Buffer.from(name, 'utf8')].reduce((n, b) => n + (/[A-Za-z0-9_]/.test(String.fromCharCode(b)) ? 1 : 3), 0);
 
+/**
+ * What a name `viewName` makes looks like: an account, `/`, a dataset id (cut, and a `~hash`, when long).
+ * Reconcile touches only views whose names fit it, so any other table in the views database — an operator's
+ * own — is left alone.
+ */
+const VIEW_NAME = /^[A-Za-z0-9._-]{1,100}\/[a-z0-9._-]{0,100}(?:~[0-9a-f]{12})?$/;
+
 /** Backquotes a view name: account and id characters (A-Z a-z 0-9 . _ - /, `~`) need no escape inside backquotes. */
 const quoteViewName = (name: string): string => {
   if (!/^[A-Za-z0-9._\-/~]+$/.test(name)) throw new Error(`Not a view name: ${JSON.stringify(name.slice(0, 80))}`);
@@ -69,6 +76,13 @@ export function viewQuery(recordsTable: string, head: { readonly account: string
 FROM ${recordsTable} FINAL
 WHERE account = ${accountLiteral(head.account)} AND dataset = ${datasetLiteral(head.dataset)} AND incarnation = ${quoteString(head.incarnation)} AND deleted = 0
 ORDER BY seq`;
+}
+
+/** Refuses a views database that is the projection's own: reconcile drops views there that name no live dataset. */
+export function checkViewsDatabase(database: string, viewsDatabase: string): void {
+  if (viewsDatabase === database) {
+    throw new Error(`PUSHBASE_CLICKHOUSE_VIEWS_DATABASE must name a database of its own, not the projection's (${database})`);
+  }
 }
 
 /** The default database of the views: the projection's name with `_views`, when that still fits. */
@@ -99,8 +113,17 @@ export class DatasetViews {
     /** Where the views live; a Grafana user is given read access to it. */
     readonly viewsDatabase: string,
   ) {
+    checkViewsDatabase(database, viewsDatabase);
     this.records = tablesIn(database).records;
     this.db = quoteIdentifier(viewsDatabase);
+  }
+
+  /** Set when a sync failed: the next sync reconciles every view first (store.ts keeps writing meanwhile). */
+  private stale = false;
+
+  /** Marks the views as possibly out of step (a sync failed); the next sync reconciles them first. */
+  markStale(): void {
+    this.stale = true;
   }
 
   /**
@@ -110,6 +133,10 @@ export class DatasetViews {
    */
   async sync(heads: readonly ProjectedHead[]): Promise<void> {
     await this.ensureDatabase();
+    if (this.stale) {
+      await this.reconcile();
+      this.stale = false;
+    }
     // A write may hold several heads of one dataset; the newest (highest version) is the one in force.
     const newest = new Map<string, ProjectedHead>();
     for (const h of heads) {
@@ -134,6 +161,15 @@ export class DatasetViews {
    */
   async reconcile(): Promise<{ created: number; dropped: number }> {
     await this.ensureDatabase();
+    // Views first, then heads: a dataset another projector creates between the two reads then has a head
+    // here (its view is made again, the same) rather than a view without a head (which would be dropped).
+    const views = (
+      await selectRows<{ name: string; engine: string; create_table_query: string }>(
+        this.conn,
+        `SELECT name, engine, create_table_query FROM system.tables WHERE database = ${quoteString(this.viewsDatabase)}`,
+        'listing the dataset views',
+      )
+    ).filter((v) => v.engine === 'View' && VIEW_NAME.test(v.name));
     const heads = await selectRows<{ account: string; dataset: string; incarnation: string; definition: string }>(
       this.conn,
       `SELECT account, dataset, incarnation, definition FROM ${tablesIn(this.database).heads} FINAL WHERE deleted = 0`,
@@ -141,11 +177,6 @@ export class DatasetViews {
     );
     const live = new Map<string, LiveHead>();
     for (const h of heads) live.set(viewName(h.account, h.dataset), { ...h, definition: JSON.parse(h.definition) as DatasetDefinition });
-    const views = await selectRows<{ name: string; create_table_query: string }>(
-      this.conn,
-      `SELECT name, create_table_query FROM system.tables WHERE database = ${quoteString(this.viewsDatabase)}`,
-      'listing the dataset views',
-    );
     let created = 0;
     let dropped = 0;
     this.known.clear();

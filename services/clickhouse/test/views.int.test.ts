@@ -4,6 +4,7 @@ import {
   formatUtcMillis,
   initialState,
   parseDefinition,
+  parseRecordQuery,
   type DatasetDefinition,
   type DatasetEvent,
   type DatasetRecord,
@@ -11,7 +12,8 @@ import {
   type FieldValue,
   type State,
 } from '@pushbase/domain';
-import { command, selectRows } from '../src/client';
+import { command, selectRows, type ClickHouseConnection } from '../src/client';
+import { loadClickHouseConfig } from '../src/config';
 import { quoteIdentifier } from '../src/sql';
 import { ClickHouseProjection } from '../src/store';
 import { DatasetViews, viewName } from '../src/views';
@@ -118,7 +120,7 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
     await db.drop();
   });
 
-  it("returns exactly the read side's records under the fields' own keys, for every field kind (property)", async () => {
+  it("returns exactly the read API's records under the fields' own keys, for every field kind (property)", async () => {
     await fc.assert(
       fc.asyncProperty(
         definitionArb.chain((def) => fc.record({ def: fc.constant(def), appends: fc.array(recordsArb(def), { minLength: 1, maxLength: 3 }) })),
@@ -128,10 +130,11 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
             { ...base(account, 'sales.by-day_1', 'i1'), type: 'DatasetDefined', definition: def },
             ...appends.map((records): DatasetEvent => ({ ...base(account, 'sales.by-day_1', 'i1'), type: 'RecordsAppended', records, delete_by: null })),
           ]);
-          const served = await store.listRecords(account, 'sales.by-day_1');
-          expect(served).toBeDefined();
+          // The read API's answer: every record, in insertion order (one page holds them all here).
+          const page = await store.queryRecords(account, 'sales.by-day_1', parseRecordQuery({ limit: '1000' }));
+          expect(page?.next_offset).toBeNull();
           const viewed = await selectView(account, 'sales.by-day_1');
-          expect(viewed).toEqual((served ?? []).map((r) => asViewRow(def, r)));
+          expect(viewed).toEqual((page?.records ?? []).map((r) => asViewRow(def, r)));
         },
       ),
       { numRuns: 20 },
@@ -189,6 +192,76 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
     await expect(selectView(account, 'missing')).resolves.toEqual([{ n: 7 }]);
     // A second reconcile finds nothing to do.
     await expect(new DatasetViews(db.conn, db.database, viewsDatabase()).reconcile()).resolves.toEqual({ created: 0, dropped: 0 });
+  });
+});
+
+/** A connection whose CREATE VIEW statements fail while `refuse.on` (as a missing grant would). */
+function refusingViews(conn: ClickHouseConnection, refuse: { on: boolean }): ClickHouseConnection {
+  const client = new Proxy(conn.client, {
+    get(target, prop, receiver) {
+      const v: unknown = Reflect.get(target, prop, receiver);
+      if (prop === 'command') {
+        return (params: { query: string }) =>
+          refuse.on && params.query.startsWith('CREATE VIEW') ? Promise.reject(new Error('simulated: not enough privileges')) : target.command(params);
+      }
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+  return { ...conn, client };
+}
+
+describe('Grafana-ready views when things go wrong', () => {
+  let db: TestDatabase;
+  const viewsDb = (): string => `${db.database}_views`;
+  beforeAll(async () => {
+    db = await testDatabase();
+  });
+  afterAll(async () => {
+    await command(db.conn, `DROP DATABASE IF EXISTS ${quoteIdentifier(viewsDb())}`, 'dropping the views');
+    await db.drop();
+  });
+
+  it('refuses the projection database as the views database (reconcile would drop its tables)', () => {
+    expect(() => new DatasetViews(db.conn, db.database, db.database)).toThrow(/PUSHBASE_CLICKHOUSE_VIEWS_DATABASE/);
+    expect(() => loadClickHouseConfig({ PUSHBASE_CLICKHOUSE_DATABASE: 'pb', PUSHBASE_CLICKHOUSE_VIEWS_DATABASE: 'pb' })).toThrow(/of its own/);
+  });
+
+  it("leaves every table in the views database that is not one of its views alone, an operator's own included", async () => {
+    const views = new DatasetViews(db.conn, db.database, viewsDb());
+    await views.reconcile();
+    const q = quoteIdentifier(viewsDb());
+    await command(db.conn, `CREATE TABLE ${q}.\`notes\` (x UInt8) ENGINE = Memory`, 'a table of the operator');
+    await command(db.conn, `CREATE VIEW ${q}.\`my view\` AS SELECT 1 AS x`, 'a view of the operator');
+    await command(db.conn, `CREATE VIEW ${q}.\`ops/daily\` AS SELECT 1 AS x`, 'a view named like a dataset view');
+    const mended = await views.reconcile();
+    const left = (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}' ORDER BY name`, 'listing')).map((r) => r.name);
+    // The look-alike names no live dataset and goes; the rest are not views of datasets and stay.
+    expect(left).toEqual(['my view', 'notes']);
+    expect(mended).toEqual({ created: 0, dropped: 1 });
+  });
+
+  it('keeps writing when a view cannot be made, reports it, and makes it at the next write', async () => {
+    const refuse = { on: true };
+    const errors: unknown[] = [];
+    const conn = refusingViews(db.conn, refuse);
+    const store = new ClickHouseProjection(conn, db.database, { views: new DatasetViews(conn, db.database, viewsDb()), onViewsError: (e) => errors.push(e) });
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    const account = `acc_${process.pid}_refused`;
+    const batch = emptyBatch();
+    const s = projectEvent(initialState(), { ...base(account, 'first', 'f1'), type: 'DatasetDefined', definition: def }, { partition: 2, offset: 0 }, batch);
+    projectEvent(s, { ...base(account, 'first', 'f1'), type: 'RecordsAppended', records: [{ n: 1 }], delete_by: null }, { partition: 2, offset: 1 }, batch);
+    await writeBatch(store, batch); // the rows land although the view does not
+    await expect(store.listRecords(account, 'first')).resolves.toEqual([{ n: 1 }]);
+    expect(errors).toHaveLength(1);
+    const names = async (): Promise<string[]> =>
+      (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}'`, 'listing')).map((r) => r.name);
+    expect(await names()).not.toContain(viewName(account, 'first'));
+
+    refuse.on = false;
+    const next = emptyBatch();
+    projectEvent(initialState(), { ...base(account, 'second', 's1'), type: 'DatasetDefined', definition: def }, { partition: 2, offset: 2 }, next);
+    await writeBatch(store, next);
+    expect(await names()).toEqual(expect.arrayContaining([viewName(account, 'first'), viewName(account, 'second')]));
   });
 });
 

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from '@pushbase/gateway';
+import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { z } from 'zod';
 
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
@@ -8,6 +9,7 @@ const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number
 const schema = z
   .object({
     ...listenerEnv,
+    ...telemetryEnv,
     // Embedded event log: a segment holding at least this many bytes is sealed and a new one started.
     PUSHBASE_SEGMENT_BYTES: positive(64 * 1024 * 1024),
     // Embedded mode: a background compaction writes a snapshot once sealed, uncovered segments hold this much.
@@ -21,6 +23,8 @@ export interface EmbeddedConfig extends ListenerConfig {
   readonly segmentBytes: number;
   readonly compactAfterBytes: number;
   readonly writeWorkers: number;
+  /** Log level and tracing; off when not given. */
+  readonly telemetry?: TelemetryConfig;
 }
 
 /** Parses the environment once, at start; a bad value stops the process with every problem listed. */
@@ -33,5 +37,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig
     segmentBytes: c.PUSHBASE_SEGMENT_BYTES,
     compactAfterBytes: c.PUSHBASE_COMPACT_AFTER_BYTES,
     writeWorkers: c.PUSHBASE_WRITE_WORKERS,
+    telemetry: telemetryConfigOf(c),
   });
 }

@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { decodeEventValue, encodeEventBatch, EventDecodeError, type EventListener, type EventLog } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
 import type { EventLogMetrics } from '@pushbase/metrics';
+import { failSpan, pushbaseTracer, SpanKind } from '@pushbase/telemetry';
 import {
   callback,
   closeFd,
@@ -287,6 +288,7 @@ export class FileEventLog<E = DatasetEvent> implements EventLog<E> {
   readonly dir: string;
   private readonly codec: LogCodec<E>;
   private readonly maxBatchBytes: number;
+  private readonly tracer = pushbaseTracer();
   private readonly segmentBytes: number;
   private readonly onSealed: ((segment: SegmentInfo) => void) | undefined;
   private readonly warn: (message: string) => void;
@@ -392,8 +394,28 @@ export class FileEventLog<E = DatasetEvent> implements EventLog<E> {
       );
     }
     const prefix = framePrefix(payload);
+    // From the queue to the group commit's fsync and the listener: a child of the request's span.
+    const span = this.tracer.startSpan('event log append', { kind: SpanKind.INTERNAL, attributes: { 'pushbase.events': events.length, 'pushbase.bytes': payload.length } });
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ events, prefix, payload, resolve, reject, queuedAt: performance.now() });
+      const traced = span.isRecording();
+      this.queue.push({
+        events,
+        prefix,
+        payload,
+        resolve: traced
+          ? () => {
+              span.end();
+              resolve();
+            }
+          : resolve,
+        reject: traced
+          ? (err: unknown) => {
+              failSpan(span, err);
+              reject(err instanceof Error ? err : new Error(String(err)));
+            }
+          : reject,
+        queuedAt: performance.now(),
+      });
       if (this.state === 'open') this.kick();
     });
   }

@@ -3,6 +3,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createAccountAdmin, createRecordService, createSchemaService, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
+import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import { openAccounts, type EmbeddedAccounts } from './accounts';
@@ -24,22 +25,25 @@ export interface RunningEmbedded {
   stop(): Promise<void>;
 }
 
-type Logger = (msg: string, fields?: Record<string, unknown>) => void;
-export const jsonLogger: Logger = (msg, fields = {}) => process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), msg, ...fields })}\n`);
+type Logger = MessageLog;
 
-/** Every service in one process: the default `npm start`. */
-export async function startEmbedded(config: EmbeddedConfig, log: Logger = jsonLogger): Promise<RunningEmbedded> {
+/**
+ * Every service in one process: the default `npm start`. Logs with `logger` (pino JSON lines on stdout,
+ * service "pushbase", by default); the caller starts tracing, if any (startTracing), before.
+ */
+export async function startEmbedded(config: EmbeddedConfig, logger: JsonLogger = createLogger({ service: 'pushbase', level: config.telemetry?.logLevel ?? 'info' })): Promise<RunningEmbedded> {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   const lock = await lockDataDir(config.dataDir);
   try {
-    return await startLocked(config, log, lock);
+    return await startLocked(config, logger, lock);
   } catch (e: unknown) {
     await lock.release();
     throw e;
   }
 }
 
-async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLock): Promise<RunningEmbedded> {
+async function startLocked(config: EmbeddedConfig, logger: JsonLogger, lock: DataDirLock): Promise<RunningEmbedded> {
+  const log: Logger = messageLog(logger);
   // Behind a TLS-terminating proxy there is no certificate of ours to serve.
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
 
@@ -48,14 +52,15 @@ async function startLocked(config: EmbeddedConfig, log: Logger, lock: DataDirLoc
   // Accounts and keys: their own log in the data directory, replayed here (accounts.ts).
   const accounts = await openAccounts({ dataDir: config.dataDir, apiKeys: config.apiKeys, defaults, log, warn: (message) => log('account log', { detail: message }) });
   try {
-    return await startWithAccounts(config, log, lock, tls, accounts, defaults);
+    return await startWithAccounts(config, logger, lock, tls, accounts, defaults);
   } catch (e) {
     await accounts.log.close();
     throw e;
   }
 }
 
-async function startWithAccounts(config: EmbeddedConfig, log: Logger, lock: DataDirLock, tls: Awaited<ReturnType<typeof loadOrCreateTls>> | undefined, accounts: EmbeddedAccounts, defaults: QuotaLimits): Promise<RunningEmbedded> {
+async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, lock: DataDirLock, tls: Awaited<ReturnType<typeof loadOrCreateTls>> | undefined, accounts: EmbeddedAccounts, defaults: QuotaLimits): Promise<RunningEmbedded> {
+  const log: Logger = messageLog(logger);
   const { keys } = accounts;
   // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
   const metrics = createMetricsRegistry();
@@ -100,7 +105,8 @@ async function startWithAccounts(config: EmbeddedConfig, log: Logger, lock: Data
   const writePool = createWritePool(config.writeWorkers);
   if (config.writeWorkers > 0 && writePool === undefined) log('write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
-  const errorLog = (line: string): void => log('request failed', { detail: line });
+  // Called inside the failed request (its span active): the line carries its trace_id.
+  const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
 
   const uiDir = findUiDir();
   if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
@@ -112,6 +118,7 @@ async function startWithAccounts(config: EmbeddedConfig, log: Logger, lock: Data
     authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
     behindTlsProxy: config.behindTlsProxy,
     trustedProxies: config.trustedProxies.trust,
+    logger,
     log: errorLog,
     metrics: httpMetrics(metrics),
     read: { readModel: projection, uiDir, ratePerMinute: config.readRateLimitPerMinute },

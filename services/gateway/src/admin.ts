@@ -16,7 +16,7 @@ export const HEALTH_PATH = '/healthz';
 export interface AdminDeps {
   readonly readModel: ReadModel;
   readonly token: string;
-  readonly log?: (line: string) => void;
+  readonly log?: (line: string, requestId: string) => void;
   /** The process's registry, served at GET /metrics; without one there is no such route. */
   readonly metrics?: Registry;
   /** Accounts and keys (/admin/accounts…); without it those routes do not exist. */

@@ -11,6 +11,7 @@ import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, pars
 import { hashApiKey } from './keys';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateLimiter } from '@pushbase/contracts';
+import { context, propagation, pushbaseTracer, SpanKind, SpanStatusCode, trace, type JsonLogger } from '@pushbase/telemetry';
 
 export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
 
@@ -30,7 +31,8 @@ export interface GatewayDeps {
   readonly behindTlsProxy?: boolean;
   /** Behind the proxy: the peers whose X-Forwarded-* headers count; loopback when not given. */
   readonly trustedProxies?: ProxyTrust;
-  readonly log?: (line: string) => void;
+  /** Unexpected failures (answered 500), with the request's id. Default: stderr. */
+  readonly log?: (line: string, requestId: string) => void;
   /**
    * Each request runs inside this scope with its request id, so the ports' adapters behind it (the gRPC
    * clients) can send the id on without the port interfaces taking it. Give the same instance to them.
@@ -38,6 +40,8 @@ export interface GatewayDeps {
   readonly requestScope?: RequestScope;
   /** Requests by route and status, their latency, rate-limit refusals (docs/metrics.md). None when not given. */
   readonly metrics?: HttpMetrics;
+  /** At debug level, one line per request (route, status, ms) with its request_id and trace_id. */
+  readonly logger?: JsonLogger;
   /** The read API and the dataset browser page for the accounts' keys (read-side.ts); absent: neither. */
   readonly read?: ReadSideDeps;
 }
@@ -160,14 +164,18 @@ export const UNMATCHED_ROUTE = 'unmatched';
  * and counts it by route pattern, never by raw path, so a dataset id never becomes a label. A request
  * refused before the router ran (401, 429, 403) is still labelled with the route its path and method match.
  */
-function measured(metrics: HttpMetrics, router: Router) {
-  const routeOf = (ctx: Context): string => {
+function routeOfRequest(router: Router): (ctx: Context) => string {
+  return (ctx) => {
     const matched: unknown = ctx._matchedRoute;
     if (typeof matched === 'string') return matched;
     const m = router.match(ctx.path, ctx.method);
     const layer = m.pathAndMethod.at(-1) ?? m.path.at(-1);
     return typeof layer?.path === 'string' ? layer.path : UNMATCHED_ROUTE;
   };
+}
+
+function measured(metrics: HttpMetrics, router: Router) {
+  const routeOf = routeOfRequest(router);
   return async (ctx: Context, next: Next): Promise<void> => {
     const started = performance.now();
     try {
@@ -181,6 +189,31 @@ function measured(metrics: HttpMetrics, router: Router) {
   };
 }
 
+/**
+ * The request's server span: the parent of everything the request does (its gRPC calls, its event log
+ * append), itself the child of the client's span when the request carries a W3C `traceparent`. Outermost,
+ * so it covers the request's whole time here. With tracing off it costs the API's no-op calls.
+ */
+function traced(router: Router) {
+  const tracer = pushbaseTracer();
+  const routeOf = routeOfRequest(router);
+  return async (ctx: Context, next: Next): Promise<void> => {
+    const parent = propagation.extract(context.active(), ctx.headers);
+    const span = tracer.startSpan(ctx.method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': ctx.method, 'url.path': ctx.path } }, parent);
+    try {
+      await context.with(trace.setSpan(parent, span), next);
+    } finally {
+      if (span.isRecording()) {
+        const route = routeOf(ctx);
+        span.updateName(`${ctx.method} ${route}`);
+        span.setAttributes({ 'http.route': route, 'http.response.status_code': ctx.status });
+        if (ctx.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      }
+      span.end();
+    }
+  };
+}
+
 /** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
@@ -189,15 +222,24 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   const app = new Koa({ proxy: false });
   const router = new Router();
 
+  app.use(traced(router));
   // Outside the connection order too: a pipelined request's wait for the one before it is part of its latency.
   if (deps.metrics !== undefined) app.use(measured(deps.metrics, router));
   app.use(inConnectionOrder());
+  const routeOf = routeOfRequest(router);
   app.use(async (ctx: Context, next: Next) => {
     const given = ctx.get('x-request-id');
-    ctx.state.requestId = REQUEST_ID.test(given) ? given : randomUUID();
-    ctx.set('X-Request-Id', ctx.state.requestId as string);
+    const requestId = REQUEST_ID.test(given) ? given : randomUUID();
+    ctx.state.requestId = requestId;
+    ctx.set('X-Request-Id', requestId);
+    const span = trace.getActiveSpan();
+    if (span?.isRecording() === true) span.setAttribute('pushbase.request_id', requestId);
+    const started = performance.now();
     if (deps.requestScope === undefined) await next();
-    else await deps.requestScope.run({ requestId: ctx.state.requestId as string }, next);
+    else await deps.requestScope.run({ requestId }, next);
+    if (deps.logger?.isLevelEnabled('debug') === true) {
+      deps.logger.debug({ request_id: requestId, method: ctx.method, route: routeOf(ctx), status: ctx.status, ms: Math.round(performance.now() - started) }, 'request');
+    }
   });
   app.use(errorMiddleware(log));
 

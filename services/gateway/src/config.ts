@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { clickhouseEnv } from '@pushbase/clickhouse';
 import { redisEnv } from '@pushbase/redis';
+import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
 
 /*
@@ -21,6 +22,7 @@ const schema = z
     ...listenerEnv,
     ...redisEnv,
     ...clickhouseEnv,
+    ...telemetryEnv,
     PUSHBASE_SCHEMA_ADDRESS: address('PUSHBASE_SCHEMA_ADDRESS'),
     PUSHBASE_RECORDS_ADDRESS: address('PUSHBASE_RECORDS_ADDRESS'),
   })
@@ -31,6 +33,8 @@ export interface GatewayConfig extends ListenerConfig {
   readonly recordsAddress: string;
   readonly redis: { readonly url: string; readonly prefix: string };
   readonly clickhouse: { readonly url: string; readonly database: string };
+  /** Log level and tracing; off when not given. */
+  readonly telemetry?: TelemetryConfig;
 }
 
 /** Parses the environment; a bad or missing value throws with every problem listed. */
@@ -44,5 +48,6 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     recordsAddress: c.PUSHBASE_RECORDS_ADDRESS,
     redis: Object.freeze({ url: c.PUSHBASE_REDIS_URL, prefix: c.PUSHBASE_REDIS_PREFIX }),
     clickhouse: Object.freeze({ url: c.PUSHBASE_CLICKHOUSE_URL, database: c.PUSHBASE_CLICKHOUSE_DATABASE }),
+    telemetry: telemetryConfigOf(c),
   });
 }

@@ -37,7 +37,7 @@ const isBodyParserError = (e: unknown): e is { status: number; type: string; mes
  * Runs first: turns every failure into `{"error": {"message"}}` JSON with the right status, and never
  * leaks a stack trace. Unexpected errors are logged with the request id that the client also sees.
  */
-export function errorMiddleware(log: (line: string) => void) {
+export function errorMiddleware(log: (line: string, requestId: string) => void) {
   return async (ctx: Context, next: Next): Promise<void> => {
     try {
       await next();
@@ -62,7 +62,7 @@ export function errorMiddleware(log: (line: string) => void) {
       } else {
         status = 500;
         body = { error: { message: `Internal error; quote request id ${requestId} when reporting it`, code: 'internal', request_id: requestId } };
-        log(`request ${requestId} ${ctx.method} ${ctx.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        log(`request ${requestId} ${ctx.method} ${ctx.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`, requestId);
       }
       ctx.status = status;
       ctx.type = 'application/json';

@@ -3,10 +3,11 @@ import path from 'node:path';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, DomainError, LIMITS, type QuotaLimits } from '@pushbase/domain';
-import { jsonLogger, loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
+import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
+import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { createAdminApp } from './admin';
 import { findUiDir } from './ui';
 import { createGatewayApp } from './app';
@@ -23,7 +24,7 @@ import { memoryRateLimiter } from './rate-limit';
  * so any number of gateways can serve one deployment.
  */
 
-type Logger = (msg: string, fields?: Record<string, unknown>) => void;
+type Logger = MessageLog;
 
 export interface RunningGateway {
   readonly port: number;
@@ -34,7 +35,9 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
-export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger): Promise<RunningGateway> {
+/** Logs with `logger` (pino JSON lines on stdout by default); the caller starts tracing, if any, before. */
+export async function runGateway(config: GatewayConfig, logger: JsonLogger = createLogger({ service: 'gateway', level: config.telemetry?.logLevel ?? 'info' })): Promise<RunningGateway> {
+  const log: Logger = messageLog(logger);
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   // Behind a TLS-terminating proxy there is no certificate of ours to serve.
   const tls = config.behindTlsProxy ? undefined : await loadOrCreateTls(config.dataDir, config.tls);
@@ -63,7 +66,8 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
-    const errorLog = (line: string): void => log('request failed', { detail: line });
+    // Called inside the failed request (its span active): the line carries its trace_id.
+    const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
     const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
     const uiDir = findUiDir();
     if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
@@ -79,6 +83,7 @@ export async function runGateway(config: GatewayConfig, log: Logger = jsonLogger
       requestScope,
       log: errorLog,
       metrics: httpMetrics(metrics),
+      logger,
       read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
     });
     const configuredAccounts = new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account));

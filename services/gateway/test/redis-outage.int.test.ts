@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadGatewayConfig } from '../src/config';
 import { runGateway, type RunningGateway } from '../src/main';
+import { createLogger } from '@pushbase/telemetry';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
 import { requestTo } from '../../../test/helpers/server';
 
@@ -69,7 +70,7 @@ beforeAll(async () => {
       PUSHBASE_SCHEMA_ADDRESS: '127.0.0.1:1',
       PUSHBASE_RECORDS_ADDRESS: '127.0.0.1:1',
     }),
-    () => undefined,
+    createLogger({ service: 'gateway', level: 'silent' }),
   );
   target = { port: gateway.port, ca: readFileSync(gateway.certFile!, 'utf8'), plainHttp: false };
 });

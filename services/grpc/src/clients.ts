@@ -27,6 +27,8 @@ import {
 } from './messages';
 import { CLIENT_CHANNEL_OPTIONS } from './options';
 import { REQUEST_ID_KEY } from './request-id';
+import { injectIntoMetadata } from './trace-context';
+import { context, failSpan, pushbaseTracer, SpanKind, trace } from '@pushbase/telemetry';
 
 /**
  * How long a read (SchemaService.Get) may take, retries included. A few seconds: the schema service
@@ -92,6 +94,7 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
     read: opts.readDeadlineMs ?? DEFAULT_READ_DEADLINE_MS,
     write: opts.writeDeadlineMs ?? DEFAULT_WRITE_DEADLINE_MS,
   };
+  const tracer = pushbaseTracer();
   return {
     close: () => client.close(),
     waitForReady: (timeoutMs) =>
@@ -104,6 +107,10 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
       const metadata = new Metadata();
       const requestId = opts.requestScope?.current()?.requestId;
       if (requestId !== undefined) metadata.set(REQUEST_ID_KEY, requestId);
+      const parent = context.active();
+      // Named as the server's span is: the full method path (pushbase.v1.RecordService/Append).
+      const span = tracer.startSpan(def.path.slice(1), { kind: SpanKind.CLIENT, attributes: { 'rpc.system': 'grpc', 'rpc.service': def.path.slice(1, def.path.lastIndexOf('/')), 'rpc.method': method } }, parent);
+      injectIntoMetadata(trace.setSpan(parent, span), metadata);
       return new Promise<Res>((resolve, reject) => {
         // waitForReady stays off (the default): with no connection a call fails at once, provably unsent,
         // instead of queueing until its deadline and leaving the gateway unable to tell.
@@ -115,9 +122,18 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
           metadata,
           { deadline: Date.now() + deadlineMs[kind] },
           (err, res) => {
-            if (err !== null && err !== undefined) reject(isServiceError(err) ? fromGrpcError(err, kind, service) : err);
-            else if (res === undefined) reject(new Error(`${service}.${method} answered nothing`));
-            else resolve(res);
+            if (err !== null && err !== undefined) {
+              const failure = isServiceError(err) ? fromGrpcError(err, kind, service) : err;
+              failSpan(span, failure);
+              reject(failure);
+            } else if (res === undefined) {
+              const failure = new Error(`${service}.${method} answered nothing`);
+              failSpan(span, failure);
+              reject(failure);
+            } else {
+              span.end();
+              resolve(res);
+            }
           },
         );
       });

@@ -5,3 +5,4 @@ export * from './request-id';
 export * from './server';
 export * from './clients';
 export { summaryFromMessage, summaryToMessage } from './messages';
+export * from './trace-context';

@@ -1,13 +1,15 @@
 import type { RequestScope } from '@pushbase/contracts';
+import { createLogger, levelledLog, type LevelledLog, type LogLevel } from '@pushbase/telemetry';
 
-/** The shape of pushbase's structured loggers (as the projector's): one JSON object per line. */
-export type Logger = (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+/** The shape of pushbase's structured loggers (as the projector's): a level, a message, fields. */
+export type Logger = LevelledLog;
 
-/** JSON lines on stdout, each naming its service: what log shippers and the launchers read. */
-export function jsonLogger(service: string, write: (line: string) => void = (line) => process.stdout.write(line)): Logger {
-  return (level, msg, fields = {}) => {
-    write(`${JSON.stringify({ time: new Date().toISOString(), level, service, msg, ...fields })}\n`);
-  };
+/**
+ * A service's JSON lines (pino, @pushbase/telemetry), each naming its service: what log shippers and the
+ * launchers read. `write` receives each line (tests); stdout by default.
+ */
+export function jsonLogger(service: string, write?: (line: string) => void, level?: LogLevel): Logger {
+  return levelledLog(createLogger({ service, ...(write === undefined ? {} : { destination: { write } }), ...(level === undefined ? {} : { level }) }));
 }
 
 /**

@@ -17,6 +17,8 @@ import { requestLogger, type Logger } from './log';
 import { accountToMessage, keyToMessage, quotaChangeFromMessage, quotasFromMessage, summaryToMessage, type QuotaChangeMessage, type QuotasMessage } from './messages';
 import { SERVER_CHANNEL_OPTIONS } from './options';
 import { requestIdOf } from './request-id';
+import { contextFromMetadata } from './trace-context';
+import { context, failSpan, pushbaseTracer, SpanKind, trace } from '@pushbase/telemetry';
 
 export interface GrpcServerDeps {
   /** Served as pushbase.v1.SchemaService when given. */
@@ -76,6 +78,7 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
   const scope = deps.requestScope ?? new RequestScope();
   const log = requestLogger(deps.log, scope);
   const protos = deps.protos ?? pushbaseServices();
+  const tracer = pushbaseTracer();
   const server = new Server({ ...SERVER_CHANNEL_OPTIONS });
   const names = [
     ...(deps.schema === undefined ? [] : [SCHEMA_SERVICE_NAME]),
@@ -91,34 +94,48 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
    * here with their stack; the API client's own mistakes (invalid, not_found…) are not noise for the log.
    */
   const unary =
-    <Req, Res>(method: string, handle: (req: Req) => Promise<Res>) =>
+    <Req, Res>(service: string, method: string, handle: (req: Req) => Promise<Res>) =>
     (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>): void => {
       const requestId = requestIdOf(call.metadata);
-      scope.run({ requestId }, () => {
-        handle(call.request).then(
-          (res) => callback(null, res),
-          (err: unknown) => {
-            const status = toGrpcStatus(err);
-            if (status.code === Status.INTERNAL) {
-              log('error', 'call failed', { method, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
-            } else if (err instanceof DomainError && (err.code === 'unavailable' || err.code === 'outcome_unknown')) {
-              log('warn', 'call failed', { method, code: err.code, error: err.message });
-            }
-            callback(status);
-          },
-        );
-      });
+      // The caller's span (the gateway's client span, from the call's traceparent) is this server span's parent.
+      const parent = contextFromMetadata(call.metadata);
+      const span = tracer.startSpan(`${service}/${method}`, { kind: SpanKind.SERVER, attributes: { 'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method, 'pushbase.request_id': requestId } }, parent);
+      const started = performance.now();
+      scope.run({ requestId }, () =>
+        context.with(trace.setSpan(parent, span), () => {
+          handle(call.request).then(
+            (res) => {
+              span.end();
+              log('debug', 'call', { method, ms: Math.round(performance.now() - started) });
+              callback(null, res);
+            },
+            (err: unknown) => {
+              const status = toGrpcStatus(err);
+              if (span.isRecording()) span.setAttribute('rpc.grpc.status_code', status.code ?? Status.UNKNOWN);
+              if (status.code === Status.INTERNAL) {
+                log('error', 'call failed', { method, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+              } else if (err instanceof DomainError && (err.code === 'unavailable' || err.code === 'outcome_unknown')) {
+                log('warn', 'call failed', { method, code: err.code, error: err.message });
+              }
+              // The API client's own mistakes are answers, not failures of this service.
+              if (status.code === Status.INTERNAL || status.code === Status.UNAVAILABLE || status.code === Status.UNKNOWN) failSpan(span, err);
+              else span.end();
+              callback(status);
+            },
+          );
+        }),
+      );
     };
 
   if (deps.schema !== undefined) {
     const schema = deps.schema;
     const impl: UntypedServiceImplementation = {
-      FindOrCreate: unary('FindOrCreate', async (req: BodyRequest) => {
+      FindOrCreate: unary(SCHEMA_SERVICE_NAME, 'FindOrCreate', async (req: BodyRequest) => {
         const { created, dataset } = await schema.findOrCreate({ account: req.account, id: req.id, body: parseJsonBody(req.body_json) });
         return { created, dataset: summaryToMessage(dataset) };
       }),
-      Get: unary('Get', async (req: RefRequest) => ({ dataset: summaryToMessage(await schema.get({ account: req.account, id: req.id })) })),
-      Delete: unary('Delete', async (req: RefRequest) => {
+      Get: unary(SCHEMA_SERVICE_NAME, 'Get', async (req: RefRequest) => ({ dataset: summaryToMessage(await schema.get({ account: req.account, id: req.id })) })),
+      Delete: unary(SCHEMA_SERVICE_NAME, 'Delete', async (req: RefRequest) => {
         await schema.delete({ account: req.account, id: req.id });
         return {};
       }),
@@ -128,11 +145,11 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
   if (deps.records !== undefined) {
     const records = deps.records;
     const impl: UntypedServiceImplementation = {
-      Append: unary('Append', async (req: BodyRequest) => {
+      Append: unary(RECORD_SERVICE_NAME, 'Append', async (req: BodyRequest) => {
         await records.append({ account: req.account, id: req.id, json: req.body_json });
         return {};
       }),
-      Replace: unary('Replace', async (req: BodyRequest) => {
+      Replace: unary(RECORD_SERVICE_NAME, 'Replace', async (req: BodyRequest) => {
         await records.replace({ account: req.account, id: req.id, json: req.body_json });
         return {};
       }),
@@ -143,17 +160,17 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
   if (deps.accounts !== undefined) {
     const accounts = deps.accounts;
     const impl: UntypedServiceImplementation = {
-      CreateAccount: unary('CreateAccount', async (req: { account: string; quotas: QuotasMessage | null }) => ({
+      CreateAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'CreateAccount', async (req: { account: string; quotas: QuotasMessage | null }) => ({
         account: accountToMessage(await accounts.createAccount(req.account, quotasFromMessage(req.quotas))),
       })),
-      ListAccounts: unary('ListAccounts', async () => ({ accounts: (await accounts.listAccounts()).map(accountToMessage) })),
-      GetAccount: unary('GetAccount', async (req: { account: string }) => ({ account: accountToMessage(await accounts.getAccount(req.account)) })),
-      SetQuotas: unary('SetQuotas', async (req: { account: string; quotas: QuotasMessage | null; change: QuotaChangeMessage | null }) => ({
+      ListAccounts: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'ListAccounts', async () => ({ accounts: (await accounts.listAccounts()).map(accountToMessage) })),
+      GetAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'GetAccount', async (req: { account: string }) => ({ account: accountToMessage(await accounts.getAccount(req.account)) })),
+      SetQuotas: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'SetQuotas', async (req: { account: string; quotas: QuotasMessage | null; change: QuotaChangeMessage | null }) => ({
         // Without a change (a gateway older than it), the quotas are the whole new ones.
         account: accountToMessage(await accounts.setQuotas(req.account, req.change === null ? quotasFromMessage(req.quotas) : quotaChangeFromMessage(req.change))),
       })),
-      DeleteAccount: unary('DeleteAccount', async (req: { account: string }) => accounts.deleteAccount(req.account)),
-      CreateKey: unary('CreateKey', async (req: { account: string; hash: string; scope: string; label: string; has_label: boolean }) => ({
+      DeleteAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'DeleteAccount', async (req: { account: string }) => accounts.deleteAccount(req.account)),
+      CreateKey: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'CreateKey', async (req: { account: string; hash: string; scope: string; label: string; has_label: boolean }) => ({
         key: keyToMessage(
           await accounts.createKeyByHash(req.account, {
             hash: req.hash,
@@ -163,8 +180,8 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
           }),
         ),
       })),
-      ListKeys: unary('ListKeys', async (req: { account: string }) => ({ keys: (await accounts.listKeys(req.account)).map(keyToMessage) })),
-      RevokeKey: unary('RevokeKey', async (req: { account: string; key_id: string }) => {
+      ListKeys: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'ListKeys', async (req: { account: string }) => ({ keys: (await accounts.listKeys(req.account)).map(keyToMessage) })),
+      RevokeKey: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'RevokeKey', async (req: { account: string; key_id: string }) => {
         await accounts.revokeKey(req.account, req.key_id);
         return {};
       }),

@@ -1,6 +1,7 @@
 import type { EventAppender, StreamPosition } from '@pushbase/contracts';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
 import type { AppendOutcome, KafkaAppenderMetrics } from '@pushbase/metrics';
+import { context, failSpan, NOT_TRACED, pushbaseTracer, SpanKind, trace, traceHeaders, type Link, type Span } from '@pushbase/telemetry';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createKafka, type KafkaConnection } from './connection';
@@ -125,6 +126,8 @@ interface Pending {
   deadline?: NodeJS.Timeout;
   /** performance.now() when append() queued it. */
   readonly queuedAt: number;
+  /** The append's producer span (non-recording while tracing is off); its context is in the messages' headers. */
+  readonly span: Span;
 }
 
 interface Session {
@@ -163,6 +166,7 @@ export class KafkaEventAppender implements EventAppender {
   private readonly commitRetryMs: number;
   private readonly makeSession: () => ProduceSession;
   private readonly metrics: KafkaAppenderMetrics | undefined;
+  private readonly tracer = pushbaseTracer();
   private queue: Pending[] = [];
   private queuedBytes = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -216,8 +220,20 @@ export class KafkaEventAppender implements EventAppender {
       }
       bytes += size;
     }
+    // A child of the request's span (the gRPC server span); the transaction that carries it links to it.
+    const parent = context.active();
+    const span = this.tracer.startSpan(
+      'event log append',
+      { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send', 'messaging.destination.name': this.topic, 'messaging.batch.message_count': messages.length } },
+      parent,
+    );
+    if (span.isRecording()) {
+      const headers = traceHeaders(trace.setSpan(parent, span));
+      messages = messages.map((m) => ({ ...m, headers: { ...m.headers, ...headers } }));
+      for (const m of messages) bytes += Buffer.byteLength(JSON.stringify(m.headers));
+    }
     return new Promise<StreamPosition[]>((resolve, reject) => {
-      const pending: Pending = { messages, bytes, phase: 'queued', resolve, reject, settled: false, queuedAt: performance.now() };
+      const pending: Pending = { messages, bytes, phase: 'queued', resolve, reject, settled: false, queuedAt: performance.now(), span };
       pending.deadline = setTimeout(() => this.expire(pending), this.appendTimeoutMs);
       this.queue.push(pending);
       this.queuedBytes += bytes;
@@ -333,8 +349,30 @@ export class KafkaEventAppender implements EventAppender {
     }
     for (const p of live) p.phase = 'sending';
     const messages = live.flatMap((p) => p.messages.map((m) => ({ ...m, partition: session.partitionOf(m.key) })));
-    let acks: readonly { partition: number; baseOffset: number }[];
     const started = performance.now();
+    const span = this.transactionSpan(live, messages.length);
+    try {
+      await this.sendTransaction(session, live, messages, started);
+      span.end();
+    } catch (err) {
+      failSpan(span, err);
+      throw err;
+    }
+  }
+
+  /**
+   * One span per transaction, the root of a trace of its own: it serves many requests, so it links to each
+   * append's span instead of having one parent. Made only when an append of it is traced.
+   */
+  private transactionSpan(live: readonly Pending[], messages: number): Span {
+    const links: Link[] = [];
+    for (const p of live) if (p.span.isRecording()) links.push({ context: p.span.spanContext() });
+    if (links.length === 0) return NOT_TRACED;
+    return this.tracer.startSpan('event log transaction', { kind: SpanKind.INTERNAL, root: true, links, attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': this.topic, 'pushbase.appends': live.length, 'messaging.batch.message_count': messages } });
+  }
+
+  private async sendTransaction(session: Session, live: Pending[], messages: (OutgoingMessage & { readonly partition: number })[], started: number): Promise<void> {
+    let acks: readonly { partition: number; baseOffset: number }[];
     try {
       this.counts.requests += 1;
       acks = await session.session.send(messages);
@@ -474,6 +512,8 @@ export class KafkaEventAppender implements EventAppender {
     if (p.settled) return;
     p.settled = true;
     clearTimeout(p.deadline);
+    if (outcome instanceof Error) failSpan(p.span, outcome);
+    else p.span.end();
     this.metrics?.append(outcome instanceof Error ? outcomeOf(outcome) : 'committed', performance.now() - p.queuedAt);
     if (outcome instanceof Error) p.reject(outcome);
     else p.resolve(outcome);

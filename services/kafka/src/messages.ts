@@ -9,6 +9,9 @@ import { Partitioners, type PartitionMetadata } from 'kafkajs';
  *   headers: only on the events of an append of several events, `pushbase-append: "<index>/<count>"`, so a
  *   reader that must see an append whole (the EventLog listener) can put it back together. The services
  *   append one event per request; the several-event append exists for the EventLog port's other users.
+ *   While tracing is on, also the W3C trace context of the append that wrote it (`traceparent`,
+ *   `tracestate`): one transaction carries many requests' events, and each message names its own request's
+ *   trace, which the projector continues.
  */
 
 export const APPEND_HEADER = 'pushbase-append';
@@ -16,7 +19,7 @@ export const APPEND_HEADER = 'pushbase-append';
 export interface OutgoingMessage {
   readonly key: string;
   readonly value: Buffer;
-  readonly headers?: { readonly [APPEND_HEADER]: string };
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 const OPEN_BRACKET = 0x5b;
@@ -93,6 +96,8 @@ export function offsetNumber(offset: string): number {
 export interface ConsumedEvent extends PositionedEvent {
   /** Its place among the events of one append: `{ index: 0, count: 1 }` for the usual single event. */
   readonly append: { readonly index: number; readonly count: number };
+  /** The trace context of the append that wrote it, when it was written while tracing was on. */
+  readonly trace?: Readonly<Record<string, string>>;
 }
 
 export interface IncomingMessage {
@@ -130,7 +135,17 @@ export function decodeMessage(topic: string, partition: number, message: Incomin
     if (m === null || !(index < count)) throw poison(`its ${APPEND_HEADER} header is not index/count`);
     append = { index, count };
   }
-  return { event, position: { partition, offset }, append };
+  const trace = traceOf(message.headers);
+  return trace === undefined ? { event, position: { partition, offset }, append } : { event, position: { partition, offset }, append, trace };
+}
+
+/** The W3C trace context of the append that wrote the message (its `traceparent` and `tracestate` headers). */
+function traceOf(headers: IncomingMessage['headers']): Record<string, string> | undefined {
+  const parent = headers?.traceparent;
+  if (parent === undefined) return undefined;
+  const text = (v: Buffer | string | (Buffer | string)[]): string => String(Array.isArray(v) ? v[0] : v);
+  const state = headers?.tracestate;
+  return state === undefined ? { traceparent: text(parent) } : { traceparent: text(parent), tracestate: text(state) };
 }
 
 /** What an append that cannot be stored gets: the log could not take it now. */

@@ -18,7 +18,7 @@ const received = (m: ReturnType<typeof appendMessages>[number], offset: string):
   key: Buffer.from(m.key),
   value: m.value,
   offset,
-  ...(m.headers ? { headers: { [APPEND_HEADER]: Buffer.from(m.headers[APPEND_HEADER]) } } : {}),
+  ...(m.headers ? { headers: Object.fromEntries(Object.entries(m.headers).map(([k, v]) => [k, Buffer.from(v)])) } : {}),
 });
 
 const poison = (run: () => unknown): PoisonEventError => {
@@ -52,6 +52,14 @@ describe('Kafka messages', () => {
       { index: 1, count: 3 },
       { index: 2, count: 3 },
     ]);
+  });
+
+  it('hands over the trace context of the append that wrote a message, beside its append numbering', () => {
+    const [m] = appendMessages([event(1), event(2)]);
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const withTrace = { ...received(m!, '7'), headers: { [APPEND_HEADER]: Buffer.from('0/2'), traceparent: Buffer.from(traceparent), tracestate: 'vendor=x' } };
+    expect(decodeMessage('t', 0, withTrace)).toMatchObject({ append: { index: 0, count: 2 }, trace: { traceparent, tracestate: 'vendor=x' } });
+    expect(decodeMessage('t', 0, received(m!, '7'))).not.toHaveProperty('trace');
   });
 
   it('falls back to encoding the event when `encoded` is not a one-event array', () => {

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
 import { defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
+import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 import { redisEnv } from '@pushbase/redis';
 import { MAX_ROWS_PER_EVENT } from './project';
 
@@ -78,7 +79,7 @@ const projectorConfigOf = (env: ProjectorEnv) =>
   });
 
 // The long-running projector serves its metrics (replay is a command that ends; it has none).
-const schema = z.object({ ...projectorEnv, ...metricsEnv }).transform((env) => Object.freeze({ ...projectorConfigOf(env), metrics: metricsConfigOf(env) }));
+const schema = z.object({ ...projectorEnv, ...metricsEnv, ...telemetryEnv }).transform((env) => Object.freeze({ ...projectorConfigOf(env), metrics: metricsConfigOf(env), telemetry: telemetryConfigOf(env) }));
 
 export type ProjectorConfig = z.output<typeof schema>;
 

@@ -4,12 +4,11 @@ import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@
 import { openRedis, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
 import { followAccounts, type AccountFollower } from './accounts';
 import type { ProjectorConfig } from './config';
+import { createLogger, levelledLog, type LogLevel } from '@pushbase/telemetry';
 import { Projector, type Logger, type ProjectorOptions } from './projector';
 
-/** One JSON object per line on stdout: what log shippers read. */
-export const jsonLog: Logger = (level, msg, fields = {}) => {
-  process.stdout.write(`${JSON.stringify({ time: new Date().toISOString(), level, service: 'projector', msg, ...fields })}\n`);
-};
+/** The projector's JSON lines on stdout (pino, @pushbase/telemetry): what log shippers read. */
+export const jsonLog = (level: LogLevel = 'info'): Logger => levelledLog(createLogger({ service: 'projector', level }));
 
 export interface RunningProjector {
   readonly projector: Projector;
@@ -32,7 +31,7 @@ export interface ProjectorHooks {
  * the group: it serves nothing else), then "partitions assigned" once it reads.
  */
 export async function runProjector(config: ProjectorConfig, hooks: ProjectorHooks = {}): Promise<RunningProjector> {
-  const log = hooks.log ?? jsonLog;
+  const log = hooks.log ?? jsonLog(config.telemetry.logLevel);
   // This process's one registry, on a small listener of its own (docs/metrics.md): lag, inserts, counters.
   const metrics = createMetricsRegistry();
   const metricsListener = await startMetricsListener(metrics, config.metrics);
@@ -43,7 +42,10 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   });
   const conn = connectClickHouse(config.clickhouse.url);
   const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase);
-  const store = new ClickHouseProjection(conn, config.clickhouse.database, { views });
+  const store = new ClickHouseProjection(conn, config.clickhouse.database, {
+    views,
+    onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
+  });
   const projector = new Projector(store, {
     schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
     maxRows: config.maxRows,

@@ -4,6 +4,7 @@ import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore, Sch
 import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
 import type { ProjectorMetrics } from '@pushbase/metrics';
+import { context, contextFrom, failSpan, NOT_TRACED, pushbaseTracer, SpanKind, trace, type Link } from '@pushbase/telemetry';
 import { heldState, project, type ProjectedDataset } from './project';
 
 /*
@@ -48,7 +49,7 @@ export interface ProjectorSource {
   stop(): Promise<void>;
 }
 
-export type Logger = (level: 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
+export type Logger = (level: 'debug' | 'info' | 'warn' | 'error', msg: string, fields?: Record<string, unknown>) => void;
 
 export interface ProjectorOptions {
   /** The memory bound: rows of dataset states kept between writes (each state counts one more). */
@@ -108,7 +109,12 @@ interface PendingPartition {
   last: number;
   /** Where the partition's reading goes on after the events held here (markers included): what the lag counts from. */
   next: number;
+  /** The spans of the traced events held here, for the write's span to link to (at most MAX_WRITE_LINKS). */
+  readonly links: Link[];
 }
+
+/** As OpenTelemetry's default limit of links per span: more would be dropped by the SDK anyway. */
+const MAX_WRITE_LINKS = 128;
 
 const weightOf = (d: ProjectedDataset | undefined): number => 1 + (d?.state?.rows.size ?? 0);
 const isUnavailable = (e: unknown): boolean => e instanceof DomainError && e.code === 'unavailable';
@@ -145,6 +151,7 @@ export class Projector {
    * Their difference is the lag metric; a partition revoked is forgotten (its new reader reports it).
    */
   private readonly progress = new Map<number, { highWatermark: number; written: number }>();
+  private readonly tracer = pushbaseTracer();
 
   constructor(
     private readonly store: ProjectionStore,
@@ -252,20 +259,36 @@ export class Projector {
     if (!this.progress.has(batch.partition)) this.progress.set(batch.partition, { highWatermark: batch.highWatermark, written: batch.events[0]?.position.offset ?? batch.next });
     this.advance(batch.partition, batch.highWatermark, undefined);
     await this.loadMissing(batch.partition, batch.events);
-    for (const { event, position } of batch.events) {
+    for (const { event, position, trace: carrier } of batch.events) {
       const key = streamKey(event.account, event.dataset);
       // A write in the middle of this batch may have dropped a state loaded for it.
       if (!this.cache.has(key)) await this.loadMissing(batch.partition, [{ event, position }]);
       const cached = this.cache.get(key);
+      // The event's request goes on here: a child of the append that wrote it (its message's traceparent).
+      const span =
+        carrier === undefined
+          ? NOT_TRACED
+          : this.tracer.startSpan(
+              'project event',
+              { kind: SpanKind.CONSUMER, attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'process', 'messaging.destination.partition.id': String(batch.partition), 'messaging.kafka.offset': position.offset } },
+              contextFrom(carrier),
+            );
       const step = project(cached?.dataset, event, position);
+      const traced = span.isRecording();
+      if (traced) {
+        span.setAttributes({ 'pushbase.applied': step.applied, 'pushbase.rows': step.rows.length });
+        context.with(trace.setSpan(context.active(), span), () => this.options.log('debug', 'event projected', { partition: batch.partition, offset: position.offset, applied: step.applied, rows: step.rows.length }));
+      }
+      span.end();
       this.counters.events++;
       this.options.metrics?.count('events');
       this.hold(key, batch.partition, step.dataset, step.applied ? this.batch : (cached?.batch ?? 0));
       let pending = this.pending.get(batch.partition);
       if (pending === undefined) {
-        pending = { rows: [], heads: new Map(), events: [], last: position.offset, next: position.offset + 1 };
+        pending = { rows: [], heads: new Map(), events: [], last: position.offset, next: position.offset + 1, links: [] };
         this.pending.set(batch.partition, pending);
       }
+      if (traced && pending.links.length < MAX_WRITE_LINKS) pending.links.push({ context: span.spanContext() });
       pending.last = position.offset;
       // The batch's own end once its last event is in: the markers it covered are done with it.
       pending.next = position === batch.events.at(-1)?.position ? batch.next : position.offset + 1;
@@ -365,11 +388,20 @@ export class Projector {
       for (const h of p.heads.values()) heads.push(h);
     }
     const started = Date.now();
-    await this.retrying(`writing ${rows.length} rows`, async () => {
-      const attempt = performance.now();
-      await this.store.write(rows, heads);
-      this.options.metrics?.insert(rows.length, performance.now() - attempt);
-    });
+    // One write serves many requests: the root of a trace of its own, linked to each traced event's span.
+    const links = partitions.flatMap(([, p]) => p.links).slice(0, MAX_WRITE_LINKS);
+    const span = links.length === 0 ? NOT_TRACED : this.tracer.startSpan('clickhouse write', { root: true, links, attributes: { 'db.system.name': 'clickhouse', 'pushbase.rows': rows.length, 'pushbase.heads': heads.length } });
+    try {
+      await this.retrying(`writing ${rows.length} rows`, async () => {
+        const attempt = performance.now();
+        await this.store.write(rows, heads);
+        this.options.metrics?.insert(rows.length, performance.now() - attempt);
+      });
+      span.end();
+    } catch (e) {
+      failSpan(span, e);
+      throw e;
+    }
     const stored = Date.now();
     const schemaStore = this.options.schemaStore;
     if (schemaStore !== undefined) {

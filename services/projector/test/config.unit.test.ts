@@ -12,6 +12,7 @@ describe('loadProjectorConfig', () => {
       flushRows: 50_000,
       flushIntervalMs: 250,
       metrics: { host: '127.0.0.1', port: 0 },
+      telemetry: { logLevel: 'info', traces: { exporter: 'none', protocol: 'http/protobuf', serviceName: undefined } },
     });
   });
 

@@ -4,6 +4,7 @@ import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
+import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 
 /*
  * The records service's settings (`pushbase records`), one schema parsed once at start. Unset and empty
@@ -34,6 +35,7 @@ const schema = z
     PUSHBASE_KAFKA_TOPIC: z.preprocess(blankToUndefined, z.string().default('pushbase.dataset-events').refine((v) => kafkaName.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')),
     ...redisEnv,
     ...metricsEnv,
+    ...telemetryEnv,
     PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_RECORDS_GRPC_PORT: integer(0, 0, 65_535),
@@ -74,6 +76,7 @@ const schema = z
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       metrics: metricsConfigOf(e),
+      telemetry: telemetryConfigOf(e),
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
     }),

@@ -26,7 +26,7 @@ export interface RecordsHooks {
  * refused with 503 until Kafka is back), not while Redis is: nothing could be validated.
  */
 export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}): Promise<RunningRecords> {
-  const log = hooks.log ?? jsonLogger('records');
+  const log = hooks.log ?? jsonLogger('records', undefined, config.telemetry.logLevel);
   // Fail fast: a write that cannot reach Redis answers 503 at once (nothing was sent), instead of waiting in
   // ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });

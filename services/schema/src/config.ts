@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { defaultAccountsTopic, defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
+import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 import { redisEnv } from '@pushbase/redis';
 
 /*
@@ -51,6 +52,7 @@ const schema = z
     ),
     ...redisEnv,
     ...metricsEnv,
+    ...telemetryEnv,
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),
@@ -94,6 +96,7 @@ const schema = z
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       metrics: metricsConfigOf(e),
+      telemetry: telemetryConfigOf(e),
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,

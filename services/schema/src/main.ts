@@ -27,7 +27,7 @@ export interface SchemaHooks {
  * Writes `{"msg":"listening","grpc_port":N,"metrics_port":M}` once it serves (metrics: docs/metrics.md).
  */
 export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): Promise<RunningSchema> {
-  const log = hooks.log ?? jsonLogger('schema');
+  const log = hooks.log ?? jsonLogger('schema', undefined, config.telemetry.logLevel);
   // Fail fast, as the gateway's clients do: a decision that cannot reach Redis answers 503 at once (nothing
   // was decided), instead of waiting in ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });

@@ -34,6 +34,10 @@ describe('pushbase schema configuration', () => {
       PUSHBASE_SHUTDOWN_TIMEOUT_MS: '0',
       PUSHBASE_METRICS_HOST: '0.0.0.0',
       PUSHBASE_METRICS_PORT: '9464',
+      PUSHBASE_LOG_LEVEL: 'debug',
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_SERVICE_NAME: 'schema-a',
     });
     expect(c).toEqual({
       kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', accountsTopic: 'accts.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
@@ -43,6 +47,7 @@ describe('pushbase schema configuration', () => {
       sweepIntervalMs: 500,
       shutdownTimeoutMs: 0,
       metrics: { host: '0.0.0.0', port: 9464 },
+      telemetry: { logLevel: 'debug', traces: { exporter: 'otlp', protocol: 'http/json', serviceName: 'schema-a' } },
     });
   });
 
