@@ -2,7 +2,7 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { PageFunction } from 'playwright-core/types/structs';
-import { E2E_MODE, eventually, ROOT, TestServer } from '../helpers/server';
+import { adminRequest, E2E_MODE, eventually, ROOT, TestServer, type Response } from '../helpers/server';
 import { appendAll, createDataset, field, uid, UNLIMITED } from './support';
 
 /*
@@ -23,15 +23,7 @@ const account = uid('viewer');
 let readKey: string;
 let writeKey: string;
 
-/** An admin request with a JSON body (the TestServer's own helper only GETs). */
-async function adminCall(method: string, route: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(`http://127.0.0.1:${s.adminPort}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${s.adminToken}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  return { status: res.status, body: await res.json().catch(() => undefined) };
-}
+const adminCall = (method: string, route: string, body?: unknown): Promise<Response> => adminRequest(s, method, route, body);
 
 beforeAll(async () => {
   const executablePath = process.env.PUSHBASE_CHROMIUM;

@@ -114,7 +114,7 @@ describe('read API', () => {
     const bad = await read(`acme/datasets/${id}/aggregate?op=sum&field=amount&group_by=at`);
     expectError(bad, 400, /needs bucket/);
     expect(bad.body.error.path).toBe('bucket');
-    expectError(await read('bad%20account!/datasets'), 400, /^Invalid account/);
+    expectError(await read('bad%20account!/datasets'), 400, /^An account name is 1 to 100 of/);
     expect((await read('acme/datasets', 'not-the-token')).status).toBe(401);
   });
 });

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { hashApiKey } from '@pushbase/gateway';
-import { BUNDLE, ROOT, TestServer } from '../helpers/server';
+import { adminRequest, BUNDLE, ROOT, TestServer, type Response } from '../helpers/server';
 
 /*
  * Accounts and keys in embedded mode (issue 8 item 3), over real processes: made through the admin
@@ -17,21 +17,7 @@ jest.setTimeout(180_000);
 const run = promisify(execFile);
 const DEFINITION = { fields: { n: { type: 'number', name: 'N' } } };
 
-interface AdminAnswer {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly body: any;
-}
-
-async function adminCall(server: TestServer, method: string, route: string, body?: unknown): Promise<AdminAnswer> {
-  const res = await fetch(`http://127.0.0.1:${server.adminPort}${route}`, {
-    method,
-    headers: { authorization: `Bearer ${server.adminToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, body: text === '' ? undefined : JSON.parse(text) };
-}
+const adminCall = (server: TestServer, method: string, route: string, body?: unknown): Promise<Response> => adminRequest(server, method, route, body);
 
 /** Every file of the data directory, whole, as one string (latin1 keeps every byte). */
 function dataDirBytes(dir: string): string {
@@ -63,7 +49,7 @@ describe('accounts and keys, embedded', () => {
     expect(await adminCall(s, 'POST', '/admin/accounts', { account })).toMatchObject({ status: 201, body: { account, key_count: 0 } });
     const made = await adminCall(s, 'POST', `/admin/accounts/${account}/keys`, { label: 'e2e' });
     expect(made.status).toBe(201);
-    expect(made.headers.get('cache-control')).toBe('no-store');
+    expect(made.headers['cache-control']).toBe('no-store');
     const key = made.body.key as string;
     const keyId = made.body.key_id as string;
     const second = (await adminCall(s, 'POST', `/admin/accounts/${account}/keys`, {})).body as { key: string; key_id: string };
@@ -152,6 +138,16 @@ describe('accounts and keys, embedded', () => {
     expect((await t.request('PUT', '/datasets/c', { key, body: DEFINITION })).status).toBe(201);
     expect((await t.request('PUT', '/datasets/d', { key, body: DEFINITION })).body.error.message).toContain('limit of 3 datasets');
     expect(await t.stop()).toBe(0);
+  });
+
+  it('refuses to delete an account PUSHBASE_API_KEYS names, whose configured key no deletion can revoke', async () => {
+    const s = await start(new TestServer());
+    const refused = await adminCall(s, 'DELETE', '/admin/accounts/acme');
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('account_has_configured_key');
+    // An account of the log only is deleted as ever.
+    expect((await adminCall(s, 'POST', '/admin/accounts', { account: 'transient' })).status).toBe(201);
+    expect((await adminCall(s, 'DELETE', '/admin/accounts/transient')).status).toBe(200);
   });
 
   it('generates the default account and key on a first start, once, as events', async () => {

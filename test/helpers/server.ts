@@ -268,6 +268,17 @@ export class TestServer {
   }
 }
 
+/**
+ * A request with a JSON body to an admin listener with the bearer token (the account and key routes), at
+ * once: unlike TestServer.admin, it does not wait for the read side. `adminPort` picks another gateway's
+ * listener of the same stack (same token).
+ */
+export function adminRequest(target: { readonly adminPort: number; readonly adminToken: string }, method: string, urlPath: string, body?: unknown, adminPort: number = target.adminPort): Promise<Response> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const headers = { authorization: `Bearer ${target.adminToken}`, ...(payload === undefined ? {} : { 'content-type': 'application/json' }) };
+  return send(httpRequest, { host: '127.0.0.1', port: adminPort, method, path: urlPath, headers }, payload);
+}
+
 /** A request to a gateway's public API at `target` (trusting its certificate, or plain HTTP behind a TLS proxy). */
 export function requestTo(target: { readonly port: number; readonly ca: string; readonly plainHttp: boolean }, method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
   const headers: Record<string, string> = { ...(opts.headers ?? {}) };

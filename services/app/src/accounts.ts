@@ -1,5 +1,7 @@
 import type { AccountAdmin, AccountView, KeyStore, KeyView, Principal, QuotaSource } from '@pushbase/contracts';
 import {
+  ACCOUNT_DELETE_ROUNDS,
+  accountDeletionRaced,
   accountNotFound,
   decideCreateAccount,
   decideCreateKey,
@@ -102,13 +104,13 @@ export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
   /** Deletes every live dataset of the account, again until none is left (a create may race the listing). */
   const deleteDatasets = async (name: string): Promise<number> => {
     let deleted = 0;
-    for (let round = 0; round < 10; round++) {
+    for (let round = 0; round < ACCOUNT_DELETE_ROUNDS; round++) {
       const ids = await datasets.ids(name);
       if (ids.length === 0) return deleted;
       for (const id of ids) await datasets.delete(name, id).catch(ignoreNotFound);
       deleted += ids.length;
     }
-    throw new DomainError('unavailable', `The datasets of account "${name}" keep being created while it is deleted; revoke its keys and retry`);
+    throw accountDeletionRaced(name);
   };
 
   return {
@@ -120,9 +122,9 @@ export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
       }),
     listAccounts: () => Promise.resolve([...log.state().accounts.values()].sort((a, b) => a.account.localeCompare(b.account)).map((a) => accountView(a, defaults))),
     getAccount: (name) => Promise.resolve().then(() => accountView(account(name), defaults)),
-    setQuotas: (name, quotas) =>
+    setQuotas: (name, change) =>
       oneAtATime(async () => {
-        await log.append([decideSetQuotas(log.state(), name, quotas, clock.now())]);
+        await log.append([decideSetQuotas(log.state(), name, change, clock.now())]);
         return accountView(account(name), defaults);
       }),
     /*

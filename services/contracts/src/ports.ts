@@ -1,5 +1,6 @@
 import type {
   AccountQuotas,
+  QuotaChange,
   AggregateQueryParams,
   AggregateResult,
   DatasetEvent,
@@ -214,7 +215,8 @@ export interface AccountAdmin {
   createAccount(account: string, quotas: AccountQuotas): Promise<AccountView>;
   listAccounts(): Promise<AccountView[]>;
   getAccount(account: string): Promise<AccountView>;
-  setQuotas(account: string, quotas: AccountQuotas): Promise<AccountView>;
+  /** Changes the quotas given (null: back to the default) and keeps the others, merged inside the decision. */
+  setQuotas(account: string, change: QuotaChange): Promise<AccountView>;
   /** Deletes the account's datasets (DatasetDeleted events, so projections follow), then the account and its keys. */
   deleteAccount(account: string): Promise<{ readonly datasets_deleted: number }>;
   /** A new random key, returned this once; only its hash is stored. */

@@ -171,6 +171,14 @@ export const effectiveQuotas = (quotas: AccountQuotas | undefined, defaults: Quo
 
 export const accountNotFound = (account: string): DomainError => new DomainError('not_found', `Account ${quoteValue(account)} not found`);
 
+/**
+ * Deleting an account deletes its datasets, listing them again until none is left, since its keys can
+ * create one meanwhile: this many rounds in both modes, then `accountDeletionRaced`.
+ */
+export const ACCOUNT_DELETE_ROUNDS = 5;
+export const accountDeletionRaced = (account: string): DomainError =>
+  new DomainError('unavailable', `Datasets of account ${quoteValue(account)} kept being created while it was being deleted; revoke its keys and try again`);
+
 export function parseAccountName(v: unknown): string {
   if (typeof v !== 'string' || !ACCOUNT_NAME.test(v)) {
     throw invalid(`An account name is 1 to 100 of A-Z a-z 0-9 . _ - (got ${quoteValue(v)})`, 'account');
@@ -180,24 +188,38 @@ export function parseAccountName(v: unknown): string {
 
 const QUOTA_MAX = 1_000_000;
 
-/** Parses `{datasets?, requests_per_minute?}` over `base`: a number sets a quota, null restores the API's limit. */
-export function parseQuotas(v: unknown, base: AccountQuotas = DEFAULT_QUOTAS): AccountQuotas {
-  if (v === undefined) return base;
+/** A change of an account's quotas: a quota given is set (null: back to the API's limit), one absent is kept. */
+export type QuotaChange = { readonly [K in keyof AccountQuotas]?: AccountQuotas[K] };
+
+/** Parses `{datasets?, requests_per_minute?}` as a change: a number sets a quota, null restores the API's limit. */
+export function parseQuotaChange(v: unknown): QuotaChange {
+  if (v === undefined) return {};
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw invalid('quotas must be a JSON object', 'quotas');
   const o = v as Record<string, unknown>;
   for (const k of Object.keys(o)) {
     if (k !== 'datasets' && k !== 'requests_per_minute') throw invalid(`quotas has no setting ${quoteValue(k)} (datasets, requests_per_minute)`, `quotas.${k}`);
   }
-  const one = (k: 'datasets' | 'requests_per_minute'): number | null => {
+  const change: { -readonly [K in keyof AccountQuotas]?: AccountQuotas[K] } = {};
+  for (const k of ['datasets', 'requests_per_minute'] as const) {
     const q = o[k];
-    if (q === undefined) return base[k];
-    if (q === null) return null;
-    if (typeof q !== 'number' || !Number.isInteger(q) || q < 1 || q > QUOTA_MAX) {
+    if (q === undefined) continue;
+    if (q !== null && (typeof q !== 'number' || !Number.isInteger(q) || q < 1 || q > QUOTA_MAX)) {
       throw invalid(`quotas.${k} must be a whole number from 1 to ${QUOTA_MAX}, or null for the API's limit (got ${quoteValue(q)})`, `quotas.${k}`);
     }
-    return q;
-  };
-  return { datasets: one('datasets'), requests_per_minute: one('requests_per_minute') };
+    change[k] = q;
+  }
+  return change;
+}
+
+/** The quotas `base` with `change` made to them. */
+export const changeQuotas = (base: AccountQuotas, change: QuotaChange): AccountQuotas => ({
+  datasets: change.datasets === undefined ? base.datasets : change.datasets,
+  requests_per_minute: change.requests_per_minute === undefined ? base.requests_per_minute : change.requests_per_minute,
+});
+
+/** Parses `{datasets?, requests_per_minute?}` over `base`: a number sets a quota, null restores the API's limit. */
+export function parseQuotas(v: unknown, base: AccountQuotas = DEFAULT_QUOTAS): AccountQuotas {
+  return changeQuotas(base, parseQuotaChange(v));
 }
 
 export function parseKeyScope(v: unknown): KeyScope {
@@ -219,9 +241,14 @@ export function decideCreateAccount(state: AccountsState, account: string, quota
   return { type: 'AccountCreated', ...base(account, at), quotas };
 }
 
-export function decideSetQuotas(state: AccountsState, account: string, quotas: AccountQuotas, at: number): AccountQuotasSet {
-  if (!state.accounts.has(account)) throw accountNotFound(account);
-  return { type: 'AccountQuotasSet', ...base(account, at), quotas };
+/**
+ * The account's quotas changed as `change` says, merged here into the ones `state` shows — under the
+ * caller's lock or lease, so two changes of different quotas at once both hold.
+ */
+export function decideSetQuotas(state: AccountsState, account: string, change: QuotaChange, at: number): AccountQuotasSet {
+  const current = state.accounts.get(account);
+  if (current === undefined) throw accountNotFound(account);
+  return { type: 'AccountQuotasSet', ...base(account, at), quotas: changeQuotas(current.quotas, change) };
 }
 
 /** The account's deletion; the caller deletes its datasets first (their DatasetDeleted events). */

@@ -22,6 +22,7 @@ import {
   parseAccountName,
   parseKeyLabel,
   parseKeyScope,
+  parseQuotaChange,
   parseQuotas,
   type AccountEvent,
   type AccountsState,
@@ -101,6 +102,8 @@ describe('the decisions', () => {
 
   it('changes, deletes and keys only an account that exists', () => {
     expect(decideSetQuotas(state, 'acme', { datasets: 2, requests_per_minute: 3 }, 5)).toMatchObject({ type: 'AccountQuotasSet', quotas: { datasets: 2, requests_per_minute: 3 } });
+    const changed = foldAccounts([decideSetQuotas(state, 'acme', { datasets: 2, requests_per_minute: 3 }, 5)], state);
+    expect(decideSetQuotas(changed, 'acme', { requests_per_minute: null }, 6).quotas).toStrictEqual({ datasets: 2, requests_per_minute: null });
     expect(decideDeleteAccount(state, 'acme', 5)).toEqual({ type: 'AccountDeleted', schema_version: v, account: 'acme', at: 5 });
     expectCode(() => decideSetQuotas(state, 'nobody', DEFAULT_QUOTAS, 5), 'not_found', /Account "nobody" not found/);
     expectCode(() => decideDeleteAccount(state, 'nobody', 5), 'not_found', /not found/);
@@ -120,6 +123,11 @@ describe('the decisions', () => {
     expect(parseAccountName('acme.eu_1-x')).toBe('acme.eu_1-x');
     for (const bad of ['', 'two words', 'a/b', 'x'.repeat(101), 7, null]) expectCode(() => parseAccountName(bad), 'invalid', /account name/);
     expect(parseQuotas(undefined)).toEqual(DEFAULT_QUOTAS);
+    // A change names only what changes; the merge happens in the decision, against the account's quotas.
+    expect(parseQuotaChange({ datasets: 5 })).toStrictEqual({ datasets: 5 });
+    expect(parseQuotaChange({ requests_per_minute: null })).toStrictEqual({ requests_per_minute: null });
+    expect(parseQuotaChange(undefined)).toStrictEqual({});
+    for (const bad of [[], { datasets: 0 }, { other: 1 }]) expectCode(() => parseQuotaChange(bad), 'invalid', /quotas/);
     expect(parseQuotas({ datasets: 5 }, { datasets: 1, requests_per_minute: 9 })).toEqual({ datasets: 5, requests_per_minute: 9 });
     expect(parseQuotas({ requests_per_minute: null }, { datasets: 1, requests_per_minute: 9 })).toEqual({ datasets: 1, requests_per_minute: null });
     for (const bad of [[], 'x', { datasets: 0 }, { datasets: 1.5 }, { datasets: '3' }, { requests_per_minute: 1_000_001 }, { other: 1 }]) expectCode(() => parseQuotas(bad), 'invalid', /quotas/);

@@ -5,7 +5,7 @@ import { createAccountAdmin, createRecordService, createSchemaService, quotaSour
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
-import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
@@ -131,6 +131,7 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
     accounts: accountAdmin,
     keys,
     uiDir,
+    configuredAccounts: new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account)),
   });
   const listeners = await startListeners(gateway, admin, { ...config, tls });
   const { port, adminPort } = listeners;

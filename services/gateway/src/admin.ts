@@ -3,7 +3,7 @@ import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
 import type { AccountAdmin, KeyStore, ReadModel } from '@pushbase/contracts';
-import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotas, quoteValue } from '@pushbase/domain';
+import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotaChange, parseQuotas, quoteValue } from '@pushbase/domain';
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
 import { safeEqual } from './keys';
@@ -25,6 +25,8 @@ export interface AdminDeps {
   readonly keys?: KeyStore;
   /** The dataset browser page's files (ui.ts findUiDir); the page answers 404 without them. */
   readonly uiDir?: string | undefined;
+  /** The accounts PUSHBASE_API_KEYS names: not deleted here (see the DELETE route). */
+  readonly configuredAccounts?: ReadonlySet<string>;
 }
 
 // An admin body is a name, a few quotas, a label: anything bigger is a mistake.
@@ -51,7 +53,7 @@ async function readAdminBody(ctx: Context, allowed: readonly string[]): Promise<
  * The account and key routes over the AccountAdmin port (docs/operations.md → Key management). Every answer
  * is `no-store`: a created key is shown this once, and the rest is not for caches either.
  */
-function accountRoutes(router: Router, accounts: AccountAdmin): void {
+function accountRoutes(router: Router, accounts: AccountAdmin, configuredAccounts: ReadonlySet<string>): void {
   const name = (ctx: Context): string => parseAccountName((ctx.params as Record<string, string | undefined>).account);
   router.use('/admin/accounts', async (ctx, next) => {
     ctx.set('Cache-Control', 'no-store');
@@ -74,11 +76,21 @@ function accountRoutes(router: Router, accounts: AccountAdmin): void {
     const account = name(ctx);
     const body = await readAdminBody(ctx, ['quotas']);
     if (body.quotas === undefined) throw invalid('quotas is required: {"quotas": {"datasets"?: n|null, "requests_per_minute"?: n|null}}', 'quotas');
-    const current = await accounts.getAccount(account);
-    ctx.body = await accounts.setQuotas(account, parseQuotas(body.quotas, current.quotas));
+    // Merged with the account's quotas inside the decision (under its lock or lease), not here.
+    ctx.body = await accounts.setQuotas(account, parseQuotaChange(body.quotas));
   });
   router.delete('/admin/accounts/:account', async (ctx) => {
-    ctx.body = await accounts.deleteAccount(name(ctx));
+    const account = name(ctx);
+    // A configured key is configuration, not an event: it would outlive the deletion and go on creating
+    // datasets under the name, which a later account of that name would then find as its own.
+    if (configuredAccounts.has(account)) {
+      throw new HttpError(
+        409,
+        `Account "${account}" has a key in PUSHBASE_API_KEYS, which a deletion cannot revoke: remove it from PUSHBASE_API_KEYS on every gateway, restart them, then delete the account`,
+        'account_has_configured_key',
+      );
+    }
+    ctx.body = await accounts.deleteAccount(account);
   });
   router.post('/admin/accounts/:account/keys', async (ctx) => {
     const account = name(ctx);
@@ -100,7 +112,7 @@ function accountRoutes(router: Router, accounts: AccountAdmin): void {
  * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
  * bearer token. The public API deliberately offers no read of records.
  */
-export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir }: AdminDeps): Koa {
+export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir, configuredAccounts = new Set() }: AdminDeps): Koa {
   const app = new Koa();
   app.use(async (ctx: Context, next: Next) => {
     ctx.state.requestId = randomUUID();
@@ -161,7 +173,7 @@ export function createAdminApp({ readModel, token, log, metrics, accounts, keys,
     await next();
   });
   const router = new Router();
-  if (accounts !== undefined) accountRoutes(router, accounts);
+  if (accounts !== undefined) accountRoutes(router, accounts, configuredAccounts);
   router.get('/admin/accounts/:account/datasets', async (ctx) => {
     ctx.body = { datasets: await readModel.listDatasets(ctx.params.account ?? '') };
   });

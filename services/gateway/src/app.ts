@@ -122,14 +122,8 @@ export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
 const principal = (ctx: Context): Principal => ctx.state.principal as Principal;
 const account = (ctx: Context): string => principal(ctx).account;
 
-/**
- * Every route that changes data needs a write key. A read key (issue 11's widget read side, which may sit in
- * a browser page) authenticates — it may ping — but writes nothing.
- */
-const needsWriteScope = async (ctx: Context, next: Next): Promise<void> => {
-  if (principal(ctx).scope !== 'write') throw new HttpError(403, 'This API key is read-only; writing needs a key with write scope', 'read_only_key');
-  await next();
-};
+/** Methods a read key may use: those that change nothing (RFC 9110 §9.2.1; OPTIONS has no route here). */
+const READ_METHODS = new Set(['GET', 'HEAD']);
 
 /**
  * Runs the requests of one connection one after another, in the order they arrived. Node's HTTP server
@@ -316,25 +310,35 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     await next();
   });
 
+  // A read key (issue 11's widget read side, which may sit in a browser page) authenticates — it may ping
+  // and read — but writes nothing. Decided here by method for every route, before any is matched, rather
+  // than by each write route: a write route added later is protected without remembering to be.
+  app.use(async (ctx: Context, next: Next) => {
+    if (principal(ctx).scope !== 'write' && !READ_METHODS.has(ctx.method)) {
+      throw new HttpError(403, 'This API key is read-only; writing needs a key with write scope', 'read_only_key');
+    }
+    await next();
+  });
+
   const ok = (ctx: Context, status = 200, body: unknown = {}): void => {
     ctx.status = status;
     ctx.body = body;
   };
 
   router.get('/', (ctx) => ok(ctx));
-  router.put('/datasets/:id', needsWriteScope, async (ctx) => {
+  router.put('/datasets/:id', async (ctx) => {
     const { created, dataset } = await deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
     ok(ctx, created ? 201 : 200, datasetResponse(dataset));
   });
-  router.delete('/datasets/:id', needsWriteScope, async (ctx) => {
+  router.delete('/datasets/:id', async (ctx) => {
     await deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' });
     ok(ctx);
   });
-  router.post('/datasets/:id/data', needsWriteScope, async (ctx) => {
+  router.post('/datasets/:id/data', async (ctx) => {
     await deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
     ok(ctx);
   });
-  router.put('/datasets/:id/data', needsWriteScope, async (ctx) => {
+  router.put('/datasets/:id/data', async (ctx) => {
     await deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
     ok(ctx);
   });

@@ -86,7 +86,8 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       logger,
       read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
     });
-    const admin = createAdminApp({ readModel, token: adminToken, log: errorLog, metrics, accounts, keys, uiDir });
+    const configuredAccounts = new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account));
+    const admin = createAdminApp({ readModel, token: adminToken, log: errorLog, metrics, accounts, keys, uiDir, configuredAccounts });
     const listeners = await startListeners(gateway, admin, { ...config, tls });
     log('listening', {
       port: listeners.port,

@@ -1,7 +1,7 @@
 import type { Context, Middleware } from 'koa';
 import Router from '@koa/router';
 import type { ReadModel } from '@pushbase/contracts';
-import { invalid, parseAggregateQuery, parseDatasetId, parseRecordQuery } from '@pushbase/domain';
+import { parseAccountName, parseAggregateQuery, parseDatasetId, parseRecordQuery } from '@pushbase/domain';
 import { HttpError } from './errors';
 
 /*
@@ -25,15 +25,11 @@ export interface ReadApiDeps {
   readonly access?: ReadAccess;
 }
 
-// The accounts the key store and ClickHouse take (keys.ts, clickhouse sql.ts): refused alike in both modes.
-const ACCOUNT = /^[A-Za-z0-9._-]{1,100}$/;
-
 type Params = Readonly<Record<string, string | undefined>>;
 
 function accountOf(params: Params): string {
-  const account = params.account ?? '';
-  if (!ACCOUNT.test(account)) throw invalid(`Invalid account "${account.slice(0, 120)}": use 1 to 100 of A-Z a-z 0-9 . _ -`, 'account');
-  return account;
+  // The domain's account names (ACCOUNT_NAME): refused alike in both modes, and by every store.
+  return parseAccountName(params.account ?? '');
 }
 
 const notFound = (id: string): HttpError => new HttpError(404, `Dataset not found: ${id}`, 'not_found');

@@ -12,7 +12,7 @@ import { uiMiddleware } from './ui';
  *   write scope, sent as the push API sends it (Basic, the key as user name), reads its own account only;
  * - the admin listener: the admin token (every account), or a key as above.
  * A read-only key is what a widget embed or a person at the page should hold: it can read and never write
- * (the write routes refuse it, app.ts).
+ * (the gateway refuses it every method but GET and HEAD, app.ts).
  */
 
 /** Who is reading: an account's key (account and scope), or the admin token (any account). */
@@ -38,7 +38,11 @@ export const sessionReadAccess: ReadAccess = (ctx, account) => {
   if (!s.admin && s.account !== account) throw new HttpError(403, "This key reads only its own account's datasets", 'other_account');
 };
 
-export const isReadPath = (path: string): boolean => path === READ_API_PREFIX || path.startsWith(`${READ_API_PREFIX}/`);
+/** Whether a path is the read API's: without regard to case, as @koa/router matches the routes it leads to. */
+export const isReadPath = (path: string): boolean => {
+  const p = path.toLowerCase();
+  return p === READ_API_PREFIX || p.startsWith(`${READ_API_PREFIX}/`);
+};
 
 export interface ReadSideDeps {
   readonly readModel: ReadModel;
@@ -55,7 +59,7 @@ export interface ReadSideDeps {
 export function readRoutes(readModel: ReadModel): Middleware {
   const api = createReadApi({ readModel, access: sessionReadAccess });
   return async (ctx: Context, next: Next) => {
-    if (ctx.path === `${READ_API_PREFIX}/session` && (ctx.method === 'GET' || ctx.method === 'HEAD')) {
+    if (ctx.path.toLowerCase() === `${READ_API_PREFIX}/session` && (ctx.method === 'GET' || ctx.method === 'HEAD')) {
       ctx.set('Cache-Control', 'no-store');
       ctx.body = sessionOf(ctx);
       return;

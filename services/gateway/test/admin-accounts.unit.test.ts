@@ -28,6 +28,15 @@ async function serve(app: Koa): Promise<{ server: Server; url: string }> {
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
+/** Polls `done` until it holds, failing after 5 s. */
+async function until(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error('the condition did not hold within 5 s');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 interface Json {
   [k: string]: unknown;
 }
@@ -35,7 +44,17 @@ interface Json {
 describe('admin account and key routes', () => {
   const projection = new MemoryProjection();
   const events = new MemoryEventLog();
-  const accountLog = new MemoryAccountLog();
+  // Appends wait while `held` is set: how a test keeps a change inside its decision while another arrives.
+  let held: Promise<void> | undefined;
+  let appending = 0;
+  const accountLog = new (class extends MemoryAccountLog {
+    override async append(events: Parameters<MemoryAccountLog['append']>[0]): Promise<void> {
+      appending += 1;
+      if (held !== undefined) await held;
+      return super.append(events);
+    }
+  })();
+  let quotaCalls = 0;
   const now = Date.parse('2026-01-02T03:04:05.678Z');
   const clock = { now: () => now };
   let admin: { server: Server; url: string };
@@ -56,7 +75,8 @@ describe('admin account and key routes', () => {
       },
       beforeAccountDeleted: () => (failBeforeDelete ? Promise.reject(new Error('crashed half way')) : Promise.resolve()),
     });
-    admin = await serve(createAdminApp({ readModel: projection, token: TOKEN, log: () => undefined, accounts }));
+    const counted = { ...accounts, setQuotas: (...args: Parameters<typeof accounts.setQuotas>) => ((quotaCalls += 1), accounts.setQuotas(...args)) };
+    admin = await serve(createAdminApp({ readModel: projection, token: TOKEN, log: () => undefined, accounts: counted, configuredAccounts: new Set(['pinned']) }));
     gateway = await serve(
       createGatewayApp({
         schemas,
@@ -138,6 +158,32 @@ describe('admin account and key routes', () => {
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ error: { code: 'invalid' } });
     if (where !== undefined) expect((res.body.error as Json).path).toBe(where);
+  });
+
+  it('merges two concurrent PATCHes of different quotas inside the decision: both hold', async () => {
+    expect((await adminCall('POST', '/admin/accounts', { account: 'racy', quotas: { datasets: 4, requests_per_minute: 40 } })).status).toBe(201);
+    let release!: () => void;
+    held = new Promise<void>((r) => (release = r));
+    const [calls, appends] = [quotaCalls, appending];
+    const first = adminCall('PATCH', '/admin/accounts/racy', { quotas: { datasets: 7 } });
+    // The first change is inside its decision (appending) when the second one is asked for.
+    await until(() => appending === appends + 1);
+    const second = adminCall('PATCH', '/admin/accounts/racy', { quotas: { requests_per_minute: 9 } });
+    await until(() => quotaCalls === calls + 2);
+    release();
+    held = undefined;
+    expect((await first).status).toBe(200);
+    expect((await second).body).toMatchObject({ quotas: { datasets: 7, requests_per_minute: 9 } });
+    expect((await adminCall('GET', '/admin/accounts/racy')).body).toMatchObject({ quotas: { datasets: 7, requests_per_minute: 9 } });
+  });
+
+  it('refuses to delete an account that PUSHBASE_API_KEYS names (its configured key would outlive the deletion): 409, nothing deleted', async () => {
+    expect((await adminCall('POST', '/admin/accounts', { account: 'pinned' })).status).toBe(201);
+    const refused = await adminCall('DELETE', '/admin/accounts/pinned');
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ error: { code: 'account_has_configured_key' } });
+    expect((refused.body as { error: { message: string } }).error.message).toMatch(/PUSHBASE_API_KEYS/);
+    expect((await adminCall('GET', '/admin/accounts/pinned')).status).toBe(200);
   });
 
   it('creates a key shown once, lists keys without key or hash, and revokes one from the next request', async () => {

@@ -22,6 +22,8 @@ describe('the principal of a key', () => {
   keys.add(hashApiKey('few-key'), 'few');
   let server: Server;
   let base: string;
+  // A write route the app does not have yet, added after it as a later version might: what it did.
+  const futureWrites: string[] = [];
 
   beforeAll(async () => {
     await log.start(projection.apply);
@@ -40,6 +42,15 @@ describe('the principal of a key', () => {
       rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
       authFailureLimiter: memoryRateLimiter(100, 60, `af-${Math.random()}`),
       log: () => undefined,
+    });
+    // Runs inside the app's last middleware (its 404), so after authentication, as the router's routes do.
+    app.use(async (ctx, next) => {
+      if (ctx.method === 'PATCH' && /^\/datasets\/[^/]+\/archive$/.test(ctx.path)) {
+        futureWrites.push(ctx.path);
+        ctx.body = {};
+        return;
+      }
+      await next();
     });
     const handle = app.callback();
     server = createServer((req, res) => void handle(req, res));
@@ -77,6 +88,27 @@ describe('the principal of a key', () => {
     }
     expect(log.events.length).toBe(before);
     expect((await call('writer-key', 'POST', '/datasets/shared/data', { data: [{ n: 1 }] })).status).toBe(200);
+  });
+
+  it('refuses a read key any method but GET and HEAD on any path, a write route added later included', async () => {
+    // The future write route works for a write key.
+    expect((await call('writer-key', 'PATCH', '/datasets/shared/archive', {})).status).toBe(200);
+    expect(futureWrites).toEqual(['/datasets/shared/archive']);
+    for (const [method, path] of [
+      ['PATCH', '/datasets/shared/archive'],
+      ['PATCH', '/datasets/shared'],
+      ['POST', '/datasets/shared'],
+      ['POST', '/no/such/route'],
+      ['OPTIONS', '/datasets/shared'],
+    ] as const) {
+      const res = await call('reader-key', method, path);
+      expect([method, path, res.status]).toEqual([method, path, 403]);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('read_only_key');
+    }
+    expect(futureWrites).toEqual(['/datasets/shared/archive']);
+    // Reads still go through for it: a missing route is still a 404.
+    expect((await call('reader-key', 'HEAD', '/')).status).toBe(200);
+    expect((await call('reader-key', 'GET', '/no/such/route')).status).toBe(404);
   });
 
   it('limits each key of an account to the account\'s requests_per_minute, read at every request', async () => {

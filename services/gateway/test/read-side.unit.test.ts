@@ -8,11 +8,13 @@ import type { AddressInfo } from 'node:net';
 import type Koa from 'koa';
 import { createRecordService, createSchemaService, MemoryEventLog, MemoryProjection } from '@pushbase/app';
 import { createAdminApp, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter } from '../src';
+import { isReadPath } from '../src/read-side';
 
 const TOKEN = 'admin-token-for-read-side-tests-0123';
 const READ_KEY = 'read-key-of-acme-0123456789';
 const WRITE_KEY = 'write-key-of-acme-0123456789';
 const OTHER_KEY = 'key-of-globex-0123456789';
+const CASE_KEY = 'read-key-of-acme-for-case-0123456789';
 
 async function serve(app: Koa): Promise<{ server: Server; url: string }> {
   const handle = app.callback();
@@ -37,6 +39,7 @@ describe('the read side on both listeners', () => {
     keys.add(hashApiKey(READ_KEY), 'acme', 'read');
     keys.add(hashApiKey(WRITE_KEY), 'acme', 'write');
     keys.add(hashApiKey(OTHER_KEY), 'globex', 'write');
+    keys.add(hashApiKey(CASE_KEY), 'acme', 'read');
     admin = await serve(createAdminApp({ readModel: projection, token: TOKEN, log: () => undefined, keys, uiDir: undefined }));
     gateway = await serve(
       createGatewayApp({
@@ -83,5 +86,20 @@ describe('the read side on both listeners', () => {
     expect(reads).toEqual([200, 200, 200, 200, 429]);
     // The read key's push allowance is untouched by its reads: the ping answers (a read key may ping).
     await expect(get(gateway.url, '/', basic(READ_KEY))).resolves.toEqual({ status: 200, body: {} });
+  });
+
+  it('a read path in any case is a read path, as the router matches it: its own limit, its session', async () => {
+    expect(['/read/v1', '/read/v1/session', '/READ/V1/accounts/acme/datasets', '/Read/v1'].map(isReadPath)).toEqual([true, true, true, true]);
+    expect(['/read/v10', '/readv1', '/datasets/read/v1', '/'].map(isReadPath)).toEqual([false, false, false, false]);
+    const answers = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await fetch(`${gateway.url}/READ/v1/accounts/acme/datasets`, { headers: { authorization: basic(CASE_KEY) } });
+      answers.push([res.status, res.headers.get('ratelimit-limit')]);
+    }
+    // Counted under the read limit (4), not the key's push limit (3).
+    expect(answers).toEqual([...Array.from({ length: 4 }, () => [200, '4']), [429, '4']]);
+    await expect(get(gateway.url, '/', basic(CASE_KEY))).resolves.toEqual({ status: 200, body: {} });
+    // The session route too, on both listeners.
+    await expect(get(admin.url, '/READ/v1/Session', basic(CASE_KEY))).resolves.toEqual({ status: 200, body: { account: 'acme', admin: false, scope: 'read' } });
   });
 });

@@ -13,11 +13,12 @@ import {
   type RequestScope,
   type SchemaService,
 } from '@pushbase/contracts';
-import type { DatasetSummary, QuotaLimits } from '@pushbase/domain';
+import { changeQuotas, type DatasetSummary, type QuotaLimits } from '@pushbase/domain';
 import { fromGrpcError, isServiceError, type CallKind } from './errors';
 import {
   accountFromMessage,
   keyFromMessage,
+  quotaChangeToMessage,
   quotasToMessage,
   summaryFromMessage,
   type AccountMessage,
@@ -202,7 +203,11 @@ export function connectAccountAdmin(address: string, opts: AccountAdminClientOpt
     createAccount: async (name, quotas) => account(await ch.call('CreateAccount', { account: name, quotas: quotasToMessage(quotas) }, 'write')),
     listAccounts: async () => (await ch.call<{ accounts: AccountMessage[] }>('ListAccounts', {}, 'read')).accounts.map((m) => accountFromMessage(m, opts.defaults)),
     getAccount: async (name) => account(await ch.call('GetAccount', { account: name }, 'read')),
-    setQuotas: async (name, quotas) => account(await ch.call('SetQuotas', { account: name, quotas: quotasToMessage(quotas) }, 'write')),
+    setQuotas: async (name, change) => {
+      // `quotas` only for a schema service older than `change`, which sets them whole (remove with it).
+      const merged = changeQuotas(account(await ch.call('GetAccount', { account: name }, 'read')).quotas, change);
+      return account(await ch.call('SetQuotas', { account: name, quotas: quotasToMessage(merged), change: quotaChangeToMessage(change) }, 'write'));
+    },
     deleteAccount: async (name) => {
       const res = await ch.call<{ datasets_deleted: number }>('DeleteAccount', { account: name }, 'write');
       return { datasets_deleted: res.datasets_deleted };

@@ -1,5 +1,5 @@
 import type { AccountView, KeyView } from '@pushbase/contracts';
-import type { AccountQuotas, DatasetSummary, FieldDefinition, FieldType, QuotaLimits, TimeUnit } from '@pushbase/domain';
+import type { AccountQuotas, DatasetSummary, QuotaChange, FieldDefinition, FieldType, QuotaLimits, TimeUnit } from '@pushbase/domain';
 import { effectiveQuotas, FIELD_TYPES, TIME_UNITS } from '@pushbase/domain';
 
 /*
@@ -111,6 +111,20 @@ export interface KeyMessage {
   has_label: boolean;
   created_at: number;
 }
+
+/** QuotaChange: a field absent keeps the quota; 0 puts it back to the default. */
+export interface QuotaChangeMessage {
+  datasets?: number;
+  requests_per_minute?: number;
+}
+export const quotaChangeToMessage = (c: QuotaChange): QuotaChangeMessage => ({
+  ...(c.datasets === undefined ? {} : { datasets: c.datasets ?? 0 }),
+  ...(c.requests_per_minute === undefined ? {} : { requests_per_minute: c.requests_per_minute ?? 0 }),
+});
+export const quotaChangeFromMessage = (m: QuotaChangeMessage): QuotaChange => ({
+  ...(m.datasets === undefined ? {} : { datasets: m.datasets === 0 ? null : m.datasets }),
+  ...(m.requests_per_minute === undefined ? {} : { requests_per_minute: m.requests_per_minute === 0 ? null : m.requests_per_minute }),
+});
 
 export const quotasToMessage = (q: AccountQuotas): QuotasMessage => ({ datasets: q.datasets ?? 0, requests_per_minute: q.requests_per_minute ?? 0 });
 export const quotasFromMessage = (m: QuotasMessage | null | undefined): AccountQuotas => ({

@@ -14,7 +14,7 @@ import {
 import { DomainError, parseJsonBody, type KeyScope } from '@pushbase/domain';
 import { toGrpcStatus } from './errors';
 import { requestLogger, type Logger } from './log';
-import { accountToMessage, keyToMessage, quotasFromMessage, summaryToMessage, type QuotasMessage } from './messages';
+import { accountToMessage, keyToMessage, quotaChangeFromMessage, quotasFromMessage, summaryToMessage, type QuotaChangeMessage, type QuotasMessage } from './messages';
 import { SERVER_CHANNEL_OPTIONS } from './options';
 import { requestIdOf } from './request-id';
 import { contextFromMetadata } from './trace-context';
@@ -165,8 +165,9 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
       })),
       ListAccounts: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'ListAccounts', async () => ({ accounts: (await accounts.listAccounts()).map(accountToMessage) })),
       GetAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'GetAccount', async (req: { account: string }) => ({ account: accountToMessage(await accounts.getAccount(req.account)) })),
-      SetQuotas: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'SetQuotas', async (req: { account: string; quotas: QuotasMessage | null }) => ({
-        account: accountToMessage(await accounts.setQuotas(req.account, quotasFromMessage(req.quotas))),
+      SetQuotas: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'SetQuotas', async (req: { account: string; quotas: QuotasMessage | null; change: QuotaChangeMessage | null }) => ({
+        // Without a change (a gateway older than it), the quotas are the whole new ones.
+        account: accountToMessage(await accounts.setQuotas(req.account, req.change === null ? quotasFromMessage(req.quotas) : quotaChangeFromMessage(req.change))),
       })),
       DeleteAccount: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'DeleteAccount', async (req: { account: string }) => accounts.deleteAccount(req.account)),
       CreateKey: unary(ACCOUNT_ADMIN_SERVICE_NAME, 'CreateKey', async (req: { account: string; hash: string; scope: string; label: string; has_label: boolean }) => ({

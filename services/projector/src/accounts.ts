@@ -13,19 +13,27 @@ import type { Logger } from './projector';
  * the store if Redis lost it. It commits no offsets: at each start it reads the topic from the beginning
  * (a small topic: an operator's commands), so a projector restart also restores a wiped account store.
  * Each process follows under a consumer group of its own, so every projector replica follows the whole
- * topic (idempotent), and none waits for a rebalance of the dataset group. A message that is not an
+ * topic (idempotent), and none waits for a rebalance of the dataset group. kafkajs cannot consume without
+ * a group, so stop() deletes it (best effort: one left by a crash holds no offsets and is empty). A message that is not an
  * account event stops the follower and the projector (onFatal), as a poison dataset event does: skipping
  * it could leave a revoked key working.
  *
  * Replay (replayAccounts) reads the topic from its beginning to the end offsets taken when it starts into
- * a fresh prefix, which `pushbase replay` then swaps in with the schema store.
+ * a fresh prefix, which `pushbase replay` then swaps in with the schema store; after the swap it applies
+ * the rest (from those end offsets to the new end) to the swapped-in store, since the changes made in
+ * between were applied by their writers to the store the swap replaced.
  */
 
 export interface AccountFollower {
+  /** Its own consumer group, deleted by stop(). */
+  readonly groupId: string;
   /** Resolves once the follower has joined its group and reads. */
   readonly started: Promise<void>;
   stop(): Promise<void>;
 }
+
+/** How long stop() waits for Kafka to delete the follower's group before giving up on it. */
+const DELETE_GROUP_TIMEOUT_MS = 5000;
 
 export interface FollowAccountsOptions {
   readonly connection: KafkaConnection;
@@ -38,11 +46,12 @@ export interface FollowAccountsOptions {
 }
 
 export function followAccounts(options: FollowAccountsOptions): AccountFollower {
+  const groupId = `${options.groupId.slice(0, 200)}-accounts-${randomBytes(4).toString('hex')}`;
   const consumer = new KafkaEventConsumer<PositionedAccountEvent>(
     {
       connection: options.connection,
       topic: options.topic,
-      groupId: `${options.groupId.slice(0, 200)}-accounts-${randomBytes(4).toString('hex')}`,
+      groupId,
       fromBeginning: true,
       decode: decodeAccountMessage,
       // Small fetches wait little: a change a writer left unapplied is repaired within about this long.
@@ -60,7 +69,32 @@ export function followAccounts(options: FollowAccountsOptions): AccountFollower 
       },
     },
   );
-  return { started: consumer.start(), stop: () => consumer.stop() };
+  const deleteGroup = async (): Promise<void> => {
+    const admin = createKafka(options.connection).admin();
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        (async () => {
+          await admin.connect();
+          await admin.deleteGroups([groupId]);
+        })(),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${DELETE_GROUP_TIMEOUT_MS} ms`)), DELETE_GROUP_TIMEOUT_MS))),
+      ]);
+    } catch (e) {
+      options.log('warn', 'could not delete the account follower\'s consumer group; it is empty and holds no offsets', { group: groupId, error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      clearTimeout(timer);
+      await admin.disconnect().catch(() => undefined);
+    }
+  };
+  return {
+    groupId,
+    started: consumer.start(),
+    stop: async () => {
+      await consumer.stop();
+      await deleteGroup();
+    },
+  };
 }
 
 export interface ReplayAccountsOptions {
@@ -68,20 +102,33 @@ export interface ReplayAccountsOptions {
   readonly topic: string;
   /** A throwaway group, deleted afterwards. */
   readonly groupId: string;
-  /** The fresh generation's store. */
+  /** The fresh generation's store (or, to catch up after a swap, the live one). */
   readonly store: Pick<RedisAccountStore, 'apply'>;
+  /**
+   * Per partition, the offset to apply from (what an earlier replay's `end` said); below it events are
+   * read but not applied. Default: the beginning. The consumer has no seek, and the topic is small.
+   */
+  readonly from?: ReadonlyMap<number, number>;
 }
 
-/** Applies the accounts topic from its beginning up to the end offsets taken now; resolves with the events applied. */
-export async function replayAccounts(options: ReplayAccountsOptions): Promise<number> {
+export interface ReplayedAccounts {
+  /** Account events applied (offsets from `from` up to `end`). */
+  readonly events: number;
+  /** Per partition, the end offset taken at the start: read up to it, exclusive. */
+  readonly end: ReadonlyMap<number, number>;
+}
+
+/** Applies the accounts topic from `from` (default its beginning) up to the end offsets taken now. */
+export async function replayAccounts(options: ReplayAccountsOptions): Promise<ReplayedAccounts> {
   const admin = createKafka(options.connection).admin();
   await admin.connect();
   try {
     const offsets = await admin.fetchTopicOffsets(options.topic);
     const end = new Map(offsets.map((o) => [o.partition, Number(o.high)]));
     const next = new Map(offsets.map((o) => [o.partition, Number(o.low)]));
-    const done = (): boolean => [...end].every(([p, e]) => (next.get(p) ?? 0) >= e);
-    if (done()) return 0;
+    const from = options.from ?? new Map<number, number>();
+    const done = (): boolean => [...end].every(([p, e]) => (next.get(p) ?? 0) >= e || (from.get(p) ?? 0) >= e);
+    if (done()) return { events: 0, end };
     let events = 0;
     let finish: () => void = () => undefined;
     let fail: (e: Error) => void = () => undefined;
@@ -98,11 +145,12 @@ export async function replayAccounts(options: ReplayAccountsOptions): Promise<nu
       {
         onBatch: async (batch) => {
           const stop = end.get(batch.partition) ?? 0;
+          const start = from.get(batch.partition) ?? 0;
           // Events appended after replay began are the live follower's, once the projectors run again.
-          const mine = batch.events.filter((e) => e.position.offset < stop);
+          const mine = batch.events.filter((e) => e.position.offset >= start && e.position.offset < stop);
           if (mine.length > 0) await options.store.apply(mine);
           events += mine.length;
-          advance(batch.partition, mine.length < batch.events.length ? stop : batch.next);
+          advance(batch.partition, batch.events.some((e) => e.position.offset >= stop) ? stop : batch.next);
         },
         onSkipped: (partition, at) => advance(partition, at),
         onCrash: (e) => fail(e),
@@ -115,7 +163,7 @@ export async function replayAccounts(options: ReplayAccountsOptions): Promise<nu
       await consumer.stop();
       await admin.deleteGroups([options.groupId]).catch(() => undefined);
     }
-    return events;
+    return { events, end };
   } finally {
     await admin.disconnect();
   }

@@ -247,8 +247,9 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
       await admin.deleteGroups([fresh.group]).catch((e: unknown) => log('warn', 'could not delete the replay consumer group', { group: fresh.group, error: String(e) }));
       // Accounts and keys: the accounts topic into the fresh prefix's account store, swapped in below with
       // the schema store (a missing topic — a deployment never migrated since accounts came — is an error).
-      const accountEvents = await replayAccounts({
-        connection: { brokers: config.kafka.brokers, clientId: 'pushbase-replay', log: kafkaLog },
+      const accountsConnection = { brokers: config.kafka.brokers, clientId: 'pushbase-replay', log: kafkaLog };
+      const { events: accountEvents, end: accountsEnd } = await replayAccounts({
+        connection: accountsConnection,
         topic: config.kafka.accountsTopic,
         groupId: `${fresh.group}-accounts`,
         store: new RedisAccountStore(redis, { prefix: fresh.redisPrefix }),
@@ -271,6 +272,17 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
         await new DatasetViews(conn, live.database, config.clickhouse.viewsDatabase).reconcile();
         await promoteSchemaGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
         await promoteAccountsGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
+        // Account changes made while the replay ran (the schema service applied them to the store just
+        // replaced) are re-applied to the swapped-in one, or a key revoked meanwhile would work again until
+        // a projector's follower re-read the topic. From the end the rebuild stopped at, up to now; a change
+        // appended after this read is applied to the swapped-in store by its writer. Idempotent per account.
+        await replayAccounts({ connection: accountsConnection, topic: config.kafka.accountsTopic, groupId: `${fresh.group}-accounts-after`, store: new RedisAccountStore(redis, { prefix: live.redisPrefix }), from: accountsEnd }).catch((e: unknown) => {
+          throw new Error(
+            `the rebuilt account store is live, but the account changes made during the replay could not be applied to it (${e instanceof Error ? e.message : String(e)}): ` +
+              'keys revoked during the replay may work again until a projector starts (its follower re-reads the accounts topic); start one now',
+            { cause: e },
+          );
+        });
         if (!config.keepRetired) await dropDatabase(conn, retired.database);
       }
       return {

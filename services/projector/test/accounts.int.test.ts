@@ -1,9 +1,10 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Admin } from 'kafkajs';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, foldAccounts, type AccountEvent } from '@pushbase/domain';
 import { createKafka, ensureTopic, KafkaAccountLog, KafkaEventAppender, PoisonEventError } from '@pushbase/kafka';
 import { RedisAccountStore } from '@pushbase/redis';
 import type { Redis } from 'ioredis';
+import { sha } from '../../../test/helpers/api-keys';
 import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, randomPrefix } from '../../../test/helpers/redis';
 import { followAccounts, replayAccounts } from '../src/accounts';
@@ -45,7 +46,6 @@ function newStore(): RedisAccountStore {
 }
 
 const KEY = `pb_${randomBytes(32).toString('base64url')}`;
-const sha = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
 const base = (account: string, at: number) => ({ schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at }) as const;
 const EVENTS: readonly AccountEvent[] = [
   { type: 'AccountCreated', ...base('acme', 1), quotas: DEFAULT_QUOTAS },
@@ -85,6 +85,7 @@ describe('the accounts topic', () => {
       const repairMs = Date.now() - appended;
       process.stdout.write(`the follower applied a revocation ${repairMs} ms after its append was acknowledged\n`);
       expect(repairMs).toBeLessThan(5000);
+      expect((await admin.listGroups()).groups.map((g) => g.groupId)).toContain(follower.groupId);
       const fold = foldAccounts(EVENTS);
       expect(await store.list()).toEqual([...fold.accounts.keys()].sort());
       await expect(store.resolveHash(sha(`${KEY}-2`))).resolves.toMatchObject({ account: 'globex', scope: 'read', quotas: { datasets: 2, requests_per_minute: 10 } });
@@ -92,6 +93,9 @@ describe('the accounts topic', () => {
     } finally {
       await follower.stop();
     }
+    // Its consumer group (one per follower start) is deleted when it stops, not left behind.
+    expect(follower.groupId).toMatch(/-accounts-[0-9a-f]{8}$/);
+    expect((await admin.listGroups()).groups.map((g) => g.groupId)).not.toContain(follower.groupId);
     // What Kafka holds: the hash, never the key.
     const raw = await readRaw(topic);
     expect(raw).toHaveLength(EVENTS.length);
@@ -102,9 +106,16 @@ describe('the accounts topic', () => {
 
   it('replay reads up to the end it took and rebuilds the store; a message that is not an account event stops the follower', async () => {
     const topic = await newTopic();
-    await appendAll(topic, EVENTS);
+    const offsets = await appendAll(topic, EVENTS);
     const rebuilt = newStore();
-    expect(await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: rebuilt })).toBe(EVENTS.length);
+    const replayed = await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: rebuilt });
+    const high = (await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, Number(o.high)] as const);
+    expect(replayed).toStrictEqual({ events: EVENTS.length, end: new Map(high) });
+    // From an end on: only what comes after it is applied.
+    const after = newStore();
+    expect(await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: after, from: new Map([[0, offsets[2]!]]) })).toMatchObject({ events: EVENTS.length - 2 });
+    await expect(after.get('acme')).resolves.toBeUndefined();
+    await expect(after.get('globex')).resolves.toMatchObject({ account: 'globex' });
     await expect(rebuilt.resolveHash(sha(KEY))).resolves.toBeUndefined();
     await expect(rebuilt.get('acme')).resolves.toMatchObject({ account: 'acme', keys: new Map() });
 

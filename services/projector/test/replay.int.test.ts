@@ -11,10 +11,11 @@ import * as path from 'node:path';
 import fc from 'fast-check';
 import { accountLiteral, ClickHouseProjection, datasetLiteral, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import type { StreamPosition } from '@pushbase/contracts';
-import { EVENT_SCHEMA_VERSION, fold, recordsOf, type DatasetEvent, type State } from '@pushbase/domain';
-import { defaultAccountsTopic, ensureTopic, KafkaEventAppender } from '@pushbase/kafka';
-import { RedisSchemaStore, type Redis } from '@pushbase/redis';
+import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, EVENT_SCHEMA_VERSION, fold, recordsOf, type AccountEvent, type DatasetEvent, type State } from '@pushbase/domain';
+import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender } from '@pushbase/kafka';
+import { RedisAccountStore, RedisSchemaStore, type Redis } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
+import { sha } from '../../../test/helpers/api-keys';
 import { eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
 import { loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type Logger, type RunningProjector } from '../src';
@@ -330,5 +331,48 @@ describe('pushbase replay (real Kafka, ClickHouse and Redis)', () => {
     expect((await rs.json<{ name: string }>()).map((r) => r.name).filter((n) => n.startsWith(env.database)).sort()).toStrictEqual([env.database, `${env.database}_views`]);
     const keys = await env.redis.keys(`${env.prefix}*`);
     expect(keys.filter((k) => !k.startsWith(`${env.prefix}schema:`))).toStrictEqual([]);
+  });
+
+  it('account changes made while it runs hold after the swap: a key revoked and an account deleted meanwhile stay so', async () => {
+    const log = new KafkaAccountLog(new KafkaEventAppender({ connection: testConnection(), topic: defaultAccountsTopic(env.topic), lingerMs: 1 }));
+    const live = new RedisAccountStore(env.redis, { prefix: env.prefix });
+    // What the schema service does with a change: append it, then apply it to the live store.
+    const change = async (events: readonly AccountEvent[]): Promise<void> => {
+      const positions = await log.append(events);
+      await live.apply(events.map((event, i) => ({ event, position: positions[i]! })));
+    };
+    const [kept, dropped] = [`acct-${randomBytes(4).toString('hex')}`, `acct-${randomBytes(4).toString('hex')}`];
+    const [keyKept, keyDropped] = [`pb_${randomBytes(32).toString('base64url')}`, `pb_${randomBytes(32).toString('base64url')}`];
+    const base = (account: string) => ({ schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at: Date.now() }) as const;
+    try {
+      await change([
+        { type: 'AccountCreated', ...base(kept), quotas: DEFAULT_QUOTAS },
+        { type: 'KeyCreated', ...base(kept), key_id: 'kid_kept', hash: sha(keyKept), scope: 'write', label: null },
+        { type: 'AccountCreated', ...base(dropped), quotas: DEFAULT_QUOTAS },
+        { type: 'KeyCreated', ...base(dropped), key_id: 'kid_dropped', hash: sha(keyDropped), scope: 'read', label: null },
+      ]);
+      await expect(live.resolveHash(sha(keyKept))).resolves.toMatchObject({ account: kept });
+
+      const result = await runReplay(loadReplayConfig({ progress: false }, env.vars), {
+        log: quiet,
+        // After the accounts topic was read into the fresh store, before the swap: the operator revokes a
+        // key and deletes an account; both reach the live store (the one the swap replaces).
+        afterRebuild: async () => {
+          await change([{ type: 'KeyRevoked', ...base(kept), key_id: 'kid_kept' }]);
+          await change([{ type: 'AccountDeleted', ...base(dropped) }]);
+          await expect(live.resolveHash(sha(keyKept))).resolves.toBeUndefined();
+        },
+      });
+      expect(result.swapped).toBe(true);
+      expect(result.accountEvents).toBe(4);
+      // The swapped-in store holds the changes made during the replay, before any projector runs again.
+      await expect(live.resolveHash(sha(keyKept))).resolves.toBeUndefined();
+      await expect(live.resolveHash(sha(keyDropped))).resolves.toBeUndefined();
+      await expect(live.get(dropped)).resolves.toBeUndefined();
+      await expect(live.get(kept)).resolves.toMatchObject({ account: kept, keys: new Map() });
+      expect(await live.list()).toStrictEqual([kept]);
+    } finally {
+      await log.close();
+    }
   });
 });

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   ACCOUNT_EVENT_SCHEMA_VERSION,
   DEFAULT_QUOTAS,
@@ -10,6 +9,7 @@ import {
 } from '@pushbase/domain';
 import { RedisAccountStore, RedisKeyStore } from '@pushbase/redis';
 import type { Redis } from 'ioredis';
+import { sha } from '../../../test/helpers/api-keys';
 import { connectTestRedis, deleteUnder, dumpUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
 
 /*
@@ -19,7 +19,6 @@ import { connectTestRedis, deleteUnder, dumpUnder, keysUnder, randomPrefix } fro
  * an account's deletion must leave none of its keys resolvable.
  */
 
-const sha = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
 const base = (account: string, at: number) => ({ schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at }) as const;
 const created = (account: string, at: number, quotas: AccountQuotas = DEFAULT_QUOTAS): AccountEvent => ({ type: 'AccountCreated', ...base(account, at), quotas });
 const keyCreated = (account: string, at: number, key_id: string, key: string, scope: KeyScope = 'write'): AccountEvent => ({

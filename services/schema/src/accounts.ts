@@ -1,6 +1,8 @@
-import { newKeyId as randomKeyId, type Clock } from '@pushbase/app';
-import type { AccountCommands, AccountView, KeyView, SchemaService } from '@pushbase/contracts';
+import { accountView, keyView, newKeyId as randomKeyId, type Clock } from '@pushbase/app';
+import type { AccountCommands, AccountView, SchemaService } from '@pushbase/contracts';
 import {
+  ACCOUNT_DELETE_ROUNDS,
+  accountDeletionRaced,
   accountNotFound,
   DEFAULT_QUOTAS,
   decideCreateAccount,
@@ -14,10 +16,9 @@ import {
   parseAccountName,
   parseKeyLabel,
   parseKeyScope,
+  parseQuotaChange,
   parseQuotas,
   type AccountInfo,
-  type AccountQuotas,
-  type KeyInfo,
   type KeyScope,
   type QuotaLimits,
 } from '@pushbase/domain';
@@ -39,8 +40,6 @@ import type { RedisSchemaChanges } from './changes';
  * leaves the account in place with fewer datasets; calling it again finishes it.
  */
 
-/** How many rounds deleteAccount makes before giving up while datasets keep being created under it. */
-const DELETE_ROUNDS = 5;
 const HASH = /^[0-9a-f]{64}$/;
 
 export interface DistributedAccountsDeps {
@@ -56,26 +55,12 @@ export interface DistributedAccountsDeps {
   readonly defaults?: QuotaLimits;
 }
 
-const iso = (ms: number): string => new Date(ms).toISOString();
-
 export function createDistributedAccounts(deps: DistributedAccountsDeps): AccountCommands {
   const { changes, store, schemaStore, schema, clock } = deps;
   const newKeyId = deps.newKeyId ?? randomKeyId;
-  const view = (account: string, createdAt: number, quotas: AccountQuotas, keyCount: number): AccountView => ({
-    account,
-    created_at: iso(createdAt),
-    quotas,
-    effective_quotas: effectiveQuotas(quotas, deps.defaults),
-    key_count: keyCount,
-  });
-  const viewOf = (a: AccountInfo): AccountView => view(a.account, a.created_at, a.quotas, a.keys.size);
-  const keyView = (k: Pick<KeyInfo, 'key_id' | 'account' | 'scope' | 'label' | 'created_at'>): KeyView => ({
-    key_id: k.key_id,
-    account: k.account,
-    scope: k.scope,
-    label: k.label,
-    created_at: iso(k.created_at),
-  });
+  // The views the embedded mode shows (services/app/src/accounts.ts), so both modes answer alike.
+  const defaults = deps.defaults ?? effectiveQuotas(undefined);
+  const viewOf = (a: AccountInfo): AccountView => accountView(a, defaults);
   const existing = async (account: string): Promise<AccountInfo> => {
     const found = await store.get(parseAccountName(account));
     if (found === undefined) throw accountNotFound(account);
@@ -88,7 +73,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
       const q = parseQuotas(quotas);
       return changes.decidedAccount(name, async () => {
         const event = decideCreateAccount(await store.stateFor(name), name, q, clock.now());
-        return { event, answer: view(name, event.at, q, 0) };
+        return { event, answer: viewOf({ account: name, created_at: event.at, quotas: q, keys: new Map() }) };
       });
     },
     listAccounts: async () => {
@@ -99,19 +84,19 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
     getAccount: async (account) => viewOf(await existing(account)),
     setQuotas: async (account, quotas) => {
       const name = parseAccountName(account);
-      const q = parseQuotas(quotas);
+      const change = parseQuotaChange(quotas);
       return changes.decidedAccount(name, async () => {
         const state = await store.stateFor(name);
-        const event = decideSetQuotas(state, name, q, clock.now());
-        const current = state.accounts.get(name)!;
-        return { event, answer: view(name, current.created_at, q, current.keys.size) };
+        // Merged with the quotas the store shows under the lease: two changes at once both hold.
+        const event = decideSetQuotas(state, name, change, clock.now());
+        return { event, answer: viewOf({ ...state.accounts.get(name)!, quotas: event.quotas }) };
       });
     },
     deleteAccount: async (account) => {
       const name = parseAccountName(account);
       await existing(name);
       let deleted = 0;
-      for (let round = 0; round < DELETE_ROUNDS; round++) {
+      for (let round = 0; round < ACCOUNT_DELETE_ROUNDS; round++) {
         for (const id of await schemaStore.liveIds(name)) {
           try {
             await schema.delete({ account: name, id });
@@ -129,7 +114,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
         });
         if (done) return { datasets_deleted: deleted };
       }
-      throw new DomainError('unavailable', `Datasets of account ${JSON.stringify(name)} kept being created while it was being deleted; the account is still there, try again`);
+      throw accountDeletionRaced(name);
     },
     createKeyByHash: async (account, key) => {
       const name = parseAccountName(account);
@@ -156,9 +141,11 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
  * missing, each hash as a write key labelled `imported from Redis api-keys`, so the keys keep working —
  * then renames the hash to `<prefix>api-keys.imported`, which nothing reads. Several replicas starting at
  * once import side by side: a hash already registered is a conflict and skipped, and only one rename
- * succeeds. Resolves with the keys imported (0 when there is no such hash).
+ * succeeds. Resolves with the keys imported (0 when there is no such hash). Rejects unless the hash is gone
+ * afterwards: left in place, it would be imported again at every start, bringing back every key revoked
+ * (and every account deleted) since — so the start must fail instead.
  */
-export async function importRedisApiKeys(redis: Redis, prefix: string, accounts: AccountCommands, log: Logger): Promise<number> {
+export async function importRedisApiKeys(redis: Pick<Redis, 'hgetall' | 'rename' | 'exists'>, prefix: string, accounts: AccountCommands, log: Logger): Promise<number> {
   const legacy = `${prefix}api-keys`;
   const entries = Object.entries(await redis.hgetall(legacy));
   if (entries.length === 0) return 0;
@@ -175,7 +162,18 @@ export async function importRedisApiKeys(redis: Redis, prefix: string, accounts:
       skipConflict(e);
     }
   }
-  await redis.rename(legacy, `${legacy}.imported`).catch(() => undefined);
+  try {
+    await redis.rename(legacy, `${legacy}.imported`);
+  } catch (e) {
+    // Renamed by a replica importing beside this one: gone either way. Anything else fails the start.
+    if (!(e instanceof Error && /\bno such key\b/i.test(e.message))) {
+      throw new Error(`API keys imported from ${legacy}, but the hash could not be renamed to ${legacy}.imported (${e instanceof Error ? e.message : String(e)})`, { cause: e });
+    }
+  }
+  if ((await redis.exists(legacy)) !== 0) {
+    // Written again after the read above (a gateway of the older version still running): not imported.
+    throw new Error(`${legacy} is still there after the import (is a gateway of an older version still running and writing it?); stop it and start again`);
+  }
   log('info', 'API keys imported from Redis into the accounts topic', { keys: imported, found: entries.length, renamed_to: `${legacy}.imported` });
   return imported;
 }

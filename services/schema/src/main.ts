@@ -75,11 +75,21 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     throw e;
   }
   const stopSweeping = server.changes.startSweeping(config.sweepIntervalMs);
-  // Before accounts were events, keys lived in a Redis hash: carried into the accounts topic once.
+  // Before accounts were events, keys lived in a Redis hash: carried into the accounts topic once. A failed
+  // import fails the start: a hash left in place would be imported again at each start (see the function).
   if (server.accounts !== undefined) {
-    await importRedisApiKeys(redis, config.redis.prefix, server.accounts, log).catch((e: unknown) =>
-      log('error', 'API keys in Redis could not be imported; the next start tries again', { error: e instanceof Error ? e.message : String(e) }),
-    );
+    try {
+      await importRedisApiKeys(redis, config.redis.prefix, server.accounts, log);
+    } catch (e) {
+      log('error', 'API keys in Redis could not be imported; not starting (the next start tries again)', { error: e instanceof Error ? e.message : String(e) });
+      await server.grpc.shutdown(0, 0).catch(() => undefined);
+      await stopSweeping();
+      await appender.close();
+      await accountAppender.close();
+      redis.disconnect();
+      await metricsListener.close();
+      throw e;
+    }
   }
   log('info', 'listening', {
     grpc_port: port,

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { pushbaseServices } from '@pushbase/contracts';
 import { connectAccountAdmin } from '@pushbase/grpc';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, DomainError, foldAccounts, type AccountEvent } from '@pushbase/domain';
@@ -6,6 +6,7 @@ import { decodeAccountMessage, ensureTopic, KafkaEventConsumer, type PositionedA
 import { encodeSchemaIntent, RedisAccountStore, RedisSchemaStore, schemaIntentKey } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
+import { sha } from '../../../test/helpers/api-keys';
 import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, dumpUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
 import { importRedisApiKeys } from '../src';
@@ -41,7 +42,6 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-const sha = (key: string): string => createHash('sha256').update(key, 'utf8').digest('hex');
 
 async function setting() {
   const topic = randomName('pushbase-schema');
@@ -147,6 +147,14 @@ describe('accounts and keys in the distributed schema service', () => {
     expect(datasetEvents.map((e) => `${e.type} ${e.dataset}`)).toEqual(['DatasetDefined one', 'DatasetDefined two', 'DatasetDeleted one', 'DatasetDeleted two']);
   });
 
+  it('merges a quota change into the account\'s quotas under its lease: two changes of different quotas at once both hold', async () => {
+    const { client, store } = await setting();
+    await client.createAccount('hooli', { datasets: 4, requests_per_minute: 40 });
+    await Promise.all([client.setQuotas('hooli', { datasets: 7 }), client.setQuotas('hooli', { requests_per_minute: 9 })]);
+    await expect(store.get('hooli')).resolves.toMatchObject({ quotas: { datasets: 7, requests_per_minute: 9 } });
+    await expect(client.setQuotas('hooli', { datasets: null })).resolves.toMatchObject({ quotas: { datasets: null, requests_per_minute: 9 } });
+  });
+
   it('a change a crashed holder left between its intent and the topic is completed by the next decision of the account', async () => {
     const { accountsTopic, prefix, client, store } = await setting();
     // What a holder that died after writing its intent leaves (its lease has expired since).
@@ -169,5 +177,26 @@ describe('accounts and keys in the distributed schema service', () => {
     expect(await redis.hget(`${prefix}api-keys.imported`, sha(oldKey))).toBe('legacy');
     expect(await importRedisApiKeys(redis, prefix, replica.accounts!, () => undefined)).toBe(0);
     expect((await readAccounts(accountsTopic, 2)).map((e) => e.type)).toEqual(['AccountCreated', 'KeyCreated']);
+  });
+
+  it('fails the import unless the legacy hash is gone afterwards: a failed rename would re-import revoked keys at every start', async () => {
+    const { prefix, replica, store } = await setting();
+    const legacy = `${prefix}api-keys`;
+    const oldKey = `pb_${randomBytes(32).toString('base64url')}`;
+    await redis.hset(legacy, sha(oldKey), 'legacy-two');
+    const renameFailing = (error: Error) => ({ hgetall: redis.hgetall.bind(redis), exists: redis.exists.bind(redis), rename: () => Promise.reject(error) });
+    await expect(importRedisApiKeys(renameFailing(new Error("READONLY You can't write against a read only replica.")), prefix, replica.accounts!, () => undefined)).rejects.toThrow(
+      /could not be renamed.*READONLY/,
+    );
+    // The keys were imported; the hash is still there, and the start that called this fails.
+    await expect(store.resolveHash(sha(oldKey))).resolves.toMatchObject({ account: 'legacy-two' });
+    expect(await redis.exists(legacy)).toBe(1);
+
+    // "no such key" from the rename while the hash is still there: not gone, so still a failure.
+    await expect(importRedisApiKeys(renameFailing(new Error('ERR no such key')), prefix, replica.accounts!, () => undefined)).rejects.toThrow(/still there/);
+    // A replica beside it renamed the hash first: "no such key", and the hash is gone: fine.
+    const renamedBeside = { ...renameFailing(new Error('ERR no such key')), rename: async () => Promise.reject(new Error(`ERR no such key ${await redis.rename(legacy, `${legacy}.imported`)}`)) };
+    await expect(importRedisApiKeys(renamedBeside, prefix, replica.accounts!, () => undefined)).resolves.toBe(0);
+    expect(await redis.exists(legacy)).toBe(0);
   });
 });
