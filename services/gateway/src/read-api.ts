@@ -7,9 +7,8 @@ import { HttpError } from './errors';
 /*
  * The read API for widgets (issue 11; docs/read-api.md, docs/read-api.yaml): one account's datasets, a
  * dataset's records paged, sorted and filtered, and aggregates. JSON in the public API's error shape.
- * Every route names its account, and asks `access` whether the request may read it: mounted on the admin
- * listener today, behind the admin token, where every account is readable. A read-only key (issue 11's
- * read scope) will be admitted by an `access` that resolves the key and allows its own account only.
+ * Every route names its account, and asks `access` whether the request may read it. read-side.ts mounts it
+ * on both listeners with `sessionReadAccess`: the admin token reads every account, a key its own only.
  */
 
 /** Throws (an HttpError 401/403/404) unless the request may read `account`'s datasets. */
