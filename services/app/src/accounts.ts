@@ -20,7 +20,7 @@ import {
   emptyAccounts,
 } from '@pushbase/domain';
 import { KeyedMutex } from './keyed-mutex';
-import { hashApiKey, newApiKey, newKeyId } from './key-material';
+import { hashApiKey, newApiKey, newKeyId } from '@pushbase/contracts';
 import type { Clock } from './services';
 
 /**

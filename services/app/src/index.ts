@@ -3,5 +3,4 @@ export * from './write-decider';
 export * from './keyed-mutex';
 export * from './memory-projection';
 export * from './memory-event-log';
-export * from './key-material';
 export * from './accounts';

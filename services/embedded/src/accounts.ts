@@ -1,5 +1,5 @@
-import { AccountLogKeyStore, hashApiKey, newApiKey, newKeyId, quotasFromLog } from '@pushbase/app';
-import type { KeyStore } from '@pushbase/contracts';
+import { AccountLogKeyStore, quotasFromLog } from '@pushbase/app';
+import { hashApiKey, newApiKey, newKeyId, type KeyStore } from '@pushbase/contracts';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent, type AccountsState, type QuotaLimits } from '@pushbase/domain';
 import { CombinedKeyStore, MemoryKeyStore, parseBootstrapKeys } from '@pushbase/gateway';
 import { FileAccountLog, type AccountLogOptions } from './account-log';

@@ -1,7 +1,7 @@
 import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { hashApiKey } from '@pushbase/app';
+import { hashApiKey } from '@pushbase/contracts';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent } from '@pushbase/domain';
 import { FileAccountLog } from '../src/account-log';
 import { EventLogCorruptError } from '../src/file-event-log';

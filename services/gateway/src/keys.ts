@@ -1,10 +1,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { configuredKeyId, hashApiKey } from '@pushbase/app';
-import type { KeyStore, Principal } from '@pushbase/contracts';
+import { configuredKeyId, hashApiKey, type KeyStore, type Principal } from '@pushbase/contracts';
 import { ACCOUNT_NAME, effectiveQuotas, type KeyScope, type QuotaLimits } from '@pushbase/domain';
 
-// The key material lives in @pushbase/app (the account admin makes keys too); the gateway's callers import it from here as before.
-export { configuredKeyId, hashApiKey, newApiKey, newKeyId } from '@pushbase/app';
+// The key material lives in @pushbase/contracts (the account admins and the Redis key store use it too); the gateway's callers import it from here as before.
+export { configuredKeyId, hashApiKey, newApiKey, newKeyId } from '@pushbase/contracts';
 
 /** The quotas in force for an account; the defaults (the API's limits) when it has none of its own. */
 export type QuotasOf = (account: string) => QuotaLimits;

@@ -1,12 +1,8 @@
-import { createHash } from 'node:crypto';
-import type { KeyStore, Principal } from '@pushbase/contracts';
+import { hashApiKey, type KeyStore, type Principal } from '@pushbase/contracts';
 import { effectiveQuotas, type AccountQuotas, type KeyScope, type QuotaLimits } from '@pushbase/domain';
 import type { Redis } from 'ioredis';
 import { RedisAccountStore } from './account-store';
 import { DEFAULT_PREFIX } from './keys';
-
-/** SHA-256 in hex, the gateway's `hashApiKey`: keys are high-entropy, so no slow hash is needed. */
-const hashOf = (apiKey: string): string => createHash('sha256').update(apiKey, 'utf8').digest('hex');
 
 /** A key from configuration (PUSHBASE_API_KEYS), by its hash: not an event, so not in Redis. */
 export interface ConfiguredKey {
@@ -57,7 +53,7 @@ export class RedisKeyStore implements KeyStore {
   }
 
   async resolve(apiKey: string): Promise<Principal | undefined> {
-    const hash = hashOf(apiKey);
+    const hash = hashApiKey(apiKey);
     const configured = this.configured.get(hash);
     if (configured !== undefined) return { ...configured, quotas: effectiveQuotas(await this.quotasOf(configured.account), this.defaults) };
     const found = await this.accounts.resolveHash(hash);

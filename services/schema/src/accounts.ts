@@ -1,5 +1,5 @@
-import { accountView, keyView, newKeyId as randomKeyId, type Clock } from '@pushbase/app';
-import type { AccountCommands, AccountView, SchemaService } from '@pushbase/contracts';
+import { accountView, keyView, type Clock } from '@pushbase/app';
+import { newKeyId as randomKeyId, type AccountCommands, type AccountView, type SchemaService } from '@pushbase/contracts';
 import {
   ACCOUNT_DELETE_ROUNDS,
   accountDeletionRaced,

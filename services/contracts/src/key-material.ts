@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 
 /*
- * What an API key is made of, in one place for every mode: the key (shown once), its hash (all that is
- * stored, in events and stores alike) and its public handle.
+ * What an API key is made of, in one place for every mode and store (the account admins, the gateways, the
+ * Redis key store): the key (shown once), its hash (all that is stored, in events and stores alike) and its
+ * public handle.
  */
 
 /** Keys are stored only as SHA-256 hashes; a high-entropy key needs no slow hash. */
