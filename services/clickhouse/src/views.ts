@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ProjectedHead } from '@pushbase/contracts';
-import type { DatasetDefinition } from '@pushbase/domain';
+import { FIELD_KEY, type DatasetDefinition } from '@pushbase/domain';
 import { command, selectRows, type ClickHouseConnection } from './client';
 import { slotsOf, type Slot } from './layout';
 import { tablesIn } from './migrations';
@@ -36,9 +36,13 @@ export function viewName(account: string, dataset: string): string {
   // %XX; file names end at 255 bytes. An account and an id of 100 dots each would need 600.
   if (escapedLength(name) <= MAX_ESCAPED) return name;
   const hash = createHash('sha256').update(name).digest('hex').slice(0, 12);
-  let cut = name;
-  while (escapedLength(`${cut}~${hash}`) > MAX_ESCAPED) cut = cut.slice(0, -1);
-  return `${cut}~${hash}`;
+  // The dataset id is cut first, then the account, so the name keeps its `account/` part: reconcile knows
+  // its views by that shape (VIEW_NAME), and a name cut through the slash would never be recognised.
+  let [acc, id] = [account, dataset];
+  const fits = (): boolean => escapedLength(`${acc}/${id}~${hash}`) <= MAX_ESCAPED;
+  while (!fits() && id !== '') id = id.slice(0, -1);
+  while (!fits()) acc = acc.slice(0, -1);
+  return `${acc}/${id}~${hash}`;
 }
 
 const MAX_ESCAPED = 200;
@@ -51,13 +55,11 @@ const escapedLength = (name: string): number => [...Buffer.from(name, 'utf8')].r
  */
 const VIEW_NAME = /^[A-Za-z0-9._-]{1,100}\/[a-z0-9._-]{0,100}(?:~[0-9a-f]{12})?$/;
 
-/** Backquotes a view name: account and id characters (A-Z a-z 0-9 . _ - /, `~`) need no escape inside backquotes. */
+/** Backquotes a view name: its characters (VIEW_NAME's) need no escape inside backquotes. */
 const quoteViewName = (name: string): string => {
-  if (!/^[A-Za-z0-9._\-/~]+$/.test(name)) throw new Error(`Not a view name: ${JSON.stringify(name.slice(0, 80))}`);
+  if (!VIEW_NAME.test(name)) throw new Error(`Not a view name: ${JSON.stringify(name.slice(0, 80))}`);
   return `\`${name}\``;
 };
-
-const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
 
 function columnExpression(s: Slot): string {
   // Date + n adds n days in 18.16 and current versions alike; toDate(<number>) does not mean days in both.

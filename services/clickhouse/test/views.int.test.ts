@@ -271,7 +271,10 @@ describe('view names', () => {
     const longA = viewName('a'.repeat(100), '.'.repeat(99) + 'x');
     const longB = viewName('a'.repeat(100), '.'.repeat(99) + 'y');
     expect(longA).not.toBe(longB);
-    for (const n of [longA, longB]) {
+    // An account too long to keep whole is cut too, after the id, and the name keeps its slash.
+    const longAccount = viewName('.'.repeat(100), 'x');
+    expect(longAccount).toMatch(/^\.+\/~[0-9a-f]{12}$/);
+    for (const n of [longA, longB, longAccount]) {
       expect(n).toMatch(/~[0-9a-f]{12}$/);
       const escaped = [...Buffer.from(n)].reduce((k, b) => k + (/[A-Za-z0-9_]/.test(String.fromCharCode(b)) ? 1 : 3), 0);
       expect(escaped).toBeLessThanOrEqual(200);

@@ -11,7 +11,7 @@ import {
 
 // DECISIONS.md → Identifiers.
 const DATASET_ID = /^[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?$/;
-const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
+export const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
 const MULTI_UNIQUE_TYPES: ReadonlySet<FieldType> = new Set(['string', 'date', 'datetime']);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
