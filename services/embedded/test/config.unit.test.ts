@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { loadConfig } from '../src/config';
+import { defaultWriteWorkers, loadConfig } from '../src/config';
 
 describe('embedded configuration', () => {
   it('has sensible defaults', () => {
@@ -8,8 +8,9 @@ describe('embedded configuration', () => {
     expect(c.tls).toBeUndefined();
     expect(Object.isFrozen(c)).toBe(true);
   });
-  it('runs one write worker per spare core, at most 4, and none on request', () => {
-    expect(loadConfig({}).writeWorkers).toBe(Math.max(0, Math.min(4, availableParallelism() - 1)));
+  it('runs one write worker more than the cores, at most 4, and none on request', () => {
+    expect(loadConfig({}).writeWorkers).toBe(defaultWriteWorkers(availableParallelism()));
+    expect([1, 2, 3, 4, 64].map(defaultWriteWorkers)).toEqual([2, 3, 4, 4, 4]);
     expect(loadConfig({ PUSHBASE_WRITE_WORKERS: '0' }).writeWorkers).toBe(0);
     expect(() => loadConfig({ PUSHBASE_WRITE_WORKERS: '-1' })).toThrow(/PUSHBASE_WRITE_WORKERS/);
   });
