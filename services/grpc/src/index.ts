@@ -1,4 +1,5 @@
 export * from './errors';
+export * from './flow-control';
 export * from './log';
 export * from './options';
 export * from './request-id';

@@ -15,6 +15,7 @@ import { DomainError, parseJsonBody, type KeyScope } from '@pushbase/domain';
 import { toGrpcStatus } from './errors';
 import { requestLogger, type Logger } from './log';
 import { accountToMessage, keyToMessage, quotaChangeFromMessage, quotasFromMessage, summaryToMessage, type QuotaChangeMessage, type QuotasMessage } from './messages';
+import { raiseReceiveWindows } from './flow-control';
 import { SERVER_CHANNEL_OPTIONS } from './options';
 import { requestIdOf } from './request-id';
 import { contextFromMetadata } from './trace-context';
@@ -80,6 +81,8 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
   const protos = deps.protos ?? pushbaseServices();
   const tracer = pushbaseTracer();
   const server = new Server({ ...SERVER_CHANNEL_OPTIONS });
+  // Writes arrive as one message of up to 4 MiB: without this, each waits for window updates (flow-control.ts).
+  if (!raiseReceiveWindows(server)) deps.log('warn', 'cannot raise the HTTP/2 receive windows of this grpc-js version; large writes wait for window updates');
   const names = [
     ...(deps.schema === undefined ? [] : [SCHEMA_SERVICE_NAME]),
     ...(deps.records === undefined ? [] : [RECORD_SERVICE_NAME]),

@@ -5,7 +5,8 @@
  */
 import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
-import { connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcServer } from '../src';
+import { connect as connectHttp2 } from 'node:http2';
+import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcServer } from '../src';
 import { eventually, freePort, healthClient, latch, silentListener } from './support';
 
 const protos = pushbaseServices();
@@ -118,6 +119,19 @@ describe('gRPC server and clients on loopback', () => {
     const json = Buffer.alloc(4 * 1024 * 1024, 0x20);
     await records.append({ account: 'acme', id: 'big', json });
     expect((f.calls[0]!.req as RawDatasetBody).json.length).toBe(json.length);
+  });
+
+  it('lets a caller send 1 MiB per call and 8 MiB per connection before any window update (flow-control.ts)', async () => {
+    const { address, lines } = await start();
+    // What a gateway's channel sees: the server's SETTINGS (per call) and its connection window.
+    const session = connectHttp2(`http://${address}`);
+    closers.push(() => session.destroy());
+    let perCall = 0;
+    session.on('remoteSettings', (settings) => (perCall = settings.initialWindowSize ?? perCall));
+    await eventually(() => perCall === CALL_WINDOW_BYTES && (session.state.remoteWindowSize ?? 0) >= CONNECTION_WINDOW_BYTES, 5_000, 'the widened windows');
+    // HTTP/2's default, which grpc-js leaves a server at, is 64 KiB for both: a 500-record append is larger.
+    expect(CALL_WINDOW_BYTES).toBeGreaterThan(128 * 1024);
+    expect(lines.filter((l) => String(l.msg).includes('receive windows'))).toEqual([]);
   });
 
   it('health: SERVING once listening, NOT_SERVING on shutdown before draining; the call in flight completes', async () => {

@@ -101,6 +101,26 @@ describe('KafkaEventAppender against Kafka', () => {
     }
   });
 
+  it('a transaction costs three requests: AddPartitionsToTxn, Produce, EndTxn (no Metadata or FindCoordinator each time)', async () => {
+    const topic = await newTopic(2);
+    const apis: string[] = [];
+    const appender = new KafkaEventAppender({ connection: testConnection(), topic, lingerMs: 1, onRequest: (api) => apis.push(api) });
+    try {
+      await appender.append([event('acct', 'warmup', 0)]); // connects: metadata, coordinator, producer id
+      const before = apis.length;
+      for (let i = 0; i < 20; i++) await appender.append([event('acct', 'seq', i)]);
+      const counts = new Map<string, number>();
+      for (const api of apis.slice(before)) counts.set(api, (counts.get(api) ?? 0) + 1);
+      expect(counts.get('Produce')).toBe(20);
+      expect(counts.get('EndTxn')).toBe(20);
+      // One each, or more when the coordinator answered CONCURRENT_TRANSACTIONS right after a commit.
+      expect(counts.get('AddPartitionsToTxn')).toBeGreaterThanOrEqual(20);
+      expect([...counts.keys()].sort()).toEqual(['AddPartitionsToTxn', 'EndTxn', 'Produce']);
+    } finally {
+      await appender.close();
+    }
+  });
+
   it("keeps each dataset's events in call order under concurrency, across many datasets and partitions", async () => {
     const partitions = 4;
     const topic = await newTopic(partitions);
