@@ -612,7 +612,15 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  * and checking the snapshot, not building millions of records, and a dataset nobody reads or writes is
  * never built at all: it is written into the next snapshot as the same encoded columns. `size` answers
  * without decoding (listings and totals need only counts); every other use decodes first, once, and from
- * then on this is an ordinary Map (its reference to the snapshot file released).
+ * then on this answers as an ordinary RowMap (its reference to the snapshot file released).
+ *
+ * The decoded rows go into a RowMap made at decode time (`built`), to which every method then forwards,
+ * not into this map's own table. V8 grows a Map's hash table by allocating the larger one in the
+ * generation the current one is in, and this map's (empty) table was promoted to the old generation long
+ * before the decode, while the restart ran: every intermediate table of a 5000-row dataset then became
+ * old-generation garbage that only a full collection frees, ~210 MiB for 5 million rows decoded in a burst
+ * (a sampling heap profile counting what major GCs collect), which pushed the peak RSS above format 1's.
+ * A Map made at decode time grows in the young generation, where the tables it outgrows die cheaply.
  *
  * The frame was checked whole at load (crc32, and every column walked against its length, kinds and
  * value indexes), and is checked against the same crc when read again, so decoding cannot meet a damaged
@@ -620,6 +628,7 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  */
 export class LazyRows extends RowMap {
   private encoded: EncodedRows | undefined;
+  private built: RowMap | undefined;
 
   constructor(encoded: EncodedRows) {
     super();
@@ -632,68 +641,67 @@ export class LazyRows extends RowMap {
     return this.encoded;
   }
 
-  private load(): void {
-    const e = this.encoded;
-    if (e === undefined) return;
-    this.encoded = undefined; // first: the super calls below do not come back here
+  /** The rows, decoded first if they are still encoded. */
+  private rows(): RowMap {
+    if (this.built !== undefined) return this.built;
+    const e = this.encoded!;
+    const built = new RowMap();
     try {
-      decodeRows(e, this, (key, record) => super.set(key, record));
+      decodeRows(e, built, (key, record) => built.set(key, record));
     } catch (err) {
-      super.clear();
-      this.encoded = e;
       throw new Error(`cannot decode a dataset of snapshot ${e.source.file}: ${err instanceof Error ? err.message : String(err)}`);
     }
+    this.built = built;
+    this.encoded = undefined;
     e.source.release();
+    return built;
   }
 
   override get size(): number {
-    return this.encoded?.rows ?? super.size;
+    return this.encoded?.rows ?? this.built?.size ?? 0;
   }
   // Rows appended or evicted come after, or before, the snapshot's: decode those first.
   override appendEncoded(first: number, source: EncodedRecords): void {
-    this.load();
-    super.appendEncoded(first, source);
+    this.rows().appendEncoded(first, source);
   }
   override deleteOldest(n: number): void {
-    this.load();
-    super.deleteOldest(n);
+    this.rows().deleteOldest(n);
+  }
+  override get hasDeferred(): boolean {
+    return this.built?.hasDeferred ?? false;
+  }
+  override capture(): { keys: RowKey[]; records: DatasetRecord[]; deferred: DeferredRows[] } {
+    return this.rows().capture();
   }
   override get(key: RowKey): DatasetRecord | undefined {
-    this.load();
-    return super.get(key);
+    return this.rows().get(key);
   }
   override has(key: RowKey): boolean {
-    this.load();
-    return super.has(key);
+    return this.rows().has(key);
   }
   override set(key: RowKey, value: DatasetRecord): this {
-    this.load();
-    return super.set(key, value);
+    this.rows().set(key, value);
+    return this;
   }
   override delete(key: RowKey): boolean {
-    this.load();
-    return super.delete(key);
+    return this.rows().delete(key);
   }
   override clear(): void {
     this.encoded?.source.release();
     this.encoded = undefined;
-    super.clear();
+    this.built = new RowMap();
   }
   override forEach(fn: (value: DatasetRecord, key: RowKey, map: Map<RowKey, DatasetRecord>) => void, thisArg?: unknown): void {
-    this.load();
-    super.forEach(fn, thisArg);
+    this.rows().forEach((value, key) => fn.call(thisArg, value, key, this));
   }
   override keys(): MapIterator<RowKey> {
-    this.load();
-    return super.keys();
+    return this.rows().keys();
   }
   override values(): MapIterator<DatasetRecord> {
-    this.load();
-    return super.values();
+    return this.rows().values();
   }
   override entries(): MapIterator<[RowKey, DatasetRecord]> {
-    this.load();
-    return super.entries();
+    return this.rows().entries();
   }
   override [Symbol.iterator](): MapIterator<[RowKey, DatasetRecord]> {
     return this.entries();

@@ -153,6 +153,47 @@ describe('snapshot format 2', () => {
     expect(c.has(999)).toBe(true);
   });
 
+  it('once decoded, answers every RowMap operation from the rows it decoded: encoded appends, eviction, capture, clear', async () => {
+    const record = (i: number): DatasetRecord => ({ day: `d${i % 3}`, n: i });
+    const rows = Array.from({ length: 20 }, (_, i): [RowKey, DatasetRecord] => [i, record(i)]);
+    const info = await writeSnapshot(dir, 1, stateOf(dataset('a', definition(['day', 'n']), rows), dataset('b', definition(['day', 'n']), rows)));
+    const loaded = await readSnapshot(info.file);
+    const a = loaded.state.get('acme')!.get('a')!.rows as LazyRows;
+    expect(a.hasDeferred).toBe(false); // asked without decoding
+    const source = a.pending!.source;
+
+    const appended = [20, 21, 22].map(record);
+    a.appendEncoded(20, { count: 3, bytes: 60, decode: () => appended.map((r) => ({ ...r })) });
+    expect(a.pending).toBeUndefined();
+    expect(a.size).toBe(23);
+    expect(a.hasDeferred).toBe(true);
+    a.deleteOldest(2);
+    const captured = a.capture();
+    expect(captured.keys).toEqual(Array.from({ length: 18 }, (_, i) => i + 2));
+    expect(captured.deferred).toEqual([expect.objectContaining({ first: 20, start: 0, end: 3 })]);
+    expect(a.get(22)).toEqual(record(22)); // builds the appended rows
+    expect(a.hasDeferred).toBe(false);
+    expect(a.set(23, record(23))).toBe(a);
+    const seen: [RowKey, unknown][] = [];
+    a.forEach(function (this: unknown, _value, key, map) {
+      seen.push([key, map === a && this === seen]);
+    }, seen);
+    expect(seen.map(([key]) => key)).toEqual(Array.from({ length: 22 }, (_, i) => i + 2));
+    expect(seen.every(([, same]) => same === true)).toBe(true);
+    expect([...a].length).toBe(22);
+    expect(new Map(a).get(23)).toEqual(record(23));
+
+    // Cleared before it was ever decoded: empty, and the file is let go of.
+    const b = loaded.state.get('acme')!.get('b')!.rows as LazyRows;
+    b.clear();
+    expect(b.size).toBe(0);
+    expect(b.pending).toBeUndefined();
+    expect(source.isOpen).toBe(false); // a released it when decoded, b when cleared
+    expect([...b.entries()]).toEqual([]);
+    b.set(5, record(5));
+    expect([...b.keys()]).toEqual([5]);
+  });
+
   it('reads encoded rows from the file, deleted or not, closes it after the last decode, and never serves changed bytes', async () => {
     const rows = (n: number): [RowKey, DatasetRecord][] => Array.from({ length: n }, (_, i) => [i, { day: `d${i % 3}`, n: i }]);
     const state = stateOf(dataset('a', definition(['day', 'n']), rows(50)), dataset('b', definition(['day', 'n']), rows(60)));
