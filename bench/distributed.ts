@@ -13,9 +13,9 @@
  *   rate   open loop at the target rate, 50,000 records/s (100 appends/s), on a third set of datasets:
  *          whether that rate is kept end to end, acknowledged and visible within the freshness target;
  *   fresh  in every phase, the datasets of --watch accounts are timed from each 2xx until the admin
- *          listener's listing counts its records: freshness p50/p99. Each watched account's listing is
- *          polled every --poll-ms (one poll at a time). A sample may overstate freshness by up to that
- *          period plus one poll, never understate it. Polled back to back (--poll-ms 0, as the bench did
+ *          listener's listing counts its records: freshness p50/p99. The watched accounts' listings are
+ *          polled one after another, a round every --poll-ms (or back to back when a round takes longer).
+ *          A sample may overstate freshness by up to one round's period plus one poll, never understate it. Polled back to back (--poll-ms 0, as the bench did
  *          before), the polls alone kept about 0.65 of the 2 cores busy (ClickHouse ~33 %, gateway ~30 %,
  *          measured with no appends running): the instrument took a third of the machine it measured;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure

@@ -621,6 +621,8 @@ function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set: (key:
  * old-generation garbage that only a full collection frees, ~210 MiB for 5 million rows decoded in a burst
  * (a sampling heap profile counting what major GCs collect), which pushed the peak RSS above format 1's.
  * A Map made at decode time grows in the young generation, where the tables it outgrows die cheaply.
+ * So this Map's own storage stays empty: anything reading it directly (Map.prototype methods called on it,
+ * structuredClone, util.inspect) sees no rows. Nothing does; use the methods.
  *
  * The frame was checked whole at load (crc32, and every column walked against its length, kinds and
  * value indexes), and is checked against the same crc when read again, so decoding cannot meet a damaged

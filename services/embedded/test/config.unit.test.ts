@@ -8,9 +8,9 @@ describe('embedded configuration', () => {
     expect(c.tls).toBeUndefined();
     expect(Object.isFrozen(c)).toBe(true);
   });
-  it('runs one write worker more than the cores, at most 4, and none on request', () => {
+  it('runs one write worker more than the cores, at most 4, none on one core, and none on request', () => {
     expect(loadConfig({}).writeWorkers).toBe(defaultWriteWorkers(availableParallelism()));
-    expect([1, 2, 3, 4, 64].map(defaultWriteWorkers)).toEqual([2, 3, 4, 4, 4]);
+    expect([1, 2, 3, 4, 64].map(defaultWriteWorkers)).toEqual([0, 3, 4, 4, 4]);
     expect(loadConfig({ PUSHBASE_WRITE_WORKERS: '0' }).writeWorkers).toBe(0);
     expect(() => loadConfig({ PUSHBASE_WRITE_WORKERS: '-1' })).toThrow(/PUSHBASE_WRITE_WORKERS/);
   });

@@ -16,7 +16,8 @@ import type { Http2SecureServer, Http2Server, ServerHttp2Session } from 'node:ht
  *
  * So each connection a server accepts announces a larger per-call window (a SETTINGS frame) and opens its
  * connection window, as grpc-java's servers do by default (1 MiB). The windows bound how much a gateway can
- * send ahead of the server's event loop; memory per connection stays bounded by CONNECTION_WINDOW_BYTES.
+ * send ahead of the server's event loop: request data not yet read stays bounded by CONNECTION_WINDOW_BYTES
+ * per connection (grpc-js sets no other session memory limit).
  *
  * Written by hand because no option exists: it wraps grpc-js's own (TypeScript-private) factory of its
  * HTTP/2 listeners, and reports whether it could, so that an upgrade that renames the factory fails the

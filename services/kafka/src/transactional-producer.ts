@@ -190,6 +190,8 @@ export class TransactionalProducer {
     this.cluster = createCluster(options.kafka, this.emitter);
     const cluster = this.cluster;
     this.eosCluster = {
+      // kafkajs's Cluster keeps its retry settings to itself (this is undefined), so the eos manager retries
+      // InitProducerId with kafkajs's defaults, as it always has here.
       retry: cluster.retry,
       refreshMetadataIfNecessary: () => cluster.refreshMetadataIfNecessary(),
       findControllerBroker: () => cluster.findControllerBroker(),
@@ -202,25 +204,48 @@ export class TransactionalProducer {
    * sends, and the cluster answers each time with a FindCoordinator round trip: two extra round trips per
    * transaction (before AddPartitionsToTxn and before EndTxn), half of them all (measured: 3,640
    * FindCoordinator for 1,773 transactions). The coordinator of a transactional id moves only when its
-   * broker goes or the partition's leadership moves, and then requests to the old one fail: so its node id
-   * is remembered, the broker looked up locally (kafkajs reconnects it if needed), and the id forgotten at
-   * any failed request (forgetCoordinator), after which the next one asks Kafka again.
+   * broker goes or the partition's leadership moves (a controlled shutdown, a leader rebalance, a
+   * reassignment); then the old broker, if still up, answers NOT_COORDINATOR. So the node id is remembered,
+   * the broker looked up locally (kafkajs reconnects it if needed), and the id forgotten as soon as any
+   * request to it fails other than with CONCURRENT_TRANSACTIONS (an answer only the coordinator gives):
+   * the next request, kafkajs's own retries included, asks Kafka again. Any other coordinator (a consumer
+   * group's) is asked of the cluster as kafkajs would.
    */
   private async coordinator(request: CoordinatorRequest): Promise<KafkaBroker> {
+    if (request.coordinatorType !== this.internals.TRANSACTION_COORDINATOR || request.groupId !== this.options.transactionalId) {
+      return this.cluster.findGroupCoordinator(request);
+    }
+    let broker: KafkaBroker | undefined;
     if (this.coordinatorId !== undefined) {
       try {
-        return await this.cluster.findBroker({ nodeId: this.coordinatorId });
+        broker = await this.cluster.findBroker({ nodeId: this.coordinatorId });
       } catch {
         this.coordinatorId = undefined;
       }
     }
-    const broker = await this.cluster.findGroupCoordinator(request);
-    this.coordinatorId = broker.nodeId;
-    return broker;
+    if (broker === undefined) {
+      broker = await this.cluster.findGroupCoordinator(request);
+      this.coordinatorId = broker.nodeId;
+    }
+    return this.forgettingOnFailure(broker);
   }
 
-  private forgetCoordinator(): void {
-    this.coordinatorId = undefined;
+  /** The broker, every request of which that fails (but for CONCURRENT_TRANSACTIONS) forgets the coordinator. */
+  private forgettingOnFailure(broker: KafkaBroker): KafkaBroker {
+    return new Proxy(broker, {
+      get: (target, property) => {
+        const value: unknown = Reflect.get(target, property, target);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]): unknown => {
+          const result: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
+          if (!(result instanceof Promise)) return result;
+          return result.catch((err: unknown) => {
+            if (errorType(err) !== 'CONCURRENT_TRANSACTIONS') this.coordinatorId = undefined;
+            throw err;
+          });
+        };
+      },
+    });
   }
 
   /**
@@ -277,7 +302,6 @@ export class TransactionalProducer {
         await coordinator.endTxn({ producerId: eos.getProducerId(), producerEpoch: eos.getProducerEpoch(), transactionalId: this.options.transactionalId, transactionResult: true });
       }
     } catch (err) {
-      this.forgetCoordinator();
       throw classifyCommitError(err);
     }
   }
@@ -290,12 +314,7 @@ export class TransactionalProducer {
     const eos = this.eos;
     if (!eos?.isInTransaction()) return;
     this.stale = true;
-    try {
-      await eos.abort();
-    } catch (err) {
-      this.forgetCoordinator();
-      throw err;
-    }
+    await eos.abort();
     this.stale = false;
   }
 
@@ -319,10 +338,10 @@ export class TransactionalProducer {
         await eos.addPartitionsToTransaction(topicData);
         return;
       } catch (err) {
-        if (errorType(err) !== 'CONCURRENT_TRANSACTIONS' || attempt >= 50) {
-          this.forgetCoordinator();
-          throw err;
-        }
+        // Not processed (busy, or not the coordinator any more: then the next attempt finds the new one).
+        // Repeating AddPartitionsToTxn is harmless: adding a partition twice adds it once.
+        const type = errorType(err);
+        if (type === undefined || !NOT_PROCESSED.has(type) || attempt >= 50) throw err;
       }
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait = Math.min(wait * 2, 50);
@@ -338,12 +357,7 @@ export class TransactionalProducer {
       transactional: true,
       transactionalId: this.options.transactionalId,
     });
-    try {
-      await eos.initProducerId();
-    } catch (err) {
-      this.forgetCoordinator();
-      throw err;
-    }
+    await eos.initProducerId();
     this.eos = eos;
     this.stale = false;
   }
