@@ -114,18 +114,24 @@ describe('kill -9 and an immediate restart', () => {
         }
       };
       const writers = Array.from({ length: 4 }, writer);
-      const before = acknowledged.size;
-      const deadline = Date.now() + 10_000;
-      while (acknowledged.size < before + 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-      process.kill(server.pid, 'SIGKILL'); // under load
-      // Dead but not reaped: exactly the moment a supervisor restarts it. A process killed inside a
-      // write or fdatasync stays in uninterruptible sleep (state D) until that I/O ends, and on a machine
-      // busy with other suites' disks that took over 10 s once in CI: the kernel's pace, not pushbase's.
-      const zombieBy = Date.now() + 60_000;
-      while (procState(server.pid) !== 'Z' && Date.now() < zombieBy) await new Promise((r) => setTimeout(r, 5));
-      expect(procState(server.pid)).toBe('Z');
-      stop = true;
-      await Promise.all(writers);
+      try {
+        const before = acknowledged.size;
+        const deadline = Date.now() + 10_000;
+        while (acknowledged.size < before + 20 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+        process.kill(server.pid, 'SIGKILL'); // under load
+        // Dead but not reaped: exactly the moment a supervisor restarts it. A process killed inside a
+        // write or fdatasync stays in uninterruptible sleep (state D) until that I/O ends, and on a machine
+        // busy with other suites' disks that took over 10 s once in CI: the kernel's pace, not pushbase's.
+        const zombieBy = Date.now() + 60_000;
+        while (procState(server.pid) !== 'Z' && Date.now() < zombieBy) await new Promise((r) => setTimeout(r, 5));
+        expect(procState(server.pid)).toBe('Z');
+      } finally {
+        // Also when an expectation failed: against a dead server each writer would loop at full speed
+        // (every request refused at once) and keep jest from ever exiting.
+        stop = true;
+        await Promise.allSettled(writers);
+      }
+      await Promise.all(writers); // a writer's own failure (an answer other than 200) fails the test here
     }
     const last = await launch(dataDir, keys);
     launched.push(last);
