@@ -1,4 +1,4 @@
-import { accountView, keyView, type Clock } from '@pushbase/app';
+import { accountView, ignoreNotFound, keyView, keyViews, type Clock } from '@pushbase/app';
 import { newKeyId as randomKeyId, type AccountCommands, type AccountView, type SchemaService } from '@pushbase/contracts';
 import {
   ACCOUNT_DELETE_ROUNDS,
@@ -103,7 +103,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
             deleted += 1;
           } catch (e) {
             // Deleted meanwhile (by its own API call, or a deletion running beside this one): gone either way.
-            if (!(e instanceof DomainError && e.code === 'not_found')) throw e;
+            ignoreNotFound(e);
           }
         }
         const done = await changes.decidedAccount(name, async () => {
@@ -126,8 +126,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
         return { event, answer: keyView({ ...event, created_at: event.at }) };
       });
     },
-    listKeys: async (account) =>
-      [...(await existing(account)).keys.values()].sort((a, b) => a.created_at - b.created_at || (a.key_id < b.key_id ? -1 : 1)).map(keyView),
+    listKeys: async (account) => keyViews(await existing(account)),
     revokeKey: async (account, keyId) => {
       const name = parseAccountName(account);
       await changes.decidedAccount(name, async () => ({ event: decideRevokeKey(await store.stateFor(name), name, keyId, clock.now()), answer: undefined }));
