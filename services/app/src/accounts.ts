@@ -93,6 +93,11 @@ export const ignoreNotFound = (e: unknown): void => {
   if (!(e instanceof DomainError && e.code === 'not_found')) throw e;
 };
 
+/** Made already (by another replica, or an earlier start): as good as made now. */
+export const ignoreConflict = (e: unknown): void => {
+  if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
+};
+
 /**
  * The AccountAdmin over an AccountLog: decides with the domain's decide* functions against the log's fold,
  * appends, and answers only once the event is durable. One change at a time (a single mutex): changes are

@@ -1,4 +1,4 @@
-import { accountView, ignoreNotFound, keyView, keyViews, type Clock } from '@pushbase/app';
+import { accountView, ignoreConflict, ignoreNotFound, keyView, keyViews, type Clock } from '@pushbase/app';
 import { newKeyId as randomKeyId, type AccountCommands, type AccountView, type SchemaService } from '@pushbase/contracts';
 import {
   ACCOUNT_DELETE_ROUNDS,
@@ -10,7 +10,6 @@ import {
   decideDeleteAccount,
   decideRevokeKey,
   decideSetQuotas,
-  DomainError,
   effectiveQuotas,
   invalid,
   parseAccountName,
@@ -148,17 +147,14 @@ export async function importRedisApiKeys(redis: Pick<Redis, 'hgetall' | 'rename'
   const legacy = `${prefix}api-keys`;
   const entries = Object.entries(await redis.hgetall(legacy));
   if (entries.length === 0) return 0;
-  const skipConflict = (e: unknown): void => {
-    if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
-  };
   let imported = 0;
   for (const [hash, account] of entries) {
-    await accounts.createAccount(account, DEFAULT_QUOTAS).catch(skipConflict);
+    await accounts.createAccount(account, DEFAULT_QUOTAS).catch(ignoreConflict);
     try {
       await accounts.createKeyByHash(account, { hash, scope: 'write', label: 'imported from Redis api-keys' });
       imported += 1;
     } catch (e) {
-      skipConflict(e);
+      ignoreConflict(e);
     }
   }
   try {
