@@ -82,9 +82,20 @@ export const keyView = (key: KeyInfo): KeyView => ({
   created_at: formatUtcMillis(key.created_at),
 });
 
+/** Names in code-unit order, as both modes list accounts (the Redis account store sorts its names so). */
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** An account's keys as both modes list them: oldest first, then by key id. */
+export const keyViews = (info: AccountInfo): KeyView[] => [...info.keys.values()].sort((a, b) => a.created_at - b.created_at || byCodeUnits(a.key_id, b.key_id)).map(keyView);
+
 /** A dataset already deleted by someone else is as good as deleted by us. */
-const ignoreNotFound = (e: unknown): void => {
+export const ignoreNotFound = (e: unknown): void => {
   if (!(e instanceof DomainError && e.code === 'not_found')) throw e;
+};
+
+/** Made already (by another replica, or an earlier start): as good as made now. */
+export const ignoreConflict = (e: unknown): void => {
+  if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
 };
 
 /**
@@ -107,8 +118,14 @@ export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
     for (let round = 0; round < ACCOUNT_DELETE_ROUNDS; round++) {
       const ids = await datasets.ids(name);
       if (ids.length === 0) return deleted;
-      for (const id of ids) await datasets.delete(name, id).catch(ignoreNotFound);
-      deleted += ids.length;
+      for (const id of ids) {
+        try {
+          await datasets.delete(name, id);
+          deleted += 1; // counted only when this call deleted it, as the distributed mode counts
+        } catch (e) {
+          ignoreNotFound(e);
+        }
+      }
     }
     throw accountDeletionRaced(name);
   };
@@ -120,7 +137,7 @@ export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
         await log.append([event]);
         return accountView(account(name), defaults);
       }),
-    listAccounts: () => Promise.resolve([...log.state().accounts.values()].sort((a, b) => a.account.localeCompare(b.account)).map((a) => accountView(a, defaults))),
+    listAccounts: () => Promise.resolve([...log.state().accounts.values()].sort((a, b) => byCodeUnits(a.account, b.account)).map((a) => accountView(a, defaults))),
     getAccount: (name) => Promise.resolve().then(() => accountView(account(name), defaults)),
     setQuotas: (name, change) =>
       oneAtATime(async () => {
@@ -150,7 +167,7 @@ export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
         return { key, ...keyView(account(name).keys.get(event.key_id) as KeyInfo) };
       }),
     listKeys: (name) =>
-      Promise.resolve().then(() => [...account(name).keys.values()].sort((a, b) => a.created_at - b.created_at || a.key_id.localeCompare(b.key_id)).map(keyView)),
+      Promise.resolve().then(() => keyViews(account(name))),
     revokeKey: (name, keyId) =>
       oneAtATime(async () => {
         await log.append([decideRevokeKey(log.state(), name, keyId, clock.now())]);

@@ -1,8 +1,9 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { ignoreConflict } from '@pushbase/app';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
-import { DEFAULT_QUOTAS, DomainError, LIMITS, type QuotaLimits } from '@pushbase/domain';
+import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
@@ -148,9 +149,7 @@ async function firstStartKey(accounts: AccountAdmin & Closable, redis: Redis, pr
   if ((await new RedisAccountStore(redis, { prefix }).list()).length > 0 || (await redis.exists(`${prefix}api-keys`)) === 1) return;
   try {
     await accounts.waitForReady(10_000);
-    await accounts.createAccount('default', DEFAULT_QUOTAS).catch((e: unknown) => {
-      if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
-    });
+    await accounts.createAccount('default', DEFAULT_QUOTAS).catch(ignoreConflict);
     if ((await accounts.listKeys('default')).length > 0) return;
     const { key, key_id } = await accounts.createKey('default', { scope: 'write', label: 'first start' });
     log('generated an API key for account "default"; it is shown only this once, only its hash is stored (in the accounts topic)', { api_key: key, key_id });

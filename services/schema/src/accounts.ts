@@ -1,4 +1,4 @@
-import { accountView, keyView, type Clock } from '@pushbase/app';
+import { accountView, ignoreConflict, ignoreNotFound, keyView, keyViews, type Clock } from '@pushbase/app';
 import { newKeyId as randomKeyId, type AccountCommands, type AccountView, type SchemaService } from '@pushbase/contracts';
 import {
   ACCOUNT_DELETE_ROUNDS,
@@ -10,7 +10,6 @@ import {
   decideDeleteAccount,
   decideRevokeKey,
   decideSetQuotas,
-  DomainError,
   effectiveQuotas,
   invalid,
   parseAccountName,
@@ -103,7 +102,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
             deleted += 1;
           } catch (e) {
             // Deleted meanwhile (by its own API call, or a deletion running beside this one): gone either way.
-            if (!(e instanceof DomainError && e.code === 'not_found')) throw e;
+            ignoreNotFound(e);
           }
         }
         const done = await changes.decidedAccount(name, async () => {
@@ -126,8 +125,7 @@ export function createDistributedAccounts(deps: DistributedAccountsDeps): Accoun
         return { event, answer: keyView({ ...event, created_at: event.at }) };
       });
     },
-    listKeys: async (account) =>
-      [...(await existing(account)).keys.values()].sort((a, b) => a.created_at - b.created_at || (a.key_id < b.key_id ? -1 : 1)).map(keyView),
+    listKeys: async (account) => keyViews(await existing(account)),
     revokeKey: async (account, keyId) => {
       const name = parseAccountName(account);
       await changes.decidedAccount(name, async () => ({ event: decideRevokeKey(await store.stateFor(name), name, keyId, clock.now()), answer: undefined }));
@@ -149,17 +147,14 @@ export async function importRedisApiKeys(redis: Pick<Redis, 'hgetall' | 'rename'
   const legacy = `${prefix}api-keys`;
   const entries = Object.entries(await redis.hgetall(legacy));
   if (entries.length === 0) return 0;
-  const skipConflict = (e: unknown): void => {
-    if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
-  };
   let imported = 0;
   for (const [hash, account] of entries) {
-    await accounts.createAccount(account, DEFAULT_QUOTAS).catch(skipConflict);
+    await accounts.createAccount(account, DEFAULT_QUOTAS).catch(ignoreConflict);
     try {
       await accounts.createKeyByHash(account, { hash, scope: 'write', label: 'imported from Redis api-keys' });
       imported += 1;
     } catch (e) {
-      skipConflict(e);
+      ignoreConflict(e);
     }
   }
   try {
