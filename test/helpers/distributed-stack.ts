@@ -34,6 +34,12 @@ export interface TestStackOptions {
   /** Every line every process writes, with its service's name. */
   readonly onLine?: (service: string, line: string) => void;
   readonly readyTimeoutMs?: number;
+  /**
+   * Each service in a session of its own, as `npm run start:distributed` starts them (the benchmark). On
+   * Linux a session is also a scheduling group (autogroup): without it the four services share one
+   * group's share of the CPU, against the servers' groups, unlike any deployment.
+   */
+  readonly detached?: boolean;
 }
 
 export const serverUrlsOf = (env: NodeJS.ProcessEnv): ServerUrls => ({
@@ -98,6 +104,7 @@ export class TestStack {
       cwd: ROOT,
       env: { ...process.env, ...this.env },
       readyTimeoutMs: this.opts.readyTimeoutMs ?? 120_000,
+      ...(this.opts.detached === undefined ? {} : { detached: this.opts.detached }),
       ...(this.opts.nodeArgs === undefined ? {} : { nodeArgs: this.opts.nodeArgs }),
       onLine: (service, line) => {
         this.output.push(`${service}: ${line}`);
