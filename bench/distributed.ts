@@ -31,7 +31,7 @@
  * A dataset's listing counts its records only up to the 5000-record window, so every dataset gets at most
  * ten appends in a run: --accounts × --datasets must be large enough for the rate (it says when not).
  *
- * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 36 --watch 3
+ * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 60 --watch 3
  *   --poll-ms 100
  *   --raw-batches 200 --max-seconds 900
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
@@ -102,7 +102,7 @@ const opts = {
   concurrency: intOption('concurrency', 32, 1, 512),
   accounts: intOption('accounts', 40, 1, 1000),
   // A third of each account's datasets take each phase (peak, half, rate).
-  datasets: intOption('datasets', 36, 3, 100),
+  datasets: intOption('datasets', 60, 3, 100),
   watch: intOption('watch', 3, 1, 100),
   pollMs: intOption('poll-ms', 100, 0, 1000),
   rawBatches: intOption('raw-batches', 200, 1, 10_000),
