@@ -140,6 +140,19 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+// The services run in sessions of their own, out of reach of a Ctrl-C at the terminal: whatever ends this
+// process (an uncaught error, a stack still starting), they do not outlive it.
+process.on('exit', () => {
+  for (const n of SERVICES) {
+    const pid = stack?.pid(n);
+    try {
+      if (pid !== undefined) process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+});
+
 async function killStack(): Promise<void> {
   const s = stack;
   if (s === undefined) return;
@@ -384,7 +397,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   const result = await running;
   const [tail, visibleAt] = await Promise.all([
     watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000))),
-    projectorCaughtUp(s, 600_000).then(() => Date.now()),
+    projectorCaughtUp(s, 600_000).then(() => performance.timeOrigin + performance.now()),
   ]);
   const observations = [...watched.observations, ...tail.observations];
   const pollMs = quantile(
@@ -485,7 +498,7 @@ async function main(): Promise<void> {
     // ── raw ──
     const raw = await rawInsert(bodies, Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
 
-    const appendsPerDataset = (peak.result.requests + 2) / peakTargets.length;
+    const appendsPerDataset = (peak.result.acknowledged + 2) / peakTargets.length;
     line('');
     line(`peak (closed loop, ${opts.concurrency} in flight, ${fmt(peak.result.durationMs / 1000, 1)} s):`);
     line(`  ${fmt(peakRecords)} records/s acknowledged (${fmt(peakRps, 1)} appends/s); ack p50 ${fmt(peak.result.latencyMs.p50, 1)} ms, p99 ${fmt(peak.result.latencyMs.p99, 1)} ms`);

@@ -150,7 +150,7 @@ async function projector(): Promise<void> {
   const log = createLogger({ service: 'projector', level: config.telemetry.logLevel });
   // Background work: the request path gets the CPU first on a shared host (services/projector/src/priority.ts).
   if (config.nice > 0) {
-    const yielded = yieldCpu(config.nice);
+    const yielded = await yieldCpu(config.nice);
     if (yielded.problem === undefined) log.info({ nice: yielded.nice, autogroup: yielded.autogroup }, 'cpu priority lowered');
     else log.warn({ nice: yielded.nice, autogroup: yielded.autogroup, problem: yielded.problem }, 'cpu priority not fully lowered');
   }

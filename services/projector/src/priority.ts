@@ -1,5 +1,6 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
  * The projector is background work: its target is records visible within a second, while the gateway's and
@@ -9,14 +10,17 @@ import os from 'node:os';
  * that moment. In Kubernetes each pod is a cgroup of its own and its CPU request sets its share; this changes
  * nothing there (one process per container).
  *
- * Written here because no library does it: Node has os.setPriority but knows nothing of Linux's autogroups.
- * With autogroups enabled (/proc/sys/kernel/sched_autogroup_enabled, the default of most distributions)
- * every session is one scheduling group, and a process's niceness counts only against the processes of its
- * own session; between sessions, the group's niceness counts (/proc/<pid>/autogroup, sched(7)).
- * start:distributed starts every service in a session of its own, so the projector sets both. It sets the
- * group's only when it leads its session: otherwise the group is that of the shell or the supervisor it was
- * started from, whose other processes must not be slowed. Raising a niceness needs no privilege; a failure
- * is reported, never fatal.
+ * Written here because no library does it: Node has os.setPriority but knows nothing of Linux's threads and
+ * autogroups. On Linux a niceness belongs to a thread: setpriority(2) on the process id changes only the main
+ * thread, so every thread already running (V8's and libuv's) is set by its id from /proc/self/task; threads
+ * started later inherit it. With autogroups enabled (/proc/sys/kernel/sched_autogroup_enabled, the default of
+ * most distributions) every session is one scheduling group, and a thread's niceness counts only against the
+ * threads of its own session; between sessions, the group's niceness counts (/proc/<pid>/autogroup,
+ * sched(7)). start:distributed starts every service in a session of its own, so the projector sets both. It
+ * sets the group's only when it leads its session: otherwise the group is that of the shell or the
+ * supervisor it was started from, whose other processes must not be slowed. Raising a niceness needs no
+ * privilege, but the kernel takes at most one autogroup change a machine every 100 ms from an unprivileged
+ * process (EAGAIN otherwise): one retry. A failure is reported, never fatal.
  */
 
 export interface Yielded {
@@ -44,22 +48,41 @@ const readOr = (file: string): string | undefined => {
   }
 };
 
-export function yieldCpu(nice: number): Yielded {
-  const problems: string[] = [];
+/** The ids of this process's threads, the main thread's (the process id) among them. */
+function threadIds(): number[] {
   try {
-    if (os.getPriority() < nice) os.setPriority(nice);
-  } catch (e) {
-    problems.push(`setpriority: ${e instanceof Error ? e.message : String(e)}`);
+    return readdirSync('/proc/self/task').map(Number).filter(Number.isInteger);
+  } catch {
+    return [0]; // no /proc: the calling thread only
+  }
+}
+
+export async function yieldCpu(nice: number): Promise<Yielded> {
+  const problems: string[] = [];
+  for (const tid of threadIds()) {
+    try {
+      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
+    } catch (e) {
+      // A thread that ended meanwhile (ESRCH) needs nothing.
+      if ((e as { info?: { code?: string } }).info?.code !== 'ESRCH') problems.push(`setpriority(${tid}): ${e instanceof Error ? e.message : String(e)}`);
+    }
   }
   let autogroup = false;
   const enabled = readOr('/proc/sys/kernel/sched_autogroup_enabled')?.trim() === '1';
   const stat = readOr('/proc/self/stat');
   if (enabled && stat !== undefined && sessionIdOf(stat) === process.pid) {
-    try {
-      writeFileSync('/proc/self/autogroup', String(nice));
-      autogroup = true;
-    } catch (e) {
-      problems.push(`autogroup: ${e instanceof Error ? e.message : String(e)}`);
+    for (let attempt = 0; !autogroup; attempt++) {
+      try {
+        writeFileSync('/proc/self/autogroup', String(nice));
+        autogroup = true;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EAGAIN' && attempt === 0) {
+          await sleep(110);
+          continue;
+        }
+        problems.push(`autogroup: ${e instanceof Error ? e.message : String(e)}`);
+        break;
+      }
     }
   }
   return { nice: os.getPriority(), autogroup, ...(problems.length === 0 ? {} : { problem: problems.join('; ') }) };
