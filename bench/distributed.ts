@@ -8,8 +8,11 @@
  * sends 500-record appends over HTTPS with keep-alive from many accounts, one key each:
  *
  *   peak   closed loop, --concurrency requests in flight, for --seconds after --warmup:
- *          records/s acknowledged, ack p50/p99;
- *   half   open loop at half the peak's request rate on other datasets: ack p50/p99 there;
+ *          records/s acknowledged, ack p50/p99; and records/s end to end (2xx → visible): every record
+ *          acknowledged in the phase over the span from its first request until the projector had applied
+ *          them all. The closed loop acknowledges faster than the projector applies while it lasts; that
+ *          excess is backlog, so the targets use the end-to-end figure;
+ *   half   open loop at half the end-to-end peak on other datasets: ack p50/p99 there;
  *   rate   open loop at the target rate, 50,000 records/s (100 appends/s), on a third set of datasets:
  *          whether that rate is kept end to end, acknowledged and visible within the freshness target;
  *   fresh  in every phase, the datasets of --watch accounts are timed from each 2xx until the admin
@@ -28,7 +31,7 @@
  * A dataset's listing counts its records only up to the 5000-record window, so every dataset gets at most
  * ten appends in a run: --accounts × --datasets must be large enough for the rate (it says when not).
  *
- * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 36 --watch 3
+ * Flags (or BENCH_<NAME>): --seconds 20 --warmup 3 --concurrency 32 --accounts 40 --datasets 60 --watch 3
  *   --poll-ms 100
  *   --raw-batches 200 --max-seconds 900
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
@@ -99,7 +102,7 @@ const opts = {
   concurrency: intOption('concurrency', 32, 1, 512),
   accounts: intOption('accounts', 40, 1, 1000),
   // A third of each account's datasets take each phase (peak, half, rate).
-  datasets: intOption('datasets', 36, 3, 100),
+  datasets: intOption('datasets', 60, 3, 100),
   watch: intOption('watch', 3, 1, 100),
   pollMs: intOption('poll-ms', 100, 0, 1000),
   rawBatches: intOption('raw-batches', 200, 1, 10_000),
@@ -136,6 +139,19 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
     void killStack().finally(() => process.exit(130));
   });
 }
+
+// The services run in sessions of their own, out of reach of a Ctrl-C at the terminal: whatever ends this
+// process (an uncaught error, a stack still starting), they do not outlive it.
+process.on('exit', () => {
+  for (const n of SERVICES) {
+    const pid = stack?.pid(n);
+    try {
+      if (pid !== undefined) process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+});
 
 async function killStack(): Promise<void> {
   const s = stack;
@@ -365,21 +381,38 @@ interface Phase {
   readonly fresh: ReturnType<typeof freshness>;
   readonly pollMs: number;
   readonly watchErrors: number;
+  /**
+   * Every record acknowledged in the phase (warm-up included) over the span from its first request until the
+   * projector had applied all of them: the rate at which the stack makes records visible, which is what
+   * "end to end" measures. `lagS`: how long after the measured window that was.
+   */
+  readonly endToEnd: { readonly recordsPerS: number; readonly seconds: number; readonly lagS: number };
 }
 
 async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
   const running = load(req);
   const watched = await watch(s, watchedAccounts, running);
-  // Let the last appends become visible before judging freshness: polls go on for a bounded while.
+  // Let the last appends become visible before judging freshness: polls go on for a bounded while. Meanwhile,
+  // the moment the projector has applied every event acknowledged in the phase ends the end-to-end span.
   const result = await running;
-  const tail = await watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000)));
+  const [tail, visibleAt] = await Promise.all([
+    watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000))),
+    projectorCaughtUp(s, 600_000).then(() => performance.timeOrigin + performance.now()),
+  ]);
   const observations = [...watched.observations, ...tail.observations];
   const pollMs = quantile(
     observations.slice(1).map((o, i) => o.sent - observations[i]!.sent),
     0.5,
   );
   const fresh = freshness(result.acks, (a) => `${accounts[a.key]}${a.path}`, observations);
-  return { result, fresh, pollMs: pollMs * watchedAccounts.length, watchErrors: watched.errors + tail.errors };
+  const endToEndS = (visibleAt - result.startedAt) / 1000;
+  return {
+    result,
+    fresh,
+    pollMs: pollMs * watchedAccounts.length,
+    watchErrors: watched.errors + tail.errors,
+    endToEnd: { recordsPerS: (result.acknowledged * RECORDS_PER_REQUEST) / endToEndS, seconds: endToEndS, lagS: (visibleAt - (result.startedAt + ('warmupMs' in req ? req.warmupMs : 0) + result.durationMs)) / 1000 },
+  };
 }
 
 
@@ -401,6 +434,7 @@ async function main(): Promise<void> {
     stack = new TestStack({
       keys: Object.fromEntries(accounts.map((a, i) => [a, keys[i]!])),
       env,
+      detached: true,
       nodeArgs: Object.fromEntries(SERVICES.map((n) => [n, nodeArgs(n)])),
       ...(logFile === undefined ? {} : { onLine: (service: string, l: string) => void logFile.write(`${new Date().toISOString()} ${service.padEnd(9)} ${l}\n`) }),
     });
@@ -435,18 +469,21 @@ async function main(): Promise<void> {
     requireClean('peak', peak.result);
     const peakRps = peak.result.ok / (peak.result.durationMs / 1000);
     const peakRecords = peakRps * RECORDS_PER_REQUEST;
-    // The half phase starts from a caught-up read side, as the peak did: its freshness is its own.
-    const drainS = await projectorCaughtUp(s, 600_000);
+    // The peak the targets speak of is end to end (2xx → visible): the closed loop acknowledges faster than
+    // the projector applies while the phase lasts, and that excess is backlog, not throughput. Half the peak
+    // is half of what the stack makes visible. (The phase ended once the projector had caught up, so the half
+    // phase starts from a caught-up read side, as the peak did: its freshness is its own.)
+    const peakEndToEnd = peak.endToEnd.recordsPerS;
+    const halfRps = peakEndToEnd / RECORDS_PER_REQUEST / 2;
 
     // ── half ──
     const halfPhase = await phase(
       s,
-      { ...common, mode: 'paced', targets: halfTargets, perSecond: peakRps / 2, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000, concurrency: opts.concurrency * 4 },
+      { ...common, mode: 'paced', targets: halfTargets, perSecond: halfRps, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000, concurrency: opts.concurrency * 4 },
       accounts,
       accounts.slice(0, opts.watch),
     );
     requireClean('half', halfPhase.result);
-    const halfDrainS = await projectorCaughtUp(s, 600_000);
 
     // ── rate ──
     const targetRps = TARGETS.recordsPerS / RECORDS_PER_REQUEST;
@@ -461,17 +498,17 @@ async function main(): Promise<void> {
     // ── raw ──
     const raw = await rawInsert(bodies, Number(env.PUSHBASE_PROJECTOR_FLUSH_ROWS ?? 50_000));
 
-    const appendsPerDataset = (peak.result.requests + 2) / peakTargets.length;
+    const appendsPerDataset = (peak.result.acknowledged + 2) / peakTargets.length;
     line('');
     line(`peak (closed loop, ${opts.concurrency} in flight, ${fmt(peak.result.durationMs / 1000, 1)} s):`);
     line(`  ${fmt(peakRecords)} records/s acknowledged (${fmt(peakRps, 1)} appends/s); ack p50 ${fmt(peak.result.latencyMs.p50, 1)} ms, p99 ${fmt(peak.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(peak.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(peak.fresh.samples, 0.99))} ms (${peak.fresh.samples.length} samples, ${peak.fresh.unseen} never seen, listing polled every ~${fmt(peak.pollMs)} ms per account)`);
-    line(`  the projector had applied every event of the phase ${fmt(drainS, 1)} s after the phase's polls ended`);
+    line(`  ${fmt(peakEndToEnd)} records/s end to end: all ${fmt(peak.result.acknowledged * RECORDS_PER_REQUEST)} records acknowledged in the phase (warm-up included) visible ${fmt(peak.endToEnd.seconds, 1)} s after its first request, ${fmt(peak.endToEnd.lagS, 1)} s after its window`);
     if (appendsPerDataset > MAX_APPENDS_PER_DATASET) line(`  (!) ${fmt(appendsPerDataset, 1)} appends per dataset: more than the window's ten; raise --accounts or --datasets`);
-    line(`half (open loop at ${fmt(peakRps / 2, 1)} appends/s):`);
+    line(`half (open loop at ${fmt(halfRps, 1)} appends/s, half the end-to-end peak):`);
     line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
-    line(`  the projector had applied every event of the phase ${fmt(halfDrainS, 1)} s after the phase's polls ended`);
+    line(`  ${fmt(halfPhase.endToEnd.recordsPerS)} records/s end to end; the projector had applied every event ${fmt(halfPhase.endToEnd.lagS, 1)} s after the window`);
     const rateRecords = (ratePhase.result.ok / (ratePhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST;
     line(`rate (open loop at the target, ${fmt(targetRps, 1)} appends/s):`);
     line(`  ${fmt(rateRecords)} records/s; ack p50 ${fmt(ratePhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(ratePhase.result.latencyMs.p99, 1)} ms`);
@@ -485,8 +522,8 @@ async function main(): Promise<void> {
     const freshRateP99 = quantile(ratePhase.fresh.samples, 0.99);
     line('');
     line('targets:');
-    line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakRecords)} — ${verdict(peakRecords >= TARGETS.recordsPerS)}`);
-    line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakRecords / raw.perBatchRecordsPerS, 2)} — ${verdict(peakRecords / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakRecords / raw.flushSizeRecordsPerS, 2)})`);
+    line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakEndToEnd)} — ${verdict(peakEndToEnd >= TARGETS.recordsPerS)}`);
+    line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakEndToEnd / raw.perBatchRecordsPerS, 2)} — ${verdict(peakEndToEnd / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakEndToEnd / raw.flushSizeRecordsPerS, 2)})`);
     line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at half the peak: ${fmt(freshHalfP99)} ms — ${verdict(freshHalfP99 <= TARGETS.freshP99Ms)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at ${fmt(TARGETS.recordsPerS)} records/s: ${fmt(freshRateP99)} ms — ${verdict(freshRateP99 <= TARGETS.freshP99Ms && ratePhase.fresh.unseen === 0 && rateRecords >= TARGETS.recordsPerS * 0.98)}`);

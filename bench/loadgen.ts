@@ -55,6 +55,10 @@ export interface LoadResult {
   readonly statuses: Record<string, number>;
   readonly firstErrors: string[];
   readonly durationMs: number;
+  /** Every 2xx of the run (timed and paced modes), warm-up and the requests still in flight at the window's end included. */
+  readonly acknowledged: number;
+  /** When the first request was sent (ms since the epoch): with `acknowledged`, the end-to-end rate. */
+  readonly startedAt: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
   /** CPU seconds this process spent (user + system), to show what the generator itself cost. */
   readonly cpuSeconds: number;
@@ -88,6 +92,7 @@ async function run(req: LoadRequest): Promise<LoadResult> {
   const firstErrors: string[] = [];
   let requests = 0;
   let ok = 0;
+  let acknowledged = 0;
   let errors = 0;
   const acks: Ack[] = [];
   const cpu0 = process.cpuUsage();
@@ -120,6 +125,7 @@ async function run(req: LoadRequest): Promise<LoadResult> {
   let windowEnd = Infinity;
   /** Counts a timed or paced request that finished inside the measured window. */
   const count = (target: Target, r: { t0: number; t1: number; ok: boolean }): void => {
+    if (r.ok) acknowledged++;
     if (r.ok && target.watch === true) acks.push({ key: target.key, path: target.path, at: performance.timeOrigin + r.t1 });
     if (r.t1 < windowStart || r.t1 > windowEnd) return;
     requests++;
@@ -197,6 +203,8 @@ async function run(req: LoadRequest): Promise<LoadResult> {
     statuses,
     firstErrors,
     durationMs: windowEnd - windowStart,
+    acknowledged,
+    startedAt: performance.timeOrigin + started,
     latencyMs: { p50: quantile(sorted, 0.5), p90: quantile(sorted, 0.9), p99: quantile(sorted, 0.99), max: sorted.length > 0 ? sorted[sorted.length - 1]! : NaN, mean },
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     timedOut,

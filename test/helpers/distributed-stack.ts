@@ -34,6 +34,12 @@ export interface TestStackOptions {
   /** Every line every process writes, with its service's name. */
   readonly onLine?: (service: string, line: string) => void;
   readonly readyTimeoutMs?: number;
+  /**
+   * Each service in a session of its own, as `npm run start:distributed` starts them (the benchmark). On
+   * Linux a session is also a scheduling group (autogroup): without it the four services share one
+   * group's share of the CPU, against the servers' groups, unlike any deployment.
+   */
+  readonly detached?: boolean;
 }
 
 export const serverUrlsOf = (env: NodeJS.ProcessEnv): ServerUrls => ({
@@ -88,6 +94,9 @@ export class TestStack {
       PUSHBASE_API_KEYS: Object.entries(this.opts.keys)
         .map(([account, key]) => `${key}:${account}`)
         .join(','),
+      // The tests' services share jest's session, so the projector's niceness would count against jest's
+      // busy workers too and slow the read side the tests wait for; the benchmark (detached) keeps the default.
+      ...(this.opts.detached === true ? {} : { PUSHBASE_PROJECTOR_NICE: '0' }),
       ...this.opts.env,
     };
   }
@@ -98,6 +107,7 @@ export class TestStack {
       cwd: ROOT,
       env: { ...process.env, ...this.env },
       readyTimeoutMs: this.opts.readyTimeoutMs ?? 120_000,
+      ...(this.opts.detached === undefined ? {} : { detached: this.opts.detached }),
       ...(this.opts.nodeArgs === undefined ? {} : { nodeArgs: this.opts.nodeArgs }),
       onLine: (service, line) => {
         this.output.push(`${service}: ${line}`);

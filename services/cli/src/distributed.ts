@@ -66,8 +66,9 @@ export interface StartServiceOptions {
   readonly readyTimeoutMs?: number;
   readonly cwd?: string;
   /**
-   * Start the process in a process group of its own, so a Ctrl-C at the terminal reaches only the
-   * supervisor, which then stops the services in order (the foreground `pushbase distributed`).
+   * Start the process in a session (so a process group) of its own, so a Ctrl-C at the terminal reaches
+   * only the supervisor, which then stops the services in order (the foreground `pushbase distributed`).
+   * On Linux with autogroups the session is also the service's scheduling group (projector/src/priority.ts).
    */
   readonly detached?: boolean;
 }

@@ -10,7 +10,7 @@ import { runGateway } from '@pushbase/gateway/src/main';
 import { addAdminCommands } from './admin-commands';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { createLogger, startTracing, type JsonLogger, type TelemetryConfig } from '@pushbase/telemetry';
-import { formatResult, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
+import { formatResult, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, yieldCpu, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
 /**
  * Runs a server until SIGTERM or SIGINT, then stops it and exits 0 (1 when stopping fails). The handlers go
@@ -148,6 +148,12 @@ async function projector(): Promise<void> {
   };
   const config = loadProjectorConfig();
   const log = createLogger({ service: 'projector', level: config.telemetry.logLevel });
+  // Background work: the request path gets the CPU first on a shared host (services/projector/src/priority.ts).
+  if (config.nice > 0) {
+    const yielded = await yieldCpu(config.nice);
+    if (yielded.problem === undefined) log.info({ nice: yielded.nice, autogroup: yielded.autogroup }, 'cpu priority lowered');
+    else log.warn({ nice: yielded.nice, autogroup: yielded.autogroup, problem: yielded.problem }, 'cpu priority not fully lowered');
+  }
   await untilSignalled(() => traced(config.telemetry, 'pushbase-projector', async () => (started.running = await runProjector(config, { onFatal: failed }))), log, false);
 }
 

@@ -5,3 +5,4 @@ export * from './config';
 export * from './main';
 export * from './replay';
 export * from './verify';
+export * from './priority';

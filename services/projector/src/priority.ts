@@ -1,0 +1,89 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/*
+ * The projector is background work: its target is records visible within a second, while the gateway's and
+ * the records service's is an acknowledgement within tens of milliseconds. Where they share a host's CPU
+ * (`npm run start:distributed`, one VM), it yields to them: a niceness of its own (PUSHBASE_PROJECTOR_NICE).
+ * It keeps up all the same below the peak, since the CPU it yields is only the CPU the request path wants at
+ * that moment. In Kubernetes each pod is a cgroup of its own and its CPU request sets its share; this changes
+ * nothing there (one process per container).
+ *
+ * Written here because no library does it: Node has os.setPriority but knows nothing of Linux's threads and
+ * autogroups. On Linux a niceness belongs to a thread: setpriority(2) on the process id changes only the main
+ * thread, so every thread already running (V8's and libuv's) is set by its id from /proc/self/task; threads
+ * started later inherit it. With autogroups enabled (/proc/sys/kernel/sched_autogroup_enabled, the default of
+ * most distributions) every session is one scheduling group, and a thread's niceness counts only against the
+ * threads of its own session; between sessions, the group's niceness counts (/proc/<pid>/autogroup,
+ * sched(7)). start:distributed starts every service in a session of its own, so the projector sets both. It
+ * sets the group's only when it leads its session: otherwise the group is that of the shell or the
+ * supervisor it was started from, whose other processes must not be slowed. Raising a niceness needs no
+ * privilege, but the kernel takes at most one autogroup change a machine every 100 ms from an unprivileged
+ * process (EAGAIN otherwise): one retry. A failure is reported, never fatal.
+ */
+
+export interface Yielded {
+  /** The process's niceness now. */
+  readonly nice: number;
+  /** Whether the session's scheduling group got the niceness too (Linux autogroup, session leader only). */
+  readonly autogroup: boolean;
+  /** Why something could not be set. */
+  readonly problem?: string;
+}
+
+/** The session id in a /proc/<pid>/stat line (its field 6). */
+export function sessionIdOf(stat: string): number | undefined {
+  // The command name (field 2) is in parentheses and may hold spaces or parentheses: count from the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const sid = Number(fields[3]);
+  return Number.isInteger(sid) ? sid : undefined;
+}
+
+const readOr = (file: string): string | undefined => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+};
+
+/** The ids of this process's threads, the main thread's (the process id) among them. */
+function threadIds(): number[] {
+  try {
+    return readdirSync('/proc/self/task').map(Number).filter(Number.isInteger);
+  } catch {
+    return [0]; // no /proc: the calling thread only
+  }
+}
+
+export async function yieldCpu(nice: number): Promise<Yielded> {
+  const problems: string[] = [];
+  for (const tid of threadIds()) {
+    try {
+      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
+    } catch (e) {
+      // A thread that ended meanwhile (ESRCH) needs nothing.
+      if ((e as { info?: { code?: string } }).info?.code !== 'ESRCH') problems.push(`setpriority(${tid}): ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  let autogroup = false;
+  const enabled = readOr('/proc/sys/kernel/sched_autogroup_enabled')?.trim() === '1';
+  const stat = readOr('/proc/self/stat');
+  if (enabled && stat !== undefined && sessionIdOf(stat) === process.pid) {
+    for (let attempt = 0; !autogroup; attempt++) {
+      try {
+        writeFileSync('/proc/self/autogroup', String(nice));
+        autogroup = true;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'EAGAIN' && attempt === 0) {
+          await sleep(110);
+          continue;
+        }
+        problems.push(`autogroup: ${e instanceof Error ? e.message : String(e)}`);
+        break;
+      }
+    }
+  }
+  return { nice: os.getPriority(), autogroup, ...(problems.length === 0 ? {} : { problem: problems.join('; ') }) };
+}
