@@ -36,8 +36,6 @@ async function startSupervisor(): Promise<Supervisor> {
       PUSHBASE_PORT: '0',
       PUSHBASE_ADMIN_PORT: '0',
       PUSHBASE_ADMIN_TOKEN: adminToken,
-      // Its projector leads its own session and would yield to jest's busy workers too (TestStack says why).
-      PUSHBASE_PROJECTOR_NICE: '0',
       PUSHBASE_API_KEYS: `${key}:acme`,
       PUSHBASE_DATA_DIR: dataDir,
       PUSHBASE_KAFKA_TOPIC: names.topic,

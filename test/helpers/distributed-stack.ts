@@ -94,9 +94,6 @@ export class TestStack {
       PUSHBASE_API_KEYS: Object.entries(this.opts.keys)
         .map(([account, key]) => `${key}:${account}`)
         .join(','),
-      // The tests' services share jest's session, so the projector's niceness would count against jest's
-      // busy workers too and slow the read side the tests wait for; the benchmark (detached) keeps the default.
-      ...(this.opts.detached === true ? {} : { PUSHBASE_PROJECTOR_NICE: '0' }),
       ...this.opts.env,
     };
   }

@@ -56,7 +56,7 @@ const projectorEnv = {
   PUSHBASE_PROJECTOR_MAX_ROWS: integer(4_000_000, 1, Number.MAX_SAFE_INTEGER),
   PUSHBASE_PROJECTOR_FLUSH_ROWS: integer(50_000, 1, MAX_FLUSH_ROWS),
   PUSHBASE_PROJECTOR_FLUSH_MS: integer(250, 10, 60_000),
-  PUSHBASE_PROJECTOR_NICE: integer(10, 0, 19),
+  PUSHBASE_PROJECTOR_NICE: integer(0, 0, 19),
 };
 
 type ProjectorEnv = z.output<z.ZodObject<typeof projectorEnv>>;

@@ -11,7 +11,7 @@ describe('loadProjectorConfig', () => {
       maxRows: 4_000_000,
       flushRows: 50_000,
       flushIntervalMs: 250,
-      nice: 10,
+      nice: 0,
       metrics: { host: '127.0.0.1', port: 0 },
       telemetry: { logLevel: 'info', traces: { exporter: 'none', protocol: 'http/protobuf', serviceName: undefined } },
     });
@@ -27,12 +27,12 @@ describe('loadProjectorConfig', () => {
       PUSHBASE_PROJECTOR_MAX_ROWS: '50',
       PUSHBASE_PROJECTOR_FLUSH_ROWS: '1000',
       PUSHBASE_PROJECTOR_FLUSH_MS: '250',
-      PUSHBASE_PROJECTOR_NICE: '0',
+      PUSHBASE_PROJECTOR_NICE: '10',
       PUSHBASE_REDIS_URL: 'redis://cache:6380',
       PUSHBASE_REDIS_PREFIX: 'pb-live:',
       PUSHBASE_METRICS_PORT: '9464',
     });
-    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', accountsTopic: 'events.v1.accounts', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, nice: 0, metrics: { host: '127.0.0.1', port: 9464 } });
+    expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', accountsTopic: 'events.v1.accounts', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, nice: 10, metrics: { host: '127.0.0.1', port: 9464 } });
     expect(Object.isFrozen(c)).toBe(true);
     expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_NICE: '20' })).toThrow(/PUSHBASE_PROJECTOR_NICE/);
     expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_NICE: '-1' })).toThrow(/PUSHBASE_PROJECTOR_NICE/);
