@@ -142,16 +142,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 
 // The services run in sessions of their own, out of reach of a Ctrl-C at the terminal: whatever ends this
 // process (an uncaught error, a stack still starting), they do not outlive it.
-process.on('exit', () => {
-  for (const n of SERVICES) {
-    const pid = stack?.pid(n);
-    try {
-      if (pid !== undefined) process.kill(pid, 'SIGKILL');
-    } catch {
-      // gone already
-    }
-  }
-});
+process.on('exit', () => stack?.signalAllNow('SIGKILL'));
 
 async function killStack(): Promise<void> {
   const s = stack;
@@ -411,7 +402,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
     fresh,
     pollMs: pollMs * watchedAccounts.length,
     watchErrors: watched.errors + tail.errors,
-    endToEnd: { recordsPerS: (result.acknowledged * RECORDS_PER_REQUEST) / endToEndS, seconds: endToEndS, lagS: (visibleAt - (result.startedAt + ('warmupMs' in req ? req.warmupMs : 0) + result.durationMs)) / 1000 },
+    endToEnd: { recordsPerS: (result.acknowledged * RECORDS_PER_REQUEST) / endToEndS, seconds: endToEndS, lagS: (visibleAt - result.windowEndAt) / 1000 },
   };
 }
 

@@ -59,6 +59,8 @@ export interface LoadResult {
   readonly acknowledged: number;
   /** When the first request was sent (ms since the epoch): with `acknowledged`, the end-to-end rate. */
   readonly startedAt: number;
+  /** When the measured window ended (ms since the epoch). */
+  readonly windowEndAt: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
   /** CPU seconds this process spent (user + system), to show what the generator itself cost. */
   readonly cpuSeconds: number;
@@ -205,6 +207,7 @@ async function run(req: LoadRequest): Promise<LoadResult> {
     durationMs: windowEnd - windowStart,
     acknowledged,
     startedAt: performance.timeOrigin + started,
+    windowEndAt: performance.timeOrigin + windowEnd,
     latencyMs: { p50: quantile(sorted, 0.5), p90: quantile(sorted, 0.9), p99: quantile(sorted, 0.99), max: sorted.length > 0 ? sorted[sorted.length - 1]! : NaN, mean },
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     timedOut,

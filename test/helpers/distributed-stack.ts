@@ -128,6 +128,10 @@ export class TestStack {
   signal(service: ServiceName, sig: NodeJS.Signals): Promise<ServiceExit> {
     return this.running.signal(service, sig);
   }
+  /** Every running service gets `sig` at once (DistributedStack.signalAllNow): for an exit handler. */
+  signalAllNow(sig: NodeJS.Signals): void {
+    this.stack?.signalAllNow(sig);
+  }
   restart(service: ServiceName): Promise<void> {
     return this.running.restart(service);
   }

@@ -233,6 +233,15 @@ export class DistributedStack {
     return this.signal(service, 'SIGKILL');
   }
 
+  /**
+   * Sends `sig` to every running service and returns at once, for an exit handler, where nothing
+   * asynchronous runs any more: services in sessions of their own would otherwise outlive whoever started
+   * them. stop() is the orderly way. A service that has just exited is skipped (ChildProcess.kill ignores it).
+   */
+  signalAllNow(sig: NodeJS.Signals): void {
+    for (const proc of this.running.values()) if (proc.pid !== undefined) proc.child.kill(sig);
+  }
+
   /** Starts one service again with its environment and ports; resolves once it is ready. */
   async restart(service: ServiceName): Promise<void> {
     if (this.stopping !== undefined) throw new Error('the stack is stopping');

@@ -254,12 +254,7 @@ async function distributed(): Promise<void> {
     process.exit(1);
   }
   // Services must not outlive a supervisor that ends without stopping them (an uncaught error).
-  process.on('exit', () => {
-    for (const service of SERVICES) {
-      const pid = stack?.pid(service);
-      if (pid !== undefined) process.kill(pid, 'SIGTERM');
-    }
-  });
+  process.on('exit', () => stack?.signalAllNow('SIGTERM'));
   if (exitCode !== undefined) {
     stopStack(stack, exitCode);
     return;
