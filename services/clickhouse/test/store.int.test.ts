@@ -145,10 +145,60 @@ describe('ClickHouseProjection store', () => {
           expect(loaded?.position).toEqual({ partition: 3, offset: events.length - 1 });
           expect(plain(loaded?.state)).toEqual(plain(expected));
           await expect(db.store.listRecords(account, 'ds')).resolves.toEqual(expected === undefined ? undefined : recordsOf(expected));
+          // The projector's load: each record with its date and datetime values only, which is what it holds.
+          const dates = await db.store.load(account, 'ds', { values: 'dates' });
+          expect(dates?.position).toEqual(loaded?.position);
+          const held = pureFold(events).get(account)?.get('ds');
+          expect(plain(dates?.state)).toEqual(plain(held === undefined ? undefined : heldState(held)));
         },
       ),
       { numRuns: 25 },
     );
+  });
+
+  it('loads only date and datetime values for the projector, in insertion order, numbered keys as numbers; none for a dataset without them', async () => {
+    const account = freshAccount();
+    const dated = parseDefinition({
+      fields: {
+        n: { type: 'number', name: 'N' },
+        d: { type: 'date', name: 'D', optional: true },
+        s: { type: 'string', name: 'S' },
+        t: { type: 'datetime', name: 'T' },
+      },
+    });
+    const undated = parseDefinition({ fields: { k: { type: 'string', name: 'K' }, n: { type: 'number', name: 'N' } }, unique_by: ['k'] });
+    const batch = emptyBatch();
+    let s: State = initialState();
+    let offset = 0;
+    const apply = (e: DatasetEvent): void => {
+      s = projectEvent(s, e, { partition: 1, offset: offset++ }, batch);
+    };
+    apply({ ...base(account, 'dated', 'i1'), type: 'DatasetDefined', definition: dated });
+    apply({ ...base(account, 'undated', 'i2'), type: 'DatasetDefined', definition: undated });
+    const records: DatasetRecord[] = [
+      { n: 1, d: '2024-05-01', s: 'a', t: '2024-05-01T10:00:00.000Z' },
+      { n: 2, d: null, s: 'b', t: '1999-12-31T23:59:59.999Z' },
+      { n: 3, d: '0001-01-01', s: 'c', t: '2024-05-01T09:00:00.000Z' },
+    ];
+    apply({ ...base(account, 'dated', 'i1'), type: 'RecordsAppended', records, delete_by: null });
+    apply({ ...base(account, 'undated', 'i2'), type: 'RecordsAppended', records: [{ k: 'z', n: 1 }, { k: 'a', n: 2 }], delete_by: null });
+    await writeBatch(db.store, batch);
+
+    const loadedDated = await db.store.load(account, 'dated', { values: 'dates' });
+    expect([...(loadedDated?.state?.rows ?? [])]).toEqual([
+      [0, { d: '2024-05-01', t: '2024-05-01T10:00:00.000Z' }],
+      [1, { d: null, t: '1999-12-31T23:59:59.999Z' }],
+      [2, { d: '0001-01-01', t: '2024-05-01T09:00:00.000Z' }],
+    ]);
+    expect(loadedDated?.state?.nextRow).toBe(3);
+    expect(loadedDated?.position).toEqual({ partition: 1, offset: 2 });
+    const loadedUndated = await db.store.load(account, 'undated', { values: 'dates' });
+    // The fold's keys of unique_by rows (and their order: z before a) are as a full load has them.
+    const fullUndated = await db.store.load(account, 'undated');
+    expect([...(fullUndated?.state?.rows.values() ?? [])]).toEqual([{ k: 'z', n: 1 }, { k: 'a', n: 2 }]);
+    expect([...(loadedUndated?.state?.rows ?? [])]).toEqual([...(fullUndated?.state?.rows.keys() ?? [])].map((key) => [key, {}]));
+    // The full load of the same datasets, for the readers, still has every value.
+    expect([...((await db.store.load(account, 'dated'))?.state?.rows.values() ?? [])]).toEqual(records);
   });
 
   it('keeps numbers that 18.16 parses wrongly as text, -0 and the extremes of every kind', async () => {
@@ -287,7 +337,7 @@ describe('ClickHouseProjection store', () => {
       for (let offset = from; offset < to; offset++) {
         const e = events[offset] as DatasetEvent;
         if (!positions.has(e.dataset)) {
-          const loaded = await store.load(e.account, e.dataset);
+          const loaded = await store.load(e.account, e.dataset, { values: 'dates' });
           onLoad?.(e.dataset, loaded);
           positions.set(e.dataset, loaded?.position.offset ?? -1);
           if (loaded?.state !== undefined) {
@@ -340,11 +390,12 @@ describe('ClickHouseProjection store', () => {
             whatLoaded.set(ds, loaded === undefined ? undefined : { position: loaded.position, state: plain(loaded.state) }),
           );
 
-          // Each load was of one moment: the state the fold had at the position it came with.
+          // Each load was of one moment: the state the fold had at the position it came with, as the
+          // projector holds it (its load reads only the values it holds).
           for (const [ds, loaded] of whatLoaded) {
             if (loaded === undefined) continue;
-            const upTo = events.slice(0, loaded.position.offset + 1);
-            expect(loaded.state).toEqual(plain(pureFold(upTo).get(account)?.get(ds)));
+            const upTo = pureFold(events.slice(0, loaded.position.offset + 1)).get(account)?.get(ds);
+            expect(loaded.state).toEqual(plain(upTo === undefined ? undefined : heldState(upTo)));
           }
           // And the end equals the pure fold, in memory and in ClickHouse (heads table included).
           const expected = pureFold(events).get(account);

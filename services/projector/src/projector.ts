@@ -325,7 +325,7 @@ export class Projector {
     const worker = async (): Promise<void> => {
       for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
         const [key, { account, dataset }] = next;
-        const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset));
+        const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset, { values: 'dates' }));
         this.counters.loads++;
         this.options.metrics?.count('loads');
         const state = loaded?.state === undefined ? undefined : heldState(loaded.state);
