@@ -201,6 +201,57 @@ describe('ClickHouseProjection store', () => {
     expect([...((await db.store.load(account, 'dated'))?.state?.rows.values() ?? [])]).toEqual(records);
   });
 
+  it('loadMany reads many datasets in a few queries, each as load gives it, and mends the heads table of each', async () => {
+    const account = freshAccount();
+    const dated = parseDefinition({ fields: { d: { type: 'date', name: 'D' }, n: { type: 'number', name: 'N' } } });
+    const keyed = parseDefinition({ fields: { k: { type: 'string', name: 'K' } }, unique_by: ['k'] });
+    const names = Array.from({ length: 20 }, (_, i) => `ds${i}`);
+    let s: State = initialState();
+    let offset = 0;
+    const apply = (batch: Batch, e: DatasetEvent): void => {
+      s = projectEvent(s, e, { partition: 2, offset: offset++ }, batch);
+    };
+    const first = emptyBatch();
+    names.forEach((name, i) => {
+      apply(first, { ...base(account, name, `i${i}`), type: 'DatasetDefined', definition: i % 2 === 0 ? dated : keyed });
+      const records = Array.from({ length: i }, (_, j) => (i % 2 === 0 ? { d: `2024-01-${String(1 + (j % 28)).padStart(2, '0')}`, n: j } : { k: `k${j}` }));
+      apply(first, { ...base(account, name, `i${i}`), type: 'RecordsAppended', records, delete_by: null });
+    });
+    apply(first, { ...base(account, 'ds3', 'i3'), type: 'DatasetDeleted' });
+    await writeBatch(db.store, first);
+    // A second write whose heads-table insert is lost (a crash between the two inserts): the heads table lags.
+    const second = emptyBatch();
+    for (const name of ['ds4', 'ds5']) apply(second, { ...base(account, name, `i${names.indexOf(name)}`), type: 'RecordsReplaced', records: name === 'ds4' ? [{ d: '2024-02-01', n: 1 }] : [{ k: 'only' }] });
+    await expect(writeBatch(new ClickHouseProjection(crashing(db.conn, { at: 1, onlyThat: true }), db.database), second)).rejects.toThrow('simulated crash');
+    const counted = (await db.store.listDatasets(account)).filter((d) => d.id === 'ds4' || d.id === 'ds5').map((d) => d.record_count);
+    expect(counted).toEqual([4, 5]);
+
+    const refs = [...names.map((dataset) => ({ account, dataset })), { account, dataset: 'never' }].reverse();
+    // A store that counts its SELECTs: 21 datasets are two queries of the records table and two of the heads table.
+    let selects = 0;
+    const counting: ClickHouseConnection = {
+      ...db.conn,
+      client: new Proxy(db.conn.client, {
+        get(target, prop, receiver) {
+          const v: unknown = Reflect.get(target, prop, receiver);
+          if (prop === 'query') selects++;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      }),
+    };
+    const many = await new ClickHouseProjection(counting, db.database).loadMany(refs, { values: 'dates' });
+    expect(selects).toBe(4);
+    // The lagging heads were written again by loadMany.
+    expect((await db.store.listDatasets(account)).filter((d) => d.id === 'ds4' || d.id === 'ds5').map((d) => d.record_count)).toEqual([1, 1]);
+    const singles: unknown[] = [];
+    for (const r of refs) singles.push(await db.store.load(r.account, r.dataset, { values: 'dates' }).then((l) => l && { position: l.position, state: plain(l.state) }));
+    expect(many.map((l) => l && { position: l.position, state: plain(l.state) })).toEqual(singles);
+    expect(many[0]).toBeUndefined();
+    expect(many.find((l) => l?.state?.id === 'ds3')).toBeUndefined();
+    expect(many.filter((l) => l !== undefined && l.state === undefined)).toHaveLength(1);
+    expect([...(many.find((l) => l?.state?.id === 'ds4')?.state?.rows.values() ?? [])]).toEqual([{ d: '2024-02-01' }]);
+  });
+
   it('keeps numbers that 18.16 parses wrongly as text, -0 and the extremes of every kind', async () => {
     const account = freshAccount();
     const def = parseDefinition({

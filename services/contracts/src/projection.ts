@@ -66,6 +66,12 @@ export interface LoadOptions {
   readonly values?: LoadedValues;
 }
 
+/** One dataset of one account, as the projection stores it. */
+export interface StoredDatasetRef {
+  readonly account: string;
+  readonly dataset: string;
+}
+
 export interface ProjectionStore {
   /**
    * Writes rows and heads of many events at once, atomically per dataset; resolves when the store has them.
@@ -83,4 +89,9 @@ export interface ProjectionStore {
    * events of it are skipped too; undefined when the store never saw the dataset.
    */
   load(account: string, dataset: string, options?: LoadOptions): Promise<LoadedDataset | undefined>;
+  /**
+   * `load` of several datasets at once (fewer, larger reads of the store), in the order of `refs`. Each
+   * dataset's state and position are of one moment, as load's; different datasets' need not be.
+   */
+  loadMany(refs: readonly StoredDatasetRef[], options?: LoadOptions): Promise<(LoadedDataset | undefined)[]>;
 }

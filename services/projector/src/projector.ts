@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DomainError, streamKey } from '@pushbase/domain';
-import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore, SchemaStoreWriter } from '@pushbase/contracts';
+import type { PositionedEvent, ProjectedHead, ProjectedRow, ProjectionStore, SchemaStoreWriter, StoredDatasetRef } from '@pushbase/contracts';
 import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
 import type { ProjectorMetrics } from '@pushbase/metrics';
@@ -132,6 +132,13 @@ const weightOf = (d: ProjectedDataset | undefined): number => 1 + (d?.state?.row
  * line leaves the empty and near-empty states (datasets created and not yet filled) for last.
  */
 export const LARGE_STATE_ROWS = 512;
+
+/**
+ * Datasets a load query reads at most. On 18.16 (17 parts) one query for 8 datasets cost ~113 ms of CPU
+ * where 8 single loads cost ~22 ms each, ~176 ms, and it runs on both cores by itself (~150 ms). Chunks of
+ * 8 keep each answer small and let the chunks of a batch that misses many datasets run side by side.
+ */
+const LOAD_CHUNK = 8;
 const isUnavailable = (e: unknown): boolean => e instanceof DomainError && e.code === 'unavailable';
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
@@ -328,26 +335,35 @@ export class Projector {
     if (this.flushDue()) await this.flush();
   }
 
-  /** Loads the datasets of `events` that are not in memory, a few at a time. */
+  /**
+   * Loads the datasets of `events` that are not in memory: LOAD_CHUNK datasets a query (one query of
+   * several costs the store less than as many single ones), loadConcurrency queries at once.
+   */
   private async loadMissing(partition: number, events: readonly PositionedEvent[]): Promise<void> {
-    const missing = new Map<string, { account: string; dataset: string }>();
+    const missing = new Map<string, StoredDatasetRef>();
     for (const { event } of events) {
       const key = streamKey(event.account, event.dataset);
       if (!this.cache.has(key) && !missing.has(key)) missing.set(key, { account: event.account, dataset: event.dataset });
     }
     if (missing.size === 0) return;
-    const queue = [...missing];
+    const all = [...missing];
+    const chunks: (readonly [string, StoredDatasetRef])[][] = [];
+    for (let i = 0; i < all.length; i += LOAD_CHUNK) chunks.push(all.slice(i, i + LOAD_CHUNK));
     const worker = async (): Promise<void> => {
-      for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-        const [key, { account, dataset }] = next;
-        const loaded = await this.retrying(`loading ${key}`, () => this.store.load(account, dataset, { values: 'dates' }));
-        this.counters.loads++;
-        this.options.metrics?.count('loads');
-        const state = loaded?.state === undefined ? undefined : heldState(loaded.state);
-        this.hold(key, partition, loaded === undefined ? undefined : { state, position: loaded.position }, 0);
+      for (let chunk = chunks.shift(); chunk !== undefined; chunk = chunks.shift()) {
+        const refs = chunk.map(([, ref]) => ref);
+        const what = chunk.length === 1 ? `loading ${chunk[0]?.[0]}` : `loading ${chunk.length} datasets`;
+        const loaded = await this.retrying(what, () => this.store.loadMany(refs, { values: 'dates' }));
+        chunk.forEach(([key], i) => {
+          const one = loaded[i];
+          this.counters.loads++;
+          this.options.metrics?.count('loads');
+          const state = one?.state === undefined ? undefined : heldState(one.state);
+          this.hold(key, partition, one === undefined ? undefined : { state, position: one.position }, 0);
+        });
       }
     };
-    await Promise.all(Array.from({ length: Math.min(this.options.loadConcurrency ?? 8, queue.length) }, worker));
+    await Promise.all(Array.from({ length: Math.min(this.options.loadConcurrency ?? 8, chunks.length) }, worker));
   }
 
   /** Keeps a dataset's state as the most recently touched. */

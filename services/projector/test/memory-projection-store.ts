@@ -1,5 +1,5 @@
 import type { DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
-import type { LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
+import type { StoredDatasetRef, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
 
 /*
  * A ProjectionStore in memory with the semantics the ClickHouse tables have after `FINAL`: per key the row
@@ -47,6 +47,11 @@ export class MemoryProjectionStore implements ProjectionStore {
   load(account: string, dataset: string, options: LoadOptions = {}): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined> {
     this.loads++;
     return Promise.resolve(this.loadNow(account, dataset, options));
+  }
+
+  loadMany(refs: readonly StoredDatasetRef[], options: LoadOptions = {}): Promise<({ state: DatasetState | undefined; position: StreamPosition } | undefined)[]> {
+    this.loads += refs.length;
+    return Promise.resolve(refs.map((r) => this.loadNow(r.account, r.dataset, options)));
   }
 
   loadNow(account: string, dataset: string, options: LoadOptions = {}): { state: DatasetState | undefined; position: StreamPosition } | undefined {

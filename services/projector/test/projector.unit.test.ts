@@ -245,6 +245,33 @@ describe('Projector: which states the memory bound drops', () => {
     for (const name of names) expect(store.records(ACCOUNT, name)).toHaveLength(name === 'big' ? bigRows + 1 : name === 'late' ? 100 : 1);
   });
 
+  it('loads the datasets a batch misses 8 to a query, and skips the events their loaded positions cover', async () => {
+    const many = Array.from({ length: 20 }, (_, i) => `m${i}`);
+    const defined = eventsOf(
+      many.map((_, i): Step => ({ kind: 'define', ds: i, keyed: false })),
+      { account: ACCOUNT, datasets: many },
+    );
+    const first = setup();
+    await first.projector.start(first.source);
+    await first.deliver(0, defined, 0);
+    await first.projector.stop();
+    // A restart: the same store, nothing in memory; the redelivered events need all 20 datasets at once.
+    const again = setup();
+    for (const [k, v] of first.store.rows) again.store.rows.set(k, v);
+    for (const [k, v] of first.store.heads) again.store.heads.set(k, v);
+    const sizes: number[] = [];
+    const loadMany = again.store.loadMany.bind(again.store);
+    again.store.loadMany = (refs, options) => {
+      sizes.push(refs.length);
+      return loadMany(refs, options);
+    };
+    await again.projector.start(again.source);
+    await again.deliver(0, defined, 0);
+    await again.projector.stop();
+    expect(sizes).toEqual([8, 8, 4]);
+    expect(again.projector.stats()).toMatchObject({ loads: 20, skipped: 20 });
+  });
+
   it('still keeps to the bound when every state is tiny, dropping the least recently touched', async () => {
     const many = Array.from({ length: 60 }, (_, i) => `d${i}`);
     const { source, store, projector, deliver } = setup({ maxRows: 50 });
