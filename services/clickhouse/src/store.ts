@@ -1,4 +1,4 @@
-import type { DatasetListing, StoredDatasetRef, LoadedDataset, LoadedValues, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore } from '@pushbase/contracts';
+import type { DatasetListing, LoadedDataset, LoadedValues, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StoredDatasetRef } from '@pushbase/contracts';
 import {
   aggregateValue,
   formatDay,
@@ -118,6 +118,7 @@ const SLOT_SELECT: Readonly<Record<LoadedValues | 'head', string>> = {
   head: '',
 };
 
+// Unambiguous: an account has no '/' (checkAccount).
 const datasetKey = (account: string, dataset: string): string => `${account}/${dataset}`;
 
 /**
