@@ -40,8 +40,8 @@ import type { DatasetViews } from './views';
  * those after it; versions come from stream positions, so every re-applied row is identical to the one it would
  * have written the first time, and ReplacingMergeTree collapses duplicates of a write that did land but
  * whose acknowledgement was lost. Applying a suffix twice therefore ends where applying it once does.
- * A crash after (1) but not (2) leaves the heads table one write behind; `load` (which the projector calls
- * for every dataset of the redelivered events) sees that and writes the head again. A crash after (2) but
+ * A crash after (1) but not (2) leaves the heads table one write behind; `load` and `loadMany` (which the
+ * projector calls for every dataset of the redelivered events) see that and write the head again. A crash after (2) but
  * not (1) leaves it one write ahead until the redelivered events write that same head and its rows again.
  * Reads of a single dataset (listRecords, get) use the head rows, which are never behind; listDatasets and
  * count use the heads table.
@@ -122,9 +122,8 @@ const SLOT_SELECT: Readonly<Record<LoadedValues | 'head', string>> = {
 const datasetKey = (account: string, dataset: string): string => `${account}/${dataset}`;
 
 /**
- * Datasets per load query. On 18.16 (17 parts, granularity 512) one query for 8 datasets took ~150 ms and
- * ~113 ms of CPU, where 8 single loads took ~31 ms and ~22 ms of CPU each (~176 ms): each query pays its
- * own FINAL setup and part scan. At most 16, so an answer holds at most 16 × 5000 rows.
+ * Datasets per load query at most, so an answer holds at most 16 × 5000 rows. Why several datasets to a
+ * query at all: see LOAD_CHUNK in services/projector/src/projector.ts (the projector asks for 8).
  */
 export const MAX_LOAD_DATASETS = 16;
 

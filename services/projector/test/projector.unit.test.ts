@@ -295,6 +295,47 @@ describe('Projector: which states the memory bound drops', () => {
     expect(store.loads).toBe(loads + 1);
     await projector.stop();
   });
+
+  it('keeps a large state touched lately and drops a long-idle medium one instead', async () => {
+    // Six medium datasets (under LARGE_STATE_ROWS) filled first and left idle, then a large one filled last,
+    // then a small one that takes the states over the bound: the large state is among the newest half of the
+    // held rows, so the least recently touched medium state goes, as plain LRU would drop it.
+    const medium = Array.from({ length: 6 }, (_, i) => `medium${i}`);
+    const all = [...medium, 'hot', 'last'];
+    const at = (name: string): number => all.indexOf(name);
+    const rows = (name: string, count: number, seed: number): Step[] =>
+      Array.from({ length: Math.ceil(count / 500) }, (_, i): Step => ({ kind: 'append', ds: at(name), count: Math.min(500, count - i * 500), seed: seed + i, deleteBy: null, repeat: 1 }));
+    const mediumRows = LARGE_STATE_ROWS - 212;
+    const hotRows = LARGE_STATE_ROWS + 188;
+    const events = eventsOf(
+      [
+        ...medium.flatMap((name, i): Step[] => [{ kind: 'define', ds: at(name), keyed: false }, ...rows(name, mediumRows, 10 * i)]),
+        { kind: 'define', ds: at('hot'), keyed: false },
+        ...rows('hot', hotRows, 100),
+        { kind: 'define', ds: at('last'), keyed: false },
+        ...rows('last', 100, 200),
+      ],
+      { account: ACCOUNT, datasets: all },
+    );
+    const total = medium.length * (1 + mediumRows) + (1 + hotRows) + (1 + 100);
+    const { source, store, projector, deliver } = setup({ maxRows: total - 10 });
+    await projector.start(source);
+    await deliver(0, events, 0);
+    await projector.drained();
+    expect(projector.stats().evictions).toBe(1);
+    expect(projector.stats().cachedRows).toBe(total - (1 + mediumRows));
+    // The large state is still held: its next event needs no load; the oldest medium one's does.
+    const loads = store.loads;
+    const next = (name: string, seed: number): DatasetEvent[] =>
+      eventsOf([...all.map((n): Step => ({ kind: 'define', ds: at(n), keyed: false })), ...rows(name, 1, seed)], { account: ACCOUNT, datasets: all }).slice(all.length);
+    await deliver(0, next('hot', 300), events.length);
+    expect(store.loads).toBe(loads);
+    await deliver(0, next('medium0', 301), events.length + 1);
+    expect(store.loads).toBe(loads + 1);
+    await projector.stop();
+    expect(store.records(ACCOUNT, 'hot')).toHaveLength(hotRows + 1);
+    expect(store.records(ACCOUNT, 'medium0')).toHaveLength(mediumRows + 1);
+  });
 });
 
 describe('Projector: metrics', () => {
