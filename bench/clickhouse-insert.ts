@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ProjectedHead, ProjectedRow } from '@pushbase/contracts';
 import { parseDefinition, formatUtcMillis } from '@pushbase/domain';
-import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
+import { ClickHouseProjection, connectClickHouse, INDEX_GRANULARITY, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
 import { insertBody } from '../services/clickhouse/src/client';
 import { encodeRecord } from '../services/clickhouse/src/layout';
 
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
     await conn.client.command({
       query: `CREATE TABLE ${raw} (account String, dataset String, incarnation String, row_key String, version UInt64, seq UInt64, deleted UInt8,
         num_0 Nullable(Float64), num_1 Nullable(Float64), str_0 Nullable(String), time_0 Nullable(Int64), time_1 Nullable(Int64))
-        ENGINE = ReplacingMergeTree(version) ORDER BY (account, dataset, incarnation, row_key)`,
+        ENGINE = ReplacingMergeTree(version) ORDER BY (account, dataset, incarnation, row_key) SETTINGS index_granularity = ${INDEX_GRANULARITY}`,
     });
     const copy = `${quoteIdentifier(database)}.records_copy`;
     await conn.client.command({ query: `CREATE TABLE ${copy} AS ${store.tables.records}` });

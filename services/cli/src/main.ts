@@ -9,6 +9,7 @@ import { loadGatewayConfig } from '@pushbase/gateway/src/config';
 import { runGateway } from '@pushbase/gateway/src/main';
 import { addAdminCommands } from './admin-commands';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
+import { tuneRequestPathHeap } from './heap';
 import { createLogger, startTracing, type JsonLogger, type TelemetryConfig } from '@pushbase/telemetry';
 import { formatResult, loadMigrateConfig, loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, yieldCpu, type ReplayFlags, type RunningProjector } from '@pushbase/projector';
 
@@ -163,6 +164,7 @@ async function projector(): Promise<void> {
  * ends the process at once (a change cut short is repaired by the next one: services/schema/src/changes.ts).
  */
 const schemaService = async (): Promise<void> => {
+  tuneRequestPathHeap();
   const config = loadSchemaConfig();
   await untilSignalled(() => traced(config.telemetry, 'pushbase-schema', () => runSchema(config)), createLogger({ service: 'schema', level: config.telemetry.logLevel }), true);
 };
@@ -173,6 +175,7 @@ const schemaService = async (): Promise<void> => {
  * Redis and exit 0; a second signal exits at once.
  */
 const recordsService = async (): Promise<void> => {
+  tuneRequestPathHeap();
   const config = loadRecordsConfig();
   await untilSignalled(() => traced(config.telemetry, 'pushbase-records', () => runRecords(config)), createLogger({ service: 'records', level: config.telemetry.logLevel }), true);
 };
@@ -200,6 +203,7 @@ async function replay(flags: ReplayFlags): Promise<void> {
  * accepting, let in-flight requests finish, close the clients and exit 0; a second signal exits at once.
  */
 const gateway = async (): Promise<void> => {
+  tuneRequestPathHeap();
   const config = loadGatewayConfig();
   const logger = createLogger({ service: 'gateway', level: config.telemetry?.logLevel ?? 'info' });
   await untilSignalled(() => traced(config.telemetry, 'pushbase-gateway', () => runGateway(config, logger)), logger, true);

@@ -3,7 +3,7 @@ export { connectClickHouse, storeError, type ClickHouseConnection } from './clie
 export { loadClickHouseConfig, clickhouseEnv, viewsDatabaseOf, type ClickHouseConfig } from './config';
 export { DatasetViews, defaultViewsDatabase, viewName, viewQuery } from './views';
 export { columnsOf, slotsOf, type Slot, type SlotKind } from './layout';
-export { migrate, MIGRATIONS, promoteStatement, tablesIn, TABLE_NAMES, type Migration, type MigrateResult, type ProjectionTables } from './migrations';
+export { INDEX_GRANULARITY, migrate, MIGRATIONS, promoteStatement, tablesIn, TABLE_NAMES, type Migration, type MigrateResult, type ProjectionTables } from './migrations';
 export { accountLiteral, checkAccount, datasetLiteral, quoteIdentifier, quoteString } from './sql';
-export { ClickHouseProjection, MAX_INSERT_BYTES, MAX_INSERT_ROWS } from './store';
+export { ClickHouseProjection, MAX_INSERT_BYTES, MAX_INSERT_ROWS, MAX_LOAD_DATASETS } from './store';
 export { databaseExists, dropDatabase, listListedHeads, listStoredHeads, promoteProjection, type ListedHead, type StoredHead } from './inventory';

@@ -48,6 +48,22 @@ const slotColumns = STORED_COLUMNS.map(({ kind, stored, column }) => {
   return `${column} Nullable(${kind === 'str' ? 'String' : 'Int64'})`;
 }).join(',\n  ');
 
+/*
+ * Both tables are read a dataset at a time (`WHERE account = … AND dataset = …`), and every part whose key
+ * range holds the dataset gives at least one whole granule. At ClickHouse's default of 8192 rows, a
+ * projector's load of a 3507-row dataset in a table of 17 parts read 139,264 rows and took ~120 ms on 18.16;
+ * at 512 it read 11,776 rows in ~30 ms, and inserts took as long as before (measured on a copy of a
+ * benchmark's table). Marks grow 16-fold: on 18.16 the records table has 68 column streams of 16-byte marks,
+ * so ~2 MB of mark files per million rows (0.13 MB at 8192), and ~0.3 MB of primary index in memory: cheap.
+ *
+ * The setting is physical, not part of the logical schema, and ClickHouse fixes it when a table is
+ * created: so it sits in the CREATE of migrations 1 and 2 rather than in a migration of its own. A
+ * database migrated before keeps 8192 (reads are correct, only slower) until rebuilt with `pushbase
+ * replay`, which migrates a fresh database with these MIGRATIONS and promotes it. No copying migration:
+ * rows written by a projector during the copy would be lost.
+ */
+export const INDEX_GRANULARITY = 512;
+
 export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -68,7 +84,8 @@ export const MIGRATIONS: readonly Migration[] = [
   head String,
   ${slotColumns}
 ) ENGINE = ReplacingMergeTree(version)
-ORDER BY (account, dataset, incarnation, row_key)`,
+ORDER BY (account, dataset, incarnation, row_key)
+SETTINGS index_granularity = ${INDEX_GRANULARITY}`,
     ],
   },
   {
@@ -91,7 +108,8 @@ ORDER BY (account, dataset, incarnation, row_key)`,
   version UInt64,
   deleted UInt8
 ) ENGINE = ReplacingMergeTree(version)
-ORDER BY (account, dataset)`,
+ORDER BY (account, dataset)
+SETTINGS index_granularity = ${INDEX_GRANULARITY}`,
     ],
   },
 ];

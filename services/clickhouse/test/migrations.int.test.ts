@@ -50,6 +50,18 @@ describe('migrations', () => {
     }
   });
 
+  it('creates records and heads at index_granularity 512, so a load of one dataset reads few rows besides its own', async () => {
+    const database = fresh();
+    await migrate(conn, database);
+    const engines = await selectRows<{ name: string; engine_full: string }>(
+      conn,
+      `SELECT name, engine_full FROM system.tables WHERE database = ${quoteString(database)} AND name IN ('records', 'heads') ORDER BY name`,
+      'engines',
+    );
+    expect(engines.map((t) => t.name)).toEqual(['heads', 'records']);
+    for (const t of engines) expect(t.engine_full).toMatch(/SETTINGS index_granularity = 512$/);
+  });
+
   it('changes nothing when run again', async () => {
     const database = fresh();
     await migrate(conn, database);

@@ -52,6 +52,26 @@ export interface LoadedDataset {
   readonly position: StreamPosition;
 }
 
+/**
+ * Which values a load gives back. `all`: every field of every record. `dates`: only the values of the
+ * dataset's date and datetime fields (the only ones the fold reads again: a `delete_by` window orders rows
+ * by one of them), every other field left out of the record; a dataset without such fields loads empty
+ * records. Row order, keys and the rest of the state are the same either way. The projector loads `dates`:
+ * it holds no more than that (project.ts, heldRecord), and a store may read less for it.
+ */
+export type LoadedValues = 'all' | 'dates';
+
+export interface LoadOptions {
+  /** Default `all`. */
+  readonly values?: LoadedValues;
+}
+
+/** One dataset of one account, as the projection stores it. */
+export interface StoredDatasetRef {
+  readonly account: string;
+  readonly dataset: string;
+}
+
 export interface ProjectionStore {
   /**
    * Writes rows and heads of many events at once, atomically per dataset; resolves when the store has them.
@@ -68,5 +88,10 @@ export interface ProjectionStore {
    * the last applied position of a deleted dataset comes back with `state` undefined, so redelivered
    * events of it are skipped too; undefined when the store never saw the dataset.
    */
-  load(account: string, dataset: string): Promise<LoadedDataset | undefined>;
+  load(account: string, dataset: string, options?: LoadOptions): Promise<LoadedDataset | undefined>;
+  /**
+   * `load` of several datasets at once (fewer, larger reads of the store), in the order of `refs`. Each
+   * dataset's state and position are of one moment, as load's; different datasets' need not be.
+   */
+  loadMany(refs: readonly StoredDatasetRef[], options?: LoadOptions): Promise<(LoadedDataset | undefined)[]>;
 }

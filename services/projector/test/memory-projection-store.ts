@@ -1,5 +1,5 @@
 import type { DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
-import type { ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
+import type { StoredDatasetRef, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
 
 /*
  * A ProjectionStore in memory with the semantics the ClickHouse tables have after `FINAL`: per key the row
@@ -44,18 +44,28 @@ export class MemoryProjectionStore implements ProjectionStore {
     for (const h of heads) keepNewest(this.heads, headId(h.account, h.dataset), h);
   }
 
-  load(account: string, dataset: string): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined> {
+  load(account: string, dataset: string, options: LoadOptions = {}): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined> {
     this.loads++;
-    return Promise.resolve(this.loadNow(account, dataset));
+    return Promise.resolve(this.loadNow(account, dataset, options));
   }
 
-  loadNow(account: string, dataset: string): { state: DatasetState | undefined; position: StreamPosition } | undefined {
+  loadMany(refs: readonly StoredDatasetRef[], options: LoadOptions = {}): Promise<({ state: DatasetState | undefined; position: StreamPosition } | undefined)[]> {
+    this.loads += refs.length;
+    return Promise.resolve(refs.map((r) => this.loadNow(r.account, r.dataset, options)));
+  }
+
+  loadNow(account: string, dataset: string, options: LoadOptions = {}): { state: DatasetState | undefined; position: StreamPosition } | undefined {
     const head = this.heads.get(headId(account, dataset));
     if (head === undefined) return undefined;
     if (head.deleted) return { state: undefined, position: head.position };
     const rows = new Map<RowKey, DatasetRecord>();
     const numbered = head.definition.unique_by.length === 0;
-    for (const r of this.liveRows(account, dataset, head.incarnation)) rows.set(numbered ? Number(r.row_key) : r.row_key, r.record as DatasetRecord);
+    // `dates`: the values of the date and datetime fields only, as ProjectionStore.load promises.
+    const dates = options.values === 'dates' ? Object.keys(head.definition.fields).filter((k) => ['date', 'datetime'].includes(head.definition.fields[k]?.type ?? '')) : undefined;
+    for (const r of this.liveRows(account, dataset, head.incarnation)) {
+      const record = r.record as DatasetRecord;
+      rows.set(numbered ? Number(r.row_key) : r.row_key, dates === undefined ? record : Object.fromEntries(dates.map((k) => [k, record[k] ?? null])));
+    }
     const state: DatasetState = {
       account,
       id: dataset,

@@ -5,7 +5,7 @@
 import { DomainError, fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
 import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
 import type { BatchControl, CommitResult, EventConsumerHandlers } from '@pushbase/kafka';
-import { Projector, type ProjectorOptions, type ProjectorSource } from '../src/projector';
+import { LARGE_STATE_ROWS, Projector, type ProjectorOptions, type ProjectorSource } from '../src/projector';
 import { MemoryProjectionStore } from './memory-projection-store';
 import { eventsOf, redecoded, type Step } from './event-sequences';
 import { createMetricsRegistry, projectorMetrics } from '@pushbase/metrics';
@@ -204,6 +204,137 @@ describe('Projector', () => {
     await projector.drained();
     expect(projector.stats().cachedRows).toBeLessThanOrEqual(360);
     await projector.stop();
+  });
+});
+
+describe('Projector: which states the memory bound drops', () => {
+  // Ten datasets defined first and left idle (tiny, the least recently touched), then one of LARGE_STATE_ROWS
+  // rows and more, then a small one that takes the states over the bound.
+  const tiny = Array.from({ length: 10 }, (_, i) => `tiny${i}`);
+  const names = [...tiny, 'big', 'late'];
+  const ds = (name: string): number => names.indexOf(name);
+  const fill = (name: string, count: number, seed: number): Step[] =>
+    Array.from({ length: Math.ceil(count / 500) }, (_, i): Step => ({ kind: 'append', ds: ds(name), count: Math.min(500, count - i * 500), seed: seed + i, deleteBy: null, repeat: 1 }));
+  const bigRows = LARGE_STATE_ROWS + 100;
+  const stream = eventsOf(
+    [...tiny.map((name): Step => ({ kind: 'define', ds: ds(name), keyed: false })), { kind: 'define', ds: ds('big'), keyed: false }, ...fill('big', bigRows, 10), { kind: 'define', ds: ds('late'), keyed: false }, ...fill('late', 100, 20)],
+    { account: ACCOUNT, datasets: names },
+  );
+  /** Events of `steps` after the stream's own (the same incarnations: eventsOf numbers them by definition). */
+  const later = (steps: readonly Step[]): DatasetEvent[] =>
+    eventsOf([...names.map((name): Step => ({ kind: 'define', ds: ds(name), keyed: false })), ...steps], { account: ACCOUNT, datasets: names }).slice(names.length);
+  // Over the bound only once `late` holds its rows.
+  const held = tiny.length + (1 + bigRows) + (1 + 100);
+  const maxRows = held - 10;
+
+  it('drops a large idle state before tiny ones idle for longer, and loads only it back', async () => {
+    const { source, store, projector, deliver } = setup({ maxRows });
+    await projector.start(source);
+    await deliver(0, stream, 0);
+    await projector.drained();
+    expect(projector.stats().evictions).toBe(1);
+    expect(projector.stats().cachedRows).toBe(held - (1 + bigRows));
+    // The next event of each tiny dataset finds its state in memory; the big one's is loaded.
+    const loads = store.loads;
+    const more = later(tiny.map((name): Step => ({ kind: 'append', ds: ds(name), count: 1, seed: 30, deleteBy: null, repeat: 1 })));
+    await deliver(0, more, stream.length);
+    expect(store.loads).toBe(loads);
+    await deliver(0, later(fill('big', 1, 40)), stream.length + more.length);
+    expect(store.loads).toBe(loads + 1);
+    await projector.stop();
+    for (const name of names) expect(store.records(ACCOUNT, name)).toHaveLength(name === 'big' ? bigRows + 1 : name === 'late' ? 100 : 1);
+  });
+
+  it('loads the datasets a batch misses 8 to a query, and skips the events their loaded positions cover', async () => {
+    const many = Array.from({ length: 20 }, (_, i) => `m${i}`);
+    const defined = eventsOf(
+      many.map((_, i): Step => ({ kind: 'define', ds: i, keyed: false })),
+      { account: ACCOUNT, datasets: many },
+    );
+    const first = setup();
+    await first.projector.start(first.source);
+    await first.deliver(0, defined, 0);
+    await first.projector.stop();
+    // A restart: the same store, nothing in memory; the redelivered events need all 20 datasets at once.
+    const again = setup();
+    for (const [k, v] of first.store.rows) again.store.rows.set(k, v);
+    for (const [k, v] of first.store.heads) again.store.heads.set(k, v);
+    const sizes: number[] = [];
+    const loadMany = again.store.loadMany.bind(again.store);
+    again.store.loadMany = (refs, options) => {
+      sizes.push(refs.length);
+      return loadMany(refs, options);
+    };
+    await again.projector.start(again.source);
+    await again.deliver(0, defined, 0);
+    await again.projector.stop();
+    expect(sizes).toEqual([8, 8, 4]);
+    expect(again.projector.stats()).toMatchObject({ loads: 20, skipped: 20 });
+  });
+
+  it('still keeps to the bound when every state is tiny, dropping the least recently touched', async () => {
+    const many = Array.from({ length: 60 }, (_, i) => `d${i}`);
+    const { source, store, projector, deliver } = setup({ maxRows: 50 });
+    await projector.start(source);
+    const defined = eventsOf(
+      many.map((_, i): Step => ({ kind: 'define', ds: i, keyed: false })),
+      { account: ACCOUNT, datasets: many },
+    );
+    await deliver(0, defined, 0);
+    await projector.drained();
+    // 60 states of weight 1: over 50 once, dropped down to 45 (90%), the oldest first.
+    expect(projector.stats().cachedRows).toBeLessThanOrEqual(50);
+    expect(projector.stats().evictions).toBeGreaterThan(0);
+    // The newest state is held, the oldest was dropped and loads back.
+    const loads = store.loads;
+    const append = (i: number): DatasetEvent[] =>
+      eventsOf([...many.map((_, j): Step => ({ kind: 'define', ds: j, keyed: false })), { kind: 'append', ds: i, count: 1, seed: 1, deleteBy: null, repeat: 1 }], { account: ACCOUNT, datasets: many }).slice(many.length);
+    await deliver(0, append(59), defined.length);
+    expect(store.loads).toBe(loads);
+    await deliver(0, append(0), defined.length + 1);
+    expect(store.loads).toBe(loads + 1);
+    await projector.stop();
+  });
+
+  it('keeps a large state touched lately and drops a long-idle medium one instead', async () => {
+    // Six medium datasets (under LARGE_STATE_ROWS) filled first and left idle, then a large one filled last,
+    // then a small one that takes the states over the bound: the large state is among the newest half of the
+    // held rows, so the least recently touched medium state goes, as plain LRU would drop it.
+    const medium = Array.from({ length: 6 }, (_, i) => `medium${i}`);
+    const all = [...medium, 'hot', 'last'];
+    const at = (name: string): number => all.indexOf(name);
+    const rows = (name: string, count: number, seed: number): Step[] =>
+      Array.from({ length: Math.ceil(count / 500) }, (_, i): Step => ({ kind: 'append', ds: at(name), count: Math.min(500, count - i * 500), seed: seed + i, deleteBy: null, repeat: 1 }));
+    const mediumRows = LARGE_STATE_ROWS - 212;
+    const hotRows = LARGE_STATE_ROWS + 188;
+    const events = eventsOf(
+      [
+        ...medium.flatMap((name, i): Step[] => [{ kind: 'define', ds: at(name), keyed: false }, ...rows(name, mediumRows, 10 * i)]),
+        { kind: 'define', ds: at('hot'), keyed: false },
+        ...rows('hot', hotRows, 100),
+        { kind: 'define', ds: at('last'), keyed: false },
+        ...rows('last', 100, 200),
+      ],
+      { account: ACCOUNT, datasets: all },
+    );
+    const total = medium.length * (1 + mediumRows) + (1 + hotRows) + (1 + 100);
+    const { source, store, projector, deliver } = setup({ maxRows: total - 10 });
+    await projector.start(source);
+    await deliver(0, events, 0);
+    await projector.drained();
+    expect(projector.stats().evictions).toBe(1);
+    expect(projector.stats().cachedRows).toBe(total - (1 + mediumRows));
+    // The large state is still held: its next event needs no load; the oldest medium one's does.
+    const loads = store.loads;
+    const next = (name: string, seed: number): DatasetEvent[] =>
+      eventsOf([...all.map((n): Step => ({ kind: 'define', ds: at(n), keyed: false })), ...rows(name, 1, seed)], { account: ACCOUNT, datasets: all }).slice(all.length);
+    await deliver(0, next('hot', 300), events.length);
+    expect(store.loads).toBe(loads);
+    await deliver(0, next('medium0', 301), events.length + 1);
+    expect(store.loads).toBe(loads + 1);
+    await projector.stop();
+    expect(store.records(ACCOUNT, 'hot')).toHaveLength(hotRows + 1);
+    expect(store.records(ACCOUNT, 'medium0')).toHaveLength(mediumRows + 1);
   });
 });
 
