@@ -13,7 +13,7 @@ import { setFlagsFromString } from 'node:v8';
  * ms wall; the slowest appends came in trains that began at such a collection in the gateway or records.
  * With the factor at 5 (this value): 24 in the gateway and 29 in records in the same run's length, and the
  * collections left are V8's external-memory trigger (Buffers), which this factor does not move. Ack p99 at
- * half the peak went from 98–130 ms to 54–88 ms over five runs each; the peak RSS stayed within 10% (the
+ * half the peak went from 98–130 ms (three runs) to 54–88 ms (six runs); the peak RSS stayed within 10% (the
  * live heap is small, so five times it is too).
  *
  * Not for the projector: its live heap is the dataset states (hundreds of MB, bounded by

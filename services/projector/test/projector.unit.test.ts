@@ -207,22 +207,27 @@ describe('Projector', () => {
   });
 });
 
+/** Steps and events of the named datasets of ACCOUNT, for the memory-bound tests. */
+function namedDatasets(names: readonly string[]) {
+  const ds = (name: string): number => names.indexOf(name);
+  const define = (name: string): Step => ({ kind: 'define', ds: ds(name), keyed: false });
+  /** `count` rows appended to `name`, 500 a request. */
+  const fill = (name: string, count: number, seed: number): Step[] =>
+    Array.from({ length: Math.ceil(count / 500) }, (_, i): Step => ({ kind: 'append', ds: ds(name), count: Math.min(500, count - i * 500), seed: seed + i, deleteBy: null, repeat: 1 }));
+  const events = (steps: readonly Step[]): DatasetEvent[] => eventsOf(steps, { account: ACCOUNT, datasets: names });
+  /** Events of `steps` after a stream's own (the same incarnations: eventsOf numbers them by definition). */
+  const later = (steps: readonly Step[]): DatasetEvent[] => events([...names.map(define), ...steps]).slice(names.length);
+  return { define, fill, events, later };
+}
+
 describe('Projector: which states the memory bound drops', () => {
   // Ten datasets defined first and left idle (tiny, the least recently touched), then one of LARGE_STATE_ROWS
   // rows and more, then a small one that takes the states over the bound.
   const tiny = Array.from({ length: 10 }, (_, i) => `tiny${i}`);
   const names = [...tiny, 'big', 'late'];
-  const ds = (name: string): number => names.indexOf(name);
-  const fill = (name: string, count: number, seed: number): Step[] =>
-    Array.from({ length: Math.ceil(count / 500) }, (_, i): Step => ({ kind: 'append', ds: ds(name), count: Math.min(500, count - i * 500), seed: seed + i, deleteBy: null, repeat: 1 }));
+  const { define, fill, events, later } = namedDatasets(names);
   const bigRows = LARGE_STATE_ROWS + 100;
-  const stream = eventsOf(
-    [...tiny.map((name): Step => ({ kind: 'define', ds: ds(name), keyed: false })), { kind: 'define', ds: ds('big'), keyed: false }, ...fill('big', bigRows, 10), { kind: 'define', ds: ds('late'), keyed: false }, ...fill('late', 100, 20)],
-    { account: ACCOUNT, datasets: names },
-  );
-  /** Events of `steps` after the stream's own (the same incarnations: eventsOf numbers them by definition). */
-  const later = (steps: readonly Step[]): DatasetEvent[] =>
-    eventsOf([...names.map((name): Step => ({ kind: 'define', ds: ds(name), keyed: false })), ...steps], { account: ACCOUNT, datasets: names }).slice(names.length);
+  const stream = events([...tiny.map(define), define('big'), ...fill('big', bigRows, 10), define('late'), ...fill('late', 100, 20)]);
   // Over the bound only once `late` holds its rows.
   const held = tiny.length + (1 + bigRows) + (1 + 100);
   const maxRows = held - 10;
@@ -236,7 +241,7 @@ describe('Projector: which states the memory bound drops', () => {
     expect(projector.stats().cachedRows).toBe(held - (1 + bigRows));
     // The next event of each tiny dataset finds its state in memory; the big one's is loaded.
     const loads = store.loads;
-    const more = later(tiny.map((name): Step => ({ kind: 'append', ds: ds(name), count: 1, seed: 30, deleteBy: null, repeat: 1 })));
+    const more = later(tiny.flatMap((name) => fill(name, 1, 30)));
     await deliver(0, more, stream.length);
     expect(store.loads).toBe(loads);
     await deliver(0, later(fill('big', 1, 40)), stream.length + more.length);
@@ -301,22 +306,16 @@ describe('Projector: which states the memory bound drops', () => {
     // then a small one that takes the states over the bound: the large state is among the newest half of the
     // held rows, so the least recently touched medium state goes, as plain LRU would drop it.
     const medium = Array.from({ length: 6 }, (_, i) => `medium${i}`);
-    const all = [...medium, 'hot', 'last'];
-    const at = (name: string): number => all.indexOf(name);
-    const rows = (name: string, count: number, seed: number): Step[] =>
-      Array.from({ length: Math.ceil(count / 500) }, (_, i): Step => ({ kind: 'append', ds: at(name), count: Math.min(500, count - i * 500), seed: seed + i, deleteBy: null, repeat: 1 }));
+    const named = namedDatasets([...medium, 'hot', 'last']);
     const mediumRows = LARGE_STATE_ROWS - 212;
     const hotRows = LARGE_STATE_ROWS + 188;
-    const events = eventsOf(
-      [
-        ...medium.flatMap((name, i): Step[] => [{ kind: 'define', ds: at(name), keyed: false }, ...rows(name, mediumRows, 10 * i)]),
-        { kind: 'define', ds: at('hot'), keyed: false },
-        ...rows('hot', hotRows, 100),
-        { kind: 'define', ds: at('last'), keyed: false },
-        ...rows('last', 100, 200),
-      ],
-      { account: ACCOUNT, datasets: all },
-    );
+    const events = named.events([
+      ...medium.flatMap((name, i): Step[] => [named.define(name), ...named.fill(name, mediumRows, 10 * i)]),
+      named.define('hot'),
+      ...named.fill('hot', hotRows, 100),
+      named.define('last'),
+      ...named.fill('last', 100, 200),
+    ]);
     const total = medium.length * (1 + mediumRows) + (1 + hotRows) + (1 + 100);
     const { source, store, projector, deliver } = setup({ maxRows: total - 10 });
     await projector.start(source);
@@ -326,8 +325,7 @@ describe('Projector: which states the memory bound drops', () => {
     expect(projector.stats().cachedRows).toBe(total - (1 + mediumRows));
     // The large state is still held: its next event needs no load; the oldest medium one's does.
     const loads = store.loads;
-    const next = (name: string, seed: number): DatasetEvent[] =>
-      eventsOf([...all.map((n): Step => ({ kind: 'define', ds: at(n), keyed: false })), ...rows(name, 1, seed)], { account: ACCOUNT, datasets: all }).slice(all.length);
+    const next = (name: string, seed: number): DatasetEvent[] => named.later(named.fill(name, 1, seed));
     await deliver(0, next('hot', 300), events.length);
     expect(store.loads).toBe(loads);
     await deliver(0, next('medium0', 301), events.length + 1);
