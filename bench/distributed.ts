@@ -37,6 +37,8 @@
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
  *                    with `node --import tsx bench/cpuprofile.ts FILE`); the profiler slows them
  *   --env K=V,…      extra environment for the services (e.g. PUSHBASE_PROJECTOR_FLUSH_MS=250)
+  --node-args=F    extra node flags for every service (e.g. --node-args=--trace-gc), or for some:
+                   "projector=--single-threaded-gc;gateway=--trace-gc"
  *   --log FILE       every line the services write, prefixed with the time and the service's name
  */
 import type { ChildProcess } from 'node:child_process';
@@ -75,6 +77,7 @@ const { values: flags } = parseArgs({
     'max-seconds': { type: 'string' },
     'cpu-prof': { type: 'string' },
     env: { type: 'string' },
+    'node-args': { type: 'string' },
     log: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
@@ -96,6 +99,18 @@ function intOption(name: Flag, def: number, min: number, max: number): number {
   if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer in ${min}..${max}, got "${raw}"`);
   return n;
 }
+function nodeArgsOption(raw: string): Record<ServiceName, string[]> {
+  const split = (flagsText: string): string[] => flagsText.split(/\s+/).filter(Boolean);
+  const scoped = raw.split(';').map((part) => /^\s*(\w+)=(.*)$/.exec(part));
+  if (raw.trim() === '' || scoped.some((m) => m === null)) return Object.fromEntries(SERVICES.map((n) => [n, split(raw)])) as Record<ServiceName, string[]>;
+  const out = Object.fromEntries(SERVICES.map((n) => [n, [] as string[]])) as Record<ServiceName, string[]>;
+  for (const m of scoped) {
+    const service = m![1] as ServiceName;
+    if (!SERVICES.includes(service)) throw new Error(`--node-args: no service "${service}" (one of ${SERVICES.join(', ')})`);
+    out[service].push(...split(m![2]!));
+  }
+  return out;
+}
 const opts = {
   seconds: intOption('seconds', 20, 1, 300),
   warmup: intOption('warmup', 3, 0, 60),
@@ -116,6 +131,8 @@ const opts = {
       .filter((kv) => kv.includes('='))
       .map((kv) => [kv.slice(0, kv.indexOf('=')).trim(), kv.slice(kv.indexOf('=') + 1).trim()]),
   ) as Record<string, string>,
+  /** Extra node flags: `FLAGS` for every service, or `service=FLAGS;service=FLAGS` for some. */
+  nodeArgs: nodeArgsOption(option('node-args', '')),
 };
 if (opts.watch > opts.accounts) throw new Error('--watch must not exceed --accounts');
 
@@ -418,9 +435,13 @@ async function main(): Promise<void> {
   line(`  rate limit raised to ${fmt(RATE_LIMIT)}/min per key (PUSHBASE_RATE_LIMIT_PER_MINUTE) so the load is not capped at 60/min`);
   line(`  servers: ${process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'}, ${process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123'}, ${process.env.PUSHBASE_REDIS_URL ?? 'redis://127.0.0.1:6379'}`);
   if (Object.keys(opts.env).length > 0) line(`  extra service environment: ${JSON.stringify(opts.env)}`);
+  if (SERVICES.some((n) => opts.nodeArgs[n].length > 0)) line(`  extra node flags: ${JSON.stringify(opts.nodeArgs)}`);
 
   try {
-    const nodeArgs = (service: ServiceName): string[] => (opts.cpuProf === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf, service)}`]);
+    const nodeArgs = (service: ServiceName): string[] => [
+      ...opts.nodeArgs[service],
+      ...(opts.cpuProf === '' ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.resolve(opts.cpuProf, service)}`]),
+    ];
     const logFile = opts.log === '' ? undefined : createWriteStream(opts.log);
     stack = new TestStack({
       keys: Object.fromEntries(accounts.map((a, i) => [a, keys[i]!])),
