@@ -19,8 +19,9 @@ export class RowBinaryWriter {
   private buf: Buffer;
   private at = 0;
 
-  constructor(initialBytes = 1 << 20) {
-    this.buf = Buffer.allocUnsafe(initialBytes);
+  /** `initial`: a size to allocate, or a buffer to write into (a writer reusing an earlier one's, `buffer()`). */
+  constructor(initial: number | Buffer = 1 << 20) {
+    this.buf = typeof initial === 'number' ? Buffer.allocUnsafe(initial) : initial;
   }
 
   get length(): number {
@@ -80,6 +81,14 @@ export class RowBinaryWriter {
   /** The bytes written so far (a view, not a copy). */
   bytes(): Buffer {
     return this.buf.subarray(0, this.at);
+  }
+
+  /**
+   * The whole buffer written into (grown as needed), for a later writer to reuse once nothing reads
+   * `bytes()` any more.
+   */
+  buffer(): Buffer {
+    return this.buf;
   }
 
   private ensure(n: number): void {

@@ -54,6 +54,8 @@ import type { DatasetViews } from './views';
 export const MAX_INSERT_ROWS = 500_000;
 /** Bytes per write: below min_insert_block_size_bytes (256 MiB) of current versions, so one block. */
 export const MAX_INSERT_BYTES = 128 * 1024 * 1024;
+/** The largest encoding buffer a store keeps for its next write (see `scratch`). */
+const MAX_SCRATCH_BYTES = 32 * 1024 * 1024;
 
 /** The records table's columns a write sends, in the order its RowBinary rows hold them (the num_i ALIAS columns are derived). */
 export const RECORDS_INSERT_COLUMNS: readonly string[] = ['account', 'dataset', 'incarnation', 'row_key', 'version', 'seq', 'deleted', 'head', ...STORED_COLUMNS.map((c) => c.stored)];
@@ -172,6 +174,19 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
 
   private readonly onViewsError: (e: unknown) => void;
 
+  /*
+   * The buffer the last landed write encoded its rows into, reused by the next write. Why: a write's body
+   * lives for the whole insert (hundreds of ms under load), so a fresh one every write outlived two
+   * scavenges and reached the old generation, and V8 starts a full mark-compact of the whole heap whenever
+   * such external memory grew by 64 MB since the last one (a fixed limit, no flag). In the projector that
+   * was a full marking of its 400–600 MB of held dataset states every ~5 s at 60,000 rows/s, for buffers
+   * only: three quarters of its large allocations were these bodies (bench:distributed, a Buffer
+   * allocation count by stack). One long-lived buffer, grown to the largest write's body, makes none of
+   * that garbage. One larger than MAX_SCRATCH_BYTES (a flush size far above the default's ~13 MB) is not
+   * kept.
+   */
+  private scratch: Buffer | undefined;
+
   // ── ProjectionStore ──
 
   async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
@@ -183,8 +198,12 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     // a live row needs the definition of its own incarnation (a batch may delete and re-create a dataset).
     const newest = new Map<string, number>();
     const definitions = new Map<string, DatasetDefinition>();
-    // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order.
-    const w = new RowBinaryWriter(4096 + rows.length * 256);
+    // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order, into the buffer of the
+    // last write that landed when there is one (`scratch` says why); a write running beside another gets
+    // a buffer of its own.
+    const scratch = this.scratch;
+    this.scratch = undefined;
+    const w = new RowBinaryWriter(scratch ?? 4096 + rows.length * 256);
     const noSlots: readonly (Slot | undefined)[] = STORED_COLUMNS.map(() => undefined);
     for (const h of heads) {
       checkAccount(h.account);
@@ -248,6 +267,9 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
       this.writeHeads(heads),
     ]);
     if (records.status === 'rejected') throw records.reason;
+    // Landed: the server has read the whole body, nothing holds it any more. (After a failure the buffer
+    // is not reused: a request given up on may still be sending it.)
+    if (w.buffer().length <= MAX_SCRATCH_BYTES) this.scratch = w.buffer();
     if (listing.status === 'rejected') throw listing.reason;
     // After the rows landed, so a view never shows an incarnation whose rows are not written. Views are
     // derived, so their failure (a DDL refused, a missing grant) never fails the write: ingestion goes on,

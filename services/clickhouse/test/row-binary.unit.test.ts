@@ -44,4 +44,18 @@ describe('RowBinaryWriter', () => {
     expect(got.length).toBe(100 + [...Array(100).keys()].reduce((n, i) => n + `row-${i}`.length, 0));
     expect(Buffer.from(got.slice(1, 6)).toString()).toBe('row-0');
   });
+
+  it('writes into a buffer handed to it from the start, leaving nothing of what the buffer held before', () => {
+    const first = new RowBinaryWriter(64);
+    first.string('a much longer first body than the second');
+    const reused = first.buffer();
+    const second = new RowBinaryWriter(reused);
+    second.string('ab');
+    expect([...second.bytes()]).toStrictEqual([2, 0x61, 0x62]);
+    // The same memory, no copy: a reuse allocates nothing until it must grow.
+    expect(second.buffer()).toBe(reused);
+    for (let i = 0; i < 20; i++) second.string('0123456789');
+    expect(second.buffer()).not.toBe(reused);
+    expect(second.bytes().length).toBe(3 + 20 * 11);
+  });
 });

@@ -201,6 +201,31 @@ describe('ClickHouseProjection store', () => {
     expect([...((await db.store.load(account, 'dated'))?.state?.rows.values() ?? [])]).toEqual(records);
   });
 
+  it('a write into the buffer of a larger one before it stores its own rows only', async () => {
+    // The store encodes each write into the buffer of the last one that landed (store.ts, `scratch`).
+    const account = freshAccount();
+    const definition = parseDefinition({ fields: { s: { type: 'string', name: 'S' }, n: { type: 'number', name: 'N' } } });
+    let s: State = initialState();
+    let offset = 0;
+    const write = async (events: DatasetEvent[]): Promise<void> => {
+      const batch = emptyBatch();
+      for (const e of events) s = projectEvent(s, e, { partition: 2, offset: offset++ }, batch);
+      await writeBatch(db.store, batch);
+    };
+    const large = Array.from({ length: 400 }, (_, i) => ({ s: `${'long value '.repeat(8)}${i}`, n: i }));
+    await write([
+      { ...base(account, 'large', 'i1'), type: 'DatasetDefined', definition },
+      { ...base(account, 'large', 'i1'), type: 'RecordsAppended', records: large, delete_by: null },
+    ]);
+    const small = [{ s: 'x', n: -1 }];
+    await write([
+      { ...base(account, 'small', 'i2'), type: 'DatasetDefined', definition },
+      { ...base(account, 'small', 'i2'), type: 'RecordsAppended', records: small, delete_by: null },
+    ]);
+    expect([...((await db.store.load(account, 'small'))?.state?.rows.values() ?? [])]).toEqual(small);
+    expect([...((await db.store.load(account, 'large'))?.state?.rows.values() ?? [])]).toEqual(large);
+  });
+
   it('loadMany reads many datasets in a few queries, each as load gives it, and mends the heads table of each', async () => {
     const account = freshAccount();
     const dated = parseDefinition({ fields: { d: { type: 'date', name: 'D' }, n: { type: 'number', name: 'N' } } });
