@@ -37,8 +37,9 @@
  *   --cpu-prof DIR   every service writes a V8 CPU profile into DIR/<service> when it stops (summarise one
  *                    with `node --import tsx bench/cpuprofile.ts FILE`); the profiler slows them
  *   --env K=V,…      extra environment for the services (e.g. PUSHBASE_PROJECTOR_FLUSH_MS=250)
-  --node-args=F    extra node flags for every service (e.g. --node-args=--trace-gc), or for some:
-                   "projector=--single-threaded-gc;gateway=--trace-gc"
+ *   --node-args=F    extra node flags (split on spaces): for every service when F starts with "-"
+ *                    (--node-args=--trace-gc), else for some, as SERVICE=FLAGS;… with SERVICE one of
+ *                    gateway, schema, records, projector ("--node-args=projector=--trace-gc;records=--trace-gc --trace-incremental-marking")
  *   --log FILE       every line the services write, prefixed with the time and the service's name
  */
 import type { ChildProcess } from 'node:child_process';
@@ -99,15 +100,22 @@ function intOption(name: Flag, def: number, min: number, max: number): number {
   if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer in ${min}..${max}, got "${raw}"`);
   return n;
 }
+/**
+ * `--node-args`: flags (split on spaces) for every service when the value starts with "-", else
+ * `service=FLAGS` parts separated by ";" (a flag's value cannot hold ";").
+ */
 function nodeArgsOption(raw: string): Record<ServiceName, string[]> {
   const split = (flagsText: string): string[] => flagsText.split(/\s+/).filter(Boolean);
-  const scoped = raw.split(';').map((part) => /^\s*(\w+)=(.*)$/.exec(part));
-  if (raw.trim() === '' || scoped.some((m) => m === null)) return Object.fromEntries(SERVICES.map((n) => [n, split(raw)])) as Record<ServiceName, string[]>;
+  const text = raw.trim();
+  if (text === '' || text.startsWith('-')) return Object.fromEntries(SERVICES.map((n) => [n, split(text)])) as Record<ServiceName, string[]>;
   const out = Object.fromEntries(SERVICES.map((n) => [n, [] as string[]])) as Record<ServiceName, string[]>;
-  for (const m of scoped) {
-    const service = m![1] as ServiceName;
-    if (!SERVICES.includes(service)) throw new Error(`--node-args: no service "${service}" (one of ${SERVICES.join(', ')})`);
-    out[service].push(...split(m![2]!));
+  for (const part of text.split(';').filter((p) => p.trim() !== '')) {
+    const m = /^\s*([a-z]+)\s*=(.*)$/.exec(part);
+    const service = m?.[1] as ServiceName | undefined;
+    if (m === null || service === undefined || !SERVICES.includes(service)) {
+      throw new Error(`--node-args: "${part.trim()}" is not SERVICE=FLAGS with SERVICE one of ${SERVICES.join(', ')} (or start the value with "-" for every service)`);
+    }
+    out[service].push(...split(m[2]!));
   }
   return out;
 }
@@ -131,7 +139,6 @@ const opts = {
       .filter((kv) => kv.includes('='))
       .map((kv) => [kv.slice(0, kv.indexOf('=')).trim(), kv.slice(kv.indexOf('=') + 1).trim()]),
   ) as Record<string, string>,
-  /** Extra node flags: `FLAGS` for every service, or `service=FLAGS;service=FLAGS` for some. */
   nodeArgs: nodeArgsOption(option('node-args', '')),
 };
 if (opts.watch > opts.accounts) throw new Error('--watch must not exceed --accounts');

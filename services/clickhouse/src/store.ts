@@ -199,11 +199,12 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     const newest = new Map<string, number>();
     const definitions = new Map<string, DatasetDefinition>();
     // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order, into the buffer of the
-    // last write that landed when there is one (`scratch` says why); a write running beside another gets
-    // a buffer of its own.
+    // last write that landed when it is as large as this write's estimate (`scratch` says why); a write
+    // running beside another gets a buffer of its own.
+    const estimate = 4096 + rows.length * 256;
     const scratch = this.scratch;
     this.scratch = undefined;
-    const w = new RowBinaryWriter(scratch ?? 4096 + rows.length * 256);
+    const w = new RowBinaryWriter(scratch !== undefined && scratch.length >= estimate ? scratch : estimate);
     const noSlots: readonly (Slot | undefined)[] = STORED_COLUMNS.map(() => undefined);
     for (const h of heads) {
       checkAccount(h.account);

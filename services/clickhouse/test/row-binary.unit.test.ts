@@ -45,7 +45,7 @@ describe('RowBinaryWriter', () => {
     expect(Buffer.from(got.slice(1, 6)).toString()).toBe('row-0');
   });
 
-  it('writes into a buffer handed to it from the start, leaving nothing of what the buffer held before', () => {
+  it('writes into a buffer handed to it from the start: its bytes() hold nothing of what the buffer held before', () => {
     const first = new RowBinaryWriter(64);
     first.string('a much longer first body than the second');
     const reused = first.buffer();
