@@ -252,10 +252,8 @@ describe('Projector: which states the memory bound drops', () => {
 
   it('loads the datasets a batch misses 8 to a query, and skips the events their loaded positions cover', async () => {
     const many = Array.from({ length: 20 }, (_, i) => `m${i}`);
-    const defined = eventsOf(
-      many.map((_, i): Step => ({ kind: 'define', ds: i, keyed: false })),
-      { account: ACCOUNT, datasets: many },
-    );
+    const { define, events: manyEvents } = namedDatasets(many);
+    const defined = manyEvents(many.map(define));
     const first = setup();
     await first.projector.start(first.source);
     await first.deliver(0, defined, 0);
@@ -279,12 +277,10 @@ describe('Projector: which states the memory bound drops', () => {
 
   it('still keeps to the bound when every state is tiny, dropping the least recently touched', async () => {
     const many = Array.from({ length: 60 }, (_, i) => `d${i}`);
+    const named = namedDatasets(many);
     const { source, store, projector, deliver } = setup({ maxRows: 50 });
     await projector.start(source);
-    const defined = eventsOf(
-      many.map((_, i): Step => ({ kind: 'define', ds: i, keyed: false })),
-      { account: ACCOUNT, datasets: many },
-    );
+    const defined = named.events(many.map(named.define));
     await deliver(0, defined, 0);
     await projector.drained();
     // 60 states of weight 1: over 50 once, dropped down to 45 (90%), the oldest first.
@@ -292,11 +288,10 @@ describe('Projector: which states the memory bound drops', () => {
     expect(projector.stats().evictions).toBeGreaterThan(0);
     // The newest state is held, the oldest was dropped and loads back.
     const loads = store.loads;
-    const append = (i: number): DatasetEvent[] =>
-      eventsOf([...many.map((_, j): Step => ({ kind: 'define', ds: j, keyed: false })), { kind: 'append', ds: i, count: 1, seed: 1, deleteBy: null, repeat: 1 }], { account: ACCOUNT, datasets: many }).slice(many.length);
-    await deliver(0, append(59), defined.length);
+    const append = (name: string): DatasetEvent[] => named.later(named.fill(name, 1, 1));
+    await deliver(0, append('d59'), defined.length);
     expect(store.loads).toBe(loads);
-    await deliver(0, append(0), defined.length + 1);
+    await deliver(0, append('d0'), defined.length + 1);
     expect(store.loads).toBe(loads + 1);
     await projector.stop();
   });
