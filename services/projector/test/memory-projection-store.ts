@@ -1,4 +1,5 @@
 import type { DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
+import { heldState } from '../src/project';
 import type { StoredDatasetRef, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
 
 /*
@@ -60,12 +61,7 @@ export class MemoryProjectionStore implements ProjectionStore {
     if (head.deleted) return { state: undefined, position: head.position };
     const rows = new Map<RowKey, DatasetRecord>();
     const numbered = head.definition.unique_by.length === 0;
-    // `dates`: the values of the date and datetime fields only, as ProjectionStore.load promises.
-    const dates = options.values === 'dates' ? Object.keys(head.definition.fields).filter((k) => ['date', 'datetime'].includes(head.definition.fields[k]?.type ?? '')) : undefined;
-    for (const r of this.liveRows(account, dataset, head.incarnation)) {
-      const record = r.record as DatasetRecord;
-      rows.set(numbered ? Number(r.row_key) : r.row_key, dates === undefined ? record : Object.fromEntries(dates.map((k) => [k, record[k] ?? null])));
-    }
+    for (const r of this.liveRows(account, dataset, head.incarnation)) rows.set(numbered ? Number(r.row_key) : r.row_key, r.record as DatasetRecord);
     const state: DatasetState = {
       account,
       id: dataset,
@@ -76,7 +72,9 @@ export class MemoryProjectionStore implements ProjectionStore {
       rows,
       nextRow: head.next_row,
     };
-    return { state, position: head.position };
+    // `dates`: the values of the date and datetime fields only, as ProjectionStore.load promises (and as
+    // the projector holds records: heldState, which store.int checks the ClickHouse store's `dates` against).
+    return { state: options.values === 'dates' ? heldState(state) : state, position: head.position };
   }
 
   /** Live rows of one incarnation, oldest insertion first: what `FINAL … WHERE deleted = 0 ORDER BY seq` reads. */
