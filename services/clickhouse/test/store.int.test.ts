@@ -18,7 +18,7 @@ import {
 import { command, connectClickHouse, selectRows, type ClickHouseConnection } from '../src/client';
 import { heldState } from '@pushbase/projector';
 import { ClickHouseProjection } from '../src/store';
-import { emptyBatch, plain, projectEvent, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
+import { emptyBatch, partitionStream, plain, projectEvent, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
 
 /*
  * The ClickHouse projection store against a real ClickHouse (18.16 here): exact round trips of every field
@@ -168,11 +168,8 @@ describe('ClickHouseProjection store', () => {
     });
     const undated = parseDefinition({ fields: { k: { type: 'string', name: 'K' }, n: { type: 'number', name: 'N' } }, unique_by: ['k'] });
     const batch = emptyBatch();
-    let s: State = initialState();
-    let offset = 0;
-    const apply = (e: DatasetEvent): void => {
-      s = projectEvent(s, e, { partition: 1, offset: offset++ }, batch);
-    };
+    const fold = partitionStream(1);
+    const apply = (e: DatasetEvent): void => fold(batch, e);
     apply({ ...base(account, 'dated', 'i1'), type: 'DatasetDefined', definition: dated });
     apply({ ...base(account, 'undated', 'i2'), type: 'DatasetDefined', definition: undated });
     const records: DatasetRecord[] = [
@@ -205,11 +202,10 @@ describe('ClickHouseProjection store', () => {
     // The store encodes each write into the buffer of the last one that landed (store.ts, `scratch`).
     const account = freshAccount();
     const definition = parseDefinition({ fields: { s: { type: 'string', name: 'S' }, n: { type: 'number', name: 'N' } } });
-    let s: State = initialState();
-    let offset = 0;
+    const apply = partitionStream(2);
     const write = async (events: DatasetEvent[]): Promise<void> => {
       const batch = emptyBatch();
-      for (const e of events) s = projectEvent(s, e, { partition: 2, offset: offset++ }, batch);
+      for (const e of events) apply(batch, e);
       await writeBatch(db.store, batch);
     };
     const large = Array.from({ length: 400 }, (_, i) => ({ s: `${'long value '.repeat(8)}${i}`, n: i }));
@@ -233,7 +229,7 @@ describe('ClickHouseProjection store', () => {
         { ...base(account, `both${i}`, `b${i}`), type: 'DatasetDefined', definition },
         { ...base(account, `both${i}`, `b${i}`), type: 'RecordsAppended', records, delete_by: null },
       ];
-      for (const e of events) s = projectEvent(s, e, { partition: 2, offset: offset++ }, batches[i]!);
+      for (const e of events) apply(batches[i]!, e);
     });
     await Promise.all(batches.map((b) => writeBatch(db.store, b)));
     for (const [i, records] of both.entries()) expect([...((await db.store.load(account, `both${i}`))?.state?.rows.values() ?? [])]).toEqual(records);
@@ -244,11 +240,7 @@ describe('ClickHouseProjection store', () => {
     const dated = parseDefinition({ fields: { d: { type: 'date', name: 'D' }, n: { type: 'number', name: 'N' } } });
     const keyed = parseDefinition({ fields: { k: { type: 'string', name: 'K' } }, unique_by: ['k'] });
     const names = Array.from({ length: 20 }, (_, i) => `ds${i}`);
-    let s: State = initialState();
-    let offset = 0;
-    const apply = (batch: Batch, e: DatasetEvent): void => {
-      s = projectEvent(s, e, { partition: 2, offset: offset++ }, batch);
-    };
+    const apply = partitionStream(2);
     const first = emptyBatch();
     names.forEach((name, i) => {
       apply(first, { ...base(account, name, `i${i}`), type: 'DatasetDefined', definition: i % 2 === 0 ? dated : keyed });

@@ -71,6 +71,18 @@ export function projectEvent(state: State, event: DatasetEvent, position: Stream
   return state;
 }
 
+/**
+ * One partition's stream from an empty state: each event given is folded at the partition's next offset
+ * (from 0), its rows and head added to the batch given with it.
+ */
+export function partitionStream(partition: number): (batch: Batch, event: DatasetEvent) => void {
+  let state: State = initialState();
+  let offset = 0;
+  return (batch, event) => {
+    state = projectEvent(state, event, { partition, offset: offset++ }, batch);
+  };
+}
+
 export const writeBatch = (store: ProjectionStore, batch: Batch): Promise<void> => store.write(batch.rows, [...batch.heads.values()]);
 
 /** Folds events into a state of their own (a copy: evolve consumes what it is given). */
