@@ -4,7 +4,7 @@ import { loadRecordsConfig } from '../src/config';
 describe('loadRecordsConfig', () => {
   it('has defaults for everything, the transactional id derived from the host and the topic', () => {
     const c = loadRecordsConfig({});
-    expect(c.kafka).toMatchObject({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', appendTimeoutMs: 30_000, lingerMs: 5 });
+    expect(c.kafka).toMatchObject({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', appendTimeoutMs: 30_000, lingerMs: 1 });
     expect(c.kafka.transactionalId).toBe(`pushbase-records.${hostname().replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64)}.pushbase.dataset-events`);
     // No drain delay unless asked: locally the drain's GOAWAY is enough.
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
@@ -24,7 +24,7 @@ describe('loadRecordsConfig', () => {
       PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '20000',
       PUSHBASE_RECORDS_LINGER_MS: '',
     });
-    expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', transactionalId: 'records-0', appendTimeoutMs: 20_000, lingerMs: 5 });
+    expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', transactionalId: 'records-0', appendTimeoutMs: 20_000, lingerMs: 1 });
     expect(c.grpc).toEqual({ host: '0.0.0.0', port: 7001, drainMs: 5000 });
     expect(c.redis).toEqual({ url: 'redis://r:6380', prefix: 'p:' });
   });
