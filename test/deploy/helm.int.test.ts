@@ -98,6 +98,14 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
     expect(service.spec.ports).toEqual([expect.objectContaining({ name: 'grpc', port, targetPort: 'grpc' })]);
   }
 
+  // The records pod decides writes in threads sized to its CPU limit, not to the node's cores (what an unset
+  // PUSHBASE_RECORDS_WRITE_WORKERS would count).
+  const records = named(objects, 'Deployment', name('records')).spec.template.spec.containers[0];
+  const limit = String(records.resources.limits.cpu);
+  const limitCores = limit.endsWith('m') ? Number(limit.slice(0, -1)) / 1000 : Number(limit);
+  const workers = loadRecordsConfig(envOf(records, secrets)).writeWorkers;
+  expect({ limit, workers }).toEqual({ limit, workers: Math.max(1, Math.floor(limitCores)) });
+
   // Metrics (docs/metrics.md): schema, records and the projector serve GET /metrics on a listener of their
   // own, on 0.0.0.0 at the port the container names `metrics`; the gateway on its admin port. Each pod
   // tells Prometheus's annotation-based discovery where.

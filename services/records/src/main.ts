@@ -1,3 +1,4 @@
+import { createWritePool } from '@pushbase/app';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
@@ -11,6 +12,8 @@ export interface RunningRecords {
   readonly appender: KafkaEventAppender;
   /** The port of its GET /metrics listener (PUSHBASE_METRICS_PORT). */
   readonly metricsPort: number;
+  /** Threads deciding writes beside the event loop (PUSHBASE_RECORDS_WRITE_WORKERS); 0 when on the event loop. */
+  readonly writeWorkers: number;
   /** Health NOT_SERVING, calls still taken for the drain delay (PUSHBASE_GRPC_DRAIN_MS), then those in flight drained (cancelled after the shutdown timeout), Kafka and Redis closed. */
   stop(): Promise<void>;
 }
@@ -47,7 +50,11 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     lingerMs: config.kafka.lingerMs,
     metrics: kafkaAppenderMetrics(metrics),
   });
-  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log });
+  // Deciding a write makes every parsed record, and collecting those on the event loop pauses every write in
+  // flight: in worker threads it pauses only the one being decided (services/app/src/write-pool.ts).
+  const pool = createWritePool(config.writeWorkers);
+  if (config.writeWorkers > 0 && pool === undefined) log('warn', 'write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
+  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log, ...(pool === undefined ? {} : { decider: pool.decider }) });
   let port: number;
   let metricsListener: RunningMetricsListener | undefined;
   try {
@@ -55,6 +62,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     metricsListener = await startMetricsListener(metrics, config.metrics);
   } catch (e) {
     await server.grpc.shutdown(0, 0).catch(() => undefined);
+    await pool?.close();
     await appender.close();
     redis.disconnect();
     throw e;
@@ -70,6 +78,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     topic: config.kafka.topic,
     transactional_id: config.kafka.transactionalId,
     redis_prefix: config.redis.prefix,
+    write_workers: pool?.threads ?? 0,
   });
   let stopped: Promise<void> | undefined;
   return {
@@ -77,10 +86,13 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     server,
     appender,
     metricsPort: metricsListener.port,
+    writeWorkers: pool?.threads ?? 0,
     stop: () =>
       (stopped ??= (async () => {
         await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
         try {
+          // No call is left to decide a write.
+          await pool?.close();
           await appender.close();
         } finally {
           await redis.quit().catch(() => redis.disconnect());
