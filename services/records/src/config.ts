@@ -18,9 +18,7 @@ const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
  * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
- * none on one core, where they would only add hand-offs. Measured with bench:distributed on 2 cores, 0, 1
- * and 2 alternated twice: the event loop's own collections of every parsed record were what stalled the
- * writes in flight (docs/operations.md).
+ * none on one core, where a worker would compete with the event loop for it (measured: docs/operations.md).
  */
 export const defaultRecordsWriteWorkers = (cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores));
 

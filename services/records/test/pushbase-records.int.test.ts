@@ -110,6 +110,12 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
     health.close();
     client.close();
   }
-  expect((await readTopic(admin, topic)).map((e) => e.type)).toEqual(['RecordsAppended', 'RecordsReplaced', 'RecordsAppended']);
+  // What the workers encoded is what the topic holds: the incarnation validated against, the records as sent.
+  const events = await readTopic(admin, topic);
+  expect(events.map((e) => [e.type, e.incarnation, 'records' in e ? e.records : undefined])).toEqual([
+    ['RecordsAppended', 'inc-1', [{ amount: 1 }]],
+    ['RecordsReplaced', 'inc-1', [{ amount: 2 }]],
+    ['RecordsAppended', 'inc-1', [{ amount: 3 }]],
+  ]);
   expect(lines.map((l) => l.msg)).toContain('shutting down');
 });
