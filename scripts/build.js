@@ -48,10 +48,11 @@ const page = esbuild.build({
 const server = esbuild
   .build({
     // The server, and the write-pool and snapshot-pool threads it starts from beside itself
-    // (services/embedded/src/write-pool.ts, snapshot-pool.ts).
+    // (services/app/src/write-pool.ts: the embedded server's and the records service's;
+    // services/embedded/src/snapshot-pool.ts).
     entryPoints: {
       pushbase: path.join(root, 'services/cli/src/main.ts'),
-      'write-worker': path.join(root, 'services/embedded/src/write-worker.ts'),
+      'write-worker': path.join(root, 'services/app/src/write-worker.ts'),
       'snapshot-worker': path.join(root, 'services/embedded/src/snapshot-worker.ts'),
     },
     outdir: path.join(root, 'dist'),

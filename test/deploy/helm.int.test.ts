@@ -11,7 +11,7 @@ import path from 'node:path';
 import { parseTrustedProxies } from '@pushbase/gateway';
 import { loadGatewayConfig } from '../../services/gateway/src/config';
 import { loadSchemaConfig } from '../../services/schema/src/config';
-import { loadRecordsConfig } from '../../services/records/src/config';
+import { defaultRecordsWriteWorkers, loadRecordsConfig } from '../../services/records/src/config';
 import { loadMigrateConfig, loadProjectorConfig } from '../../services/projector/src/config';
 import { SERVICES } from '../../services/cli/src/distributed';
 import { byKind, chart, component, envOf, helm, HELM_VERSION, isHook, matches, named, render, root, type K8sObject } from './chart';
@@ -97,6 +97,13 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
     expect(matches(service.spec.selector, d.spec.template.metadata.labels)).toBe(true);
     expect(service.spec.ports).toEqual([expect.objectContaining({ name: 'grpc', port, targetPort: 'grpc' })]);
   }
+
+  // The records pod decides writes in threads sized to its CPU limit by the service's own rule.
+  const records = named(objects, 'Deployment', name('records')).spec.template.spec.containers[0];
+  const limit = String(records.resources.limits.cpu);
+  const limitCores = limit.endsWith('m') ? Number(limit.slice(0, -1)) / 1000 : Number(limit);
+  const workers = loadRecordsConfig(envOf(records, secrets)).writeWorkers;
+  expect({ limit, workers }).toEqual({ limit, workers: defaultRecordsWriteWorkers(Math.floor(limitCores)) });
 
   // Metrics (docs/metrics.md): schema, records and the projector serve GET /metrics on a listener of their
   // own, on 0.0.0.0 at the port the container names `metrics`; the gateway on its admin port. Each pod

@@ -15,11 +15,12 @@ describe.each([
   ['on the event loop', '0'],
   ['with write workers', '2'],
 ])('pipelined requests on one TLS connection, %s', (_label, workers) => {
-  const s = new TestServer({ env: { ...UNLIMITED, PUSHBASE_WRITE_WORKERS: workers } });
+  const s = new TestServer({ env: { ...UNLIMITED, PUSHBASE_WRITE_WORKERS: workers, PUSHBASE_RECORDS_WRITE_WORKERS: workers } });
   beforeAll(async () => {
     await s.start();
     const listening = s.output.map((l) => (l.includes('"msg":"listening"') ? JSON.parse(l) : undefined)).find((m) => m !== undefined);
-    // Write workers are threads of the embedded record service; the distributed services do not have them.
+    // Write workers are threads of the embedded server and, distributed, of the records service (whose
+    // "listening" line is not the gateway's, which this reads).
     if (!s.distributed) expect(listening.write_workers).toBe(Number(workers));
   });
   afterAll(async () => {

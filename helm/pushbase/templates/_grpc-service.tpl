@@ -1,6 +1,6 @@
 {{/*
 The Deployment and Service of a stateless gRPC service (schema.yaml, records.yaml): ({root, component,
-svc, portVariable}). Listens on 0.0.0.0 so the gateways (and the kubelet's gRPC probes) reach it; on
+svc, portVariable, env}), env being the service's own variables as a list of {name, value}. Listens on 0.0.0.0 so the gateways (and the kubelet's gRPC probes) reach it; on
 SIGTERM its health turns NOT_SERVING for PUSHBASE_GRPC_DRAIN_MS, so readiness fails and the endpoint leaves
 the Service, then the calls in flight finish within PUSHBASE_SHUTDOWN_TIMEOUT_MS; the grace period covers both.
 */}}
@@ -54,6 +54,9 @@ spec:
               value: {{ $svc.drainMs | quote }}
             - name: PUSHBASE_SHUTDOWN_TIMEOUT_MS
               value: {{ $svc.shutdownTimeoutMs | quote }}
+            {{- with .env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
             {{- include "pushbase.metricsEnv" $root | nindent 12 }}
             {{- include "pushbase.kafkaEnv" $root | nindent 12 }}
             {{- include "pushbase.redisEnv" $root | nindent 12 }}

@@ -4,7 +4,7 @@ import { decideAppend, decideReplace, parseJsonBody, type DatasetEvent, type Dat
 /*
  * The CPU-heavy half of a write — parse the JSON body, validate and normalise every record, serialise the
  * event — is pure and needs only the dataset's schema, so it can run anywhere: here, or in a pool of worker
- * threads beside the event loop (services/embedded/src/write-pool.ts), which is what the embedded server does.
+ * threads beside the event loop (write-pool.ts), which is what the embedded server and the records service do.
  */
 
 export type WriteKind = 'append' | 'replace';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { createAccountAdmin, createRecordService, createSchemaService, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
+import { createAccountAdmin, createRecordService, createSchemaService, createWritePool, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
@@ -13,7 +13,6 @@ import { lockDataDir, type DataDirLock } from './data-dir-lock';
 import { loadOrCreateAdminToken } from './side-files';
 import { loadOrCreateTls } from './tls';
 import { createSnapshotPool } from './snapshot-pool';
-import { createWritePool } from './write-pool';
 
 export interface RunningEmbedded {
   readonly port: number;

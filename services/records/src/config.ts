@@ -1,4 +1,4 @@
-import { hostname } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { z } from 'zod';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
@@ -15,6 +15,12 @@ const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.tr
 const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
 const text = () => z.preprocess(blankToUndefined, z.string().optional());
 const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
+
+/**
+ * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
+ * none on one core, where a worker would compete with the event loop for it (measured: docs/operations.md).
+ */
+export const defaultRecordsWriteWorkers = (cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores));
 
 const schema = z
   .object({
@@ -60,6 +66,8 @@ const schema = z
     // alternating 5/1/0 twice on one machine: ack p50 at half the peak 12.6-13.0 ms at 5, 8.5-10.5 ms at 1,
     // 8.3-8.4 ms at 0; the same CPU in every service and no lower peak (docs/operations.md).
     PUSHBASE_RECORDS_LINGER_MS: integer(1, 0, 1000),
+    // 0: decide on the event loop.
+    PUSHBASE_RECORDS_WRITE_WORKERS: integer(defaultRecordsWriteWorkers(), 0, 64),
     // As `npm start`'s: how long SIGTERM waits for calls in flight before cancelling them.
     PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
   })
@@ -83,6 +91,7 @@ const schema = z
       telemetry: telemetryConfigOf(e),
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+      writeWorkers: e.PUSHBASE_RECORDS_WRITE_WORKERS,
     }),
   );
 

@@ -1,3 +1,4 @@
+import { createWritePool } from '@pushbase/app';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
@@ -11,6 +12,8 @@ export interface RunningRecords {
   readonly appender: KafkaEventAppender;
   /** The port of its GET /metrics listener (PUSHBASE_METRICS_PORT). */
   readonly metricsPort: number;
+  /** Threads deciding writes beside the event loop (PUSHBASE_RECORDS_WRITE_WORKERS); 0 when on the event loop. */
+  readonly writeWorkers: number;
   /** Health NOT_SERVING, calls still taken for the drain delay (PUSHBASE_GRPC_DRAIN_MS), then those in flight drained (cancelled after the shutdown timeout), Kafka and Redis closed. */
   stop(): Promise<void>;
 }
@@ -22,7 +25,7 @@ export interface RecordsHooks {
 /**
  * The composition root of `pushbase records`: Redis (the schema store), the Kafka appender (transactional,
  * services/kafka/src/appender.ts), the record service behind its gRPC server. Writes
- * `{"msg":"listening","grpc_port":N,"metrics_port":M}` once it serves (metrics: docs/metrics.md). It starts while Kafka is down (its writes are then
+ * `{"msg":"listening","grpc_port":N,"metrics_port":M,"write_workers":W}` once it serves (metrics: docs/metrics.md). It starts while Kafka is down (its writes are then
  * refused with 503 until Kafka is back), not while Redis is: nothing could be validated.
  */
 export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}): Promise<RunningRecords> {
@@ -47,7 +50,11 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     lingerMs: config.kafka.lingerMs,
     metrics: kafkaAppenderMetrics(metrics),
   });
-  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log });
+  // Why beside the event loop: services/app/src/write-pool.ts.
+  const pool = createWritePool(config.writeWorkers);
+  const writeWorkers = pool?.threads ?? 0;
+  if (config.writeWorkers > 0 && pool === undefined) log('warn', 'write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
+  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log, ...(pool === undefined ? {} : { decider: pool.decider }) });
   let port: number;
   let metricsListener: RunningMetricsListener | undefined;
   try {
@@ -55,6 +62,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     metricsListener = await startMetricsListener(metrics, config.metrics);
   } catch (e) {
     await server.grpc.shutdown(0, 0).catch(() => undefined);
+    await pool?.close().catch(() => undefined);
     await appender.close();
     redis.disconnect();
     throw e;
@@ -70,6 +78,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     topic: config.kafka.topic,
     transactional_id: config.kafka.transactionalId,
     redis_prefix: config.redis.prefix,
+    write_workers: writeWorkers,
   });
   let stopped: Promise<void> | undefined;
   return {
@@ -77,10 +86,13 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     server,
     appender,
     metricsPort: metricsListener.port,
+    writeWorkers,
     stop: () =>
       (stopped ??= (async () => {
         await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
         try {
+          // No call is left to decide a write; a pool that fails to close must not keep Kafka open.
+          await pool?.close().catch((e: unknown) => log('warn', 'write pool did not close', { error: e instanceof Error ? e.message : String(e) }));
           await appender.close();
         } finally {
           await redis.quit().catch(() => redis.disconnect());

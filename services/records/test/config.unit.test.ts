@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { loadRecordsConfig } from '../src/config';
+import { defaultRecordsWriteWorkers, loadRecordsConfig } from '../src/config';
 
 describe('loadRecordsConfig', () => {
   it('has defaults for everything, the transactional id derived from the host and the topic', () => {
@@ -9,6 +9,11 @@ describe('loadRecordsConfig', () => {
     // No drain delay unless asked: locally the drain's GOAWAY is enough.
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
+    expect(c.writeWorkers).toBe(defaultRecordsWriteWorkers());
+  });
+
+  it('decides writes in one thread per core, at most 4, and on the event loop on one core', () => {
+    expect([1, 2, 3, 4, 8, 64].map((cores) => defaultRecordsWriteWorkers(cores))).toEqual([0, 2, 3, 4, 4, 4]);
   });
 
   it('takes every variable, blank meaning default', () => {
@@ -23,10 +28,12 @@ describe('loadRecordsConfig', () => {
       PUSHBASE_RECORDS_TRANSACTIONAL_ID: 'records-0',
       PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '20000',
       PUSHBASE_RECORDS_LINGER_MS: '',
+      PUSHBASE_RECORDS_WRITE_WORKERS: '0',
     });
     expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', transactionalId: 'records-0', appendTimeoutMs: 20_000, lingerMs: 1 });
     expect(c.grpc).toEqual({ host: '0.0.0.0', port: 7001, drainMs: 5000 });
     expect(c.redis).toEqual({ url: 'redis://r:6380', prefix: 'p:' });
+    expect(c.writeWorkers).toBe(0);
   });
 
   it('refuses bad values, naming each', () => {
@@ -34,6 +41,7 @@ describe('loadRecordsConfig', () => {
     expect(() => loadRecordsConfig({ PUSHBASE_RECORDS_TRANSACTIONAL_ID: 'has space' })).toThrow(/PUSHBASE_RECORDS_TRANSACTIONAL_ID/);
     expect(() => loadRecordsConfig({ PUSHBASE_GRPC_DRAIN_MS: '-1' })).toThrow(/PUSHBASE_GRPC_DRAIN_MS/);
     expect(() => loadRecordsConfig({ PUSHBASE_GRPC_DRAIN_MS: '1.5' })).toThrow(/PUSHBASE_GRPC_DRAIN_MS/);
+    expect(() => loadRecordsConfig({ PUSHBASE_RECORDS_WRITE_WORKERS: '-1' })).toThrow(/PUSHBASE_RECORDS_WRITE_WORKERS/);
     // An append timeout at the gRPC clients' write deadline would turn settled writes into caller timeouts.
     expect(() => loadRecordsConfig({ PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '59000' })).toThrow(/write deadline/);
   });

@@ -14,7 +14,8 @@ import { body, readTopic, SchemaFixture } from './support';
 
 /*
  * The shipped bundle as a deployment runs it: `pushbase records` says where it listens, reports SERVING,
- * writes over gRPC into the topic, and on SIGTERM turns NOT_SERVING, keeps answering for the drain delay
+ * writes over gRPC into the topic (decided in its write-worker threads, refusals crossing back with their
+ * code and message), and on SIGTERM turns NOT_SERVING, keeps answering for the drain delay
  * (PUSHBASE_GRPC_DRAIN_MS), drains and exits 0.
  */
 
@@ -60,6 +61,7 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
       PUSHBASE_RECORDS_GRPC_PORT: '0',
       PUSHBASE_RECORDS_TRANSACTIONAL_ID: randomName('pushbase-records-cli'),
       PUSHBASE_GRPC_DRAIN_MS: String(DRAIN_MS),
+      PUSHBASE_RECORDS_WRITE_WORKERS: '2',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -67,11 +69,11 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const lines: { msg?: string; grpc_port?: number }[] = [];
+  const lines: { msg?: string; grpc_port?: number; write_workers?: number }[] = [];
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`pushbase records did not say "listening" within 30 s: ${JSON.stringify(lines)} ${stderr}`)), 30_000);
     createInterface({ input: child.stdout }).on('line', (line) => {
-      const msg = JSON.parse(line) as { msg?: string; grpc_port?: number };
+      const msg = JSON.parse(line) as { msg?: string; grpc_port?: number; write_workers?: number };
       lines.push(msg);
       if (msg.msg === 'listening' && typeof msg.grpc_port === 'number') {
         clearTimeout(timer);
@@ -89,8 +91,13 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
   try {
     await expect(health.check('')).resolves.toBe('SERVING');
     await expect(health.check('pushbase.v1.RecordService')).resolves.toBe('SERVING');
+    expect(lines.find((l) => l.msg === 'listening')?.write_workers).toBe(2);
     await client.append({ account, id: 'sales', json: body([{ amount: 1 }]) });
     await client.replace({ account, id: 'sales', json: body([{ amount: 2 }]) });
+    // Refused in a worker: nothing is written, and the answer keeps the domain's code and message.
+    await expect(client.append({ account, id: 'sales', json: body([{ amount: 1 }, { amount: 'x' }]) })).rejects.toMatchObject({ code: 'invalid', message: expect.stringMatching(/amount/) });
+    await expect(client.append({ account, id: 'sales', json: Buffer.from('{"data": [') })).rejects.toMatchObject({ code: 'invalid' });
+    await expect(client.append({ account, id: 'nope', json: body([{ amount: 1 }]) })).rejects.toMatchObject({ code: 'not_found' });
 
     const signalled = Date.now();
     child.kill('SIGTERM');
@@ -103,6 +110,12 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
     health.close();
     client.close();
   }
-  expect((await readTopic(admin, topic)).map((e) => e.type)).toEqual(['RecordsAppended', 'RecordsReplaced', 'RecordsAppended']);
+  // What the workers encoded is what the topic holds: the incarnation validated against, the records as sent.
+  const events = await readTopic(admin, topic);
+  expect(events.map((e) => [e.type, e.incarnation, 'records' in e ? e.records : undefined])).toEqual([
+    ['RecordsAppended', 'inc-1', [{ amount: 1 }]],
+    ['RecordsReplaced', 'inc-1', [{ amount: 2 }]],
+    ['RecordsAppended', 'inc-1', [{ amount: 3 }]],
+  ]);
   expect(lines.map((l) => l.msg)).toContain('shutting down');
 });

@@ -1,4 +1,4 @@
-import { decideWriteText, type RawWriteCommand } from '@pushbase/app';
+import { decideWriteText, type RawWriteCommand } from './write-decider';
 import { eventHeads, type EventHead } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import Piscina from 'piscina';

@@ -23,7 +23,7 @@ const cmd = (body: unknown, kind: RawWriteCommand['kind'] = 'append'): RawWriteC
 describe('the write pool', () => {
   let pool: WritePool;
   beforeAll(() => {
-    const created = createWritePool(2, WRITE_WORKER_FILE.replace(/services\/embedded\/src/, 'dist'));
+    const created = createWritePool(2, WRITE_WORKER_FILE.replace(/services\/app\/src/, 'dist'));
     if (created === undefined) throw new Error('dist/write-worker.js is missing: the global setup should have built it');
     pool = created;
   });
