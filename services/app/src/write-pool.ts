@@ -10,9 +10,8 @@ import type { WriteTask, WriteTaskError, WriteTaskResult } from './write-worker'
  * The embedded server and the records service decide writes (parse + validate + serialise: most of a
  * write's CPU) in worker threads, so the event loop only does TLS, HTTP, the log and the fold (embedded),
  * or gRPC and Kafka (records). The garbage a decision makes (every parsed record) is then collected in a
- * worker's own heap: its pauses hold up the writes that worker decides, not the event loop every request
- * in flight goes through. The event loop does not even
- * decode what a worker encoded: the events come back as their heads plus the encoded bytes, and their
+ * worker's own heap (in the records service, the event loop's scavenges halved). The event loop does not
+ * even decode what a worker encoded: the events come back as their heads plus the encoded bytes, and their
  * records are built from those bytes only when something reads them (the domain's RowMap keeps appended
  * rows encoded until then). Piscina runs the pool.
  */
