@@ -18,7 +18,8 @@ const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
  * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
- * none on one core, where a worker would compete with the event loop for it (measured: docs/operations.md).
+ * none on one core, where a worker would only compete with the event loop for it (not measured there; the
+ * 2-core figures are in docs/operations.md).
  */
 export const defaultRecordsWriteWorkers = (cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores));
 
