@@ -1,8 +1,9 @@
 {{/*
 The Deployment and Service of a stateless gRPC service (schema.yaml, records.yaml): ({root, component,
-svc, portVariable, env}), env being the service's own variables as a list of {name, value}. Listens on 0.0.0.0 so the gateways (and the kubelet's gRPC probes) reach it; on
-SIGTERM its health turns NOT_SERVING for PUSHBASE_GRPC_DRAIN_MS, so readiness fails and the endpoint leaves
-the Service, then the calls in flight finish within PUSHBASE_SHUTDOWN_TIMEOUT_MS; the grace period covers both.
+svc, portVariable, env}), env being the service's own variables as a list of {name, value}. Listens on
+0.0.0.0 so the gateways (and the kubelet's gRPC probes) reach it; on SIGTERM its health turns NOT_SERVING
+for PUSHBASE_GRPC_DRAIN_MS, so readiness fails and the endpoint leaves the Service, then the calls in
+flight finish within PUSHBASE_SHUTDOWN_TIMEOUT_MS; the grace period covers both.
 */}}
 {{- define "pushbase.grpcService" -}}
 {{- $root := .root -}}

@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { eventsFromEncodedBatch } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
@@ -24,9 +25,28 @@ export interface WritePool {
   close(): Promise<void>;
 }
 
-/** A pool of `threads` workers, or undefined when the bundled worker is not there (running from sources). */
-export function createWritePool(threads: number, filename: string = WRITE_WORKER_FILE): WritePool | undefined {
-  if (threads <= 0 || !existsSync(filename)) return undefined;
+/**
+ * The default pool size of both users: none on one core, where a worker would only compete with the event
+ * loop for it (reasoned, not measured), else the cores plus `extra`, at most 4. The embedded server takes one
+ * more than its cores and the records service one per core; their configs say why, with figures.
+ */
+export const defaultWriteWorkerCount = (extra: number, cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores + extra));
+
+export interface WritePoolOptions {
+  /** The bundled worker; tests point it elsewhere. */
+  readonly filename?: string;
+  /** Told when workers were asked for but the bundled worker is not there (running from sources). */
+  readonly onUnavailable?: (message: string) => void;
+}
+
+/** A pool of `threads` workers, or undefined when none were asked for or the bundled worker is not there. */
+export function createWritePool(threads: number, options: WritePoolOptions = {}): WritePool | undefined {
+  const filename = options.filename ?? WRITE_WORKER_FILE;
+  if (threads <= 0) return undefined;
+  if (!existsSync(filename)) {
+    options.onUnavailable?.(`write workers unavailable (no bundled ${path.basename(filename)}): deciding writes on the event loop`);
+    return undefined;
+  }
   const pool = new Piscina<WriteTask, WriteTaskResult | WriteTaskError>({ filename, minThreads: threads, maxThreads: threads, idleTimeout: Infinity });
   const decider: WriteDecider = async (cmd, dataset) => {
     // The body may be a view into a much larger buffer (a socket's read slab), which a structured clone

@@ -23,7 +23,7 @@ const cmd = (body: unknown, kind: RawWriteCommand['kind'] = 'append'): RawWriteC
 describe('the write pool', () => {
   let pool: WritePool;
   beforeAll(() => {
-    const created = createWritePool(2, WRITE_WORKER_FILE.replace(/services\/app\/src/, 'dist'));
+    const created = createWritePool(2, { filename: WRITE_WORKER_FILE.replace(/services\/app\/src/, 'dist') });
     if (created === undefined) throw new Error('dist/write-worker.js is missing: the global setup should have built it');
     pool = created;
   });
@@ -97,6 +97,8 @@ describe('the write pool', () => {
 
   it('is not created without threads or without the bundled worker', () => {
     expect(createWritePool(0)).toBeUndefined();
-    expect(createWritePool(1, '/nonexistent/write-worker.js')).toBeUndefined();
+    const told: string[] = [];
+    expect(createWritePool(1, { filename: '/nonexistent/write-worker.js', onUnavailable: (m) => told.push(m) })).toBeUndefined();
+    expect(told).toEqual(['write workers unavailable (no bundled write-worker.js): deciding writes on the event loop']);
   });
 });

@@ -1,19 +1,20 @@
 import { availableParallelism } from 'node:os';
+import { defaultWriteWorkerCount } from '@pushbase/app';
 import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from '@pushbase/gateway';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { z } from 'zod';
 
 /**
- * One write worker more than the cores, at most 4; none on one core (not measured there: writes stay on the
- * event loop, as before). A write passes the event loop, a worker and the event
- * loop again, so with one worker per spare core (the old default: 1 on 2 cores) requests queued behind the
- * one busy worker while the other core idled. Measured on 2 cores (`npm run bench -- --phases
- * parse,throughput --concurrency 16 --keys 1000`, ratio to the JSON.parse ceiling, runs alternating):
+ * One write worker more than the cores, at most 4; none on one core (the rule: defaultWriteWorkerCount).
+ * A write passes the event loop, a worker and the event loop again, so with one worker per spare core (the
+ * old default: 1 on 2 cores) requests queued behind the one busy worker while the other core idled. Measured
+ * on 2 cores (`npm run bench -- --phases parse,throughput --concurrency 16 --keys 1000`, ratio to the
+ * JSON.parse ceiling, runs alternating):
  * 1 worker 0.15–0.18, p99 71–80 ms; 2 workers 0.20–0.22, p99 44–48 ms; 3 workers 0.23–0.26, p99 36–54 ms;
  * 4 workers 0.20–0.22, p99 38–63 ms. Each worker is a V8 isolate with its own heap: the server held
  * 1.0 GiB RSS after that run with 3 workers against 0.8 GiB with 1 (5 M records held).
  */
-export const defaultWriteWorkers = (cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores + 1));
+export const defaultWriteWorkers = (cores: number = availableParallelism()): number => defaultWriteWorkerCount(1, cores);
 
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
 

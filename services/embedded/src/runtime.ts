@@ -101,8 +101,7 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
     // An account's datasets are deleted as the public API deletes one: DatasetDeleted through the schema service.
     datasets: { ids: async (account) => (await projection.listDatasets(account)).map((d) => d.id), delete: (account, id) => schemas.delete({ account, id }) },
   });
-  const writePool = createWritePool(config.writeWorkers);
-  if (config.writeWorkers > 0 && writePool === undefined) log('write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
+  const writePool = createWritePool(config.writeWorkers, { onUnavailable: log });
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   // Called inside the failed request (its span active): the line carries its trace_id.
   const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');

@@ -1,5 +1,6 @@
 import { availableParallelism, hostname } from 'node:os';
 import { z } from 'zod';
+import { defaultWriteWorkerCount } from '@pushbase/app';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
@@ -18,10 +19,9 @@ const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
  * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
- * none on one core, where a worker would only compete with the event loop for it (not measured there; the
- * 2-core figures are in docs/operations.md).
+ * none on one core (the rule: defaultWriteWorkerCount; the 2-core figures are in docs/operations.md).
  */
-export const defaultRecordsWriteWorkers = (cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores));
+export const defaultRecordsWriteWorkers = (cores: number = availableParallelism()): number => defaultWriteWorkerCount(0, cores);
 
 const schema = z
   .object({

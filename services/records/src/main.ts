@@ -51,9 +51,8 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     metrics: kafkaAppenderMetrics(metrics),
   });
   // Why beside the event loop: services/app/src/write-pool.ts.
-  const pool = createWritePool(config.writeWorkers);
+  const pool = createWritePool(config.writeWorkers, { onUnavailable: (message) => log('warn', message) });
   const writeWorkers = pool?.threads ?? 0;
-  if (config.writeWorkers > 0 && pool === undefined) log('warn', 'write workers unavailable (no bundled write-worker.js): deciding writes on the event loop');
   const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log, ...(pool === undefined ? {} : { decider: pool.decider }) });
   let port: number;
   let metricsListener: RunningMetricsListener | undefined;
