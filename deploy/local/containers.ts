@@ -52,7 +52,7 @@ async function startKafka(): Promise<{ container: StartedTestContainer; brokers:
       KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS: '10',
       KAFKA_AUTO_CREATE_TOPICS_ENABLE: 'false',
       KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS: '0',
-      KAFKA_HEAP_OPTS: '-Xms128m -Xmx512m',
+      KAFKA_HEAP_OPTS: '-Xms1g -Xmx1g',
     })
     .withWaitStrategy(Wait.forLogMessage(/Kafka Server started/))
     .withStartupTimeout(180_000)

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import * as path from 'node:path';
 import { readServicesConfig, type ServicesConfig } from '../../deploy/local/config';
@@ -50,6 +50,16 @@ describe('local servers (deploy/local)', () => {
       ['clickhouse', true, 'number'],
       ['redis', true, 'number'],
     ]);
+
+    // ClickHouse runs below the others' CPU priority, its threads and (where the kernel has them) its
+    // session's scheduling group both.
+    const niceness = (pid: number): number => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[16]);
+    const pids = Object.fromEntries(running.map((s) => [s.name, s.pid!]));
+    expect([niceness(pids.kafka!), niceness(pids.clickhouse!), niceness(pids.redis!)]).toEqual([0, 10, 0]);
+    if (existsSync(`/proc/${pids.clickhouse}/autogroup`)) {
+      expect(readFileSync(`/proc/${pids.clickhouse}/autogroup`, 'utf8')).toMatch(/ nice 10\n$/);
+      expect(readFileSync(`/proc/${pids.kafka}/autogroup`, 'utf8')).toMatch(/ nice 0\n$/);
+    }
 
     await expect(up(c, quiet)).resolves.toEqual([]);
     expect((await status(c)).map((s) => s.pid)).toEqual(running.map((s) => s.pid));
