@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
-import { closeSync, existsSync, openSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readlinkSync } from 'node:fs';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
+import { setAutogroupNiceness } from '../../services/projector/src/priority';
 import type { Endpoint, ServicesConfig } from './config';
 import { clickhouseAnswers, kafkaAnswers, redisAnswers, waitUntilAnswering } from './probes';
 
@@ -48,7 +49,7 @@ export type Say = (line: string, kind: 'progress' | 'provision') => void;
 interface Command {
   readonly file: string;
   readonly args: readonly string[];
-  /** A lower CPU priority than the other servers' (a nice value, 1..19); see `launch`. */
+  /** Run below the other servers' CPU priority: added to this script's niceness, as nice(1) does. */
   readonly niceness?: number;
 }
 
@@ -243,11 +244,8 @@ function kafkaJava(c: ServicesConfig, libs: string, mainClass: string, args: rea
   return {
     file: java,
     args: [
-      // Kafka's own start scripts' heap and G1 settings. A smaller heap (it was 128m..512m) paused the
-      // broker for 10-70 ms every second or two under load: 128 MiB of it is the log cleaner's dedupe
-      // buffer, live for good, so G1 found the old generation over its threshold and ran a marking cycle
-      // (two more pauses) after nearly every young collection. A benchmark run had 86 pauses then, 18-22
-      // now (docs/operations.md).
+      // Kafka's own start scripts' heap and G1 settings: at 512m at most, the log cleaner's 128 MiB
+      // buffer kept G1 marking after nearly every young collection (docs/operations.md, "The broker's heap").
       '-Xms1g',
       '-Xmx1g',
       '-XX:+UseG1GC',
@@ -343,13 +341,9 @@ async function prepareClickHouse(c: ServicesConfig): Promise<Command> {
   await writeFile(users, usersConfig(await readFile('/etc/clickhouse-server/users.xml', 'utf8'), mergeThreads()));
   return {
     file: server,
-    // ClickHouse's work here is bulk work in the background: the projector's inserts and their merges,
-    // 0.4 of a core while the benchmark appends 37,000-40,000 records/s, with a freshness budget of a
-    // second. A write's answer waits on the gateway, records, Redis and Kafka, never on ClickHouse, but at
-    // the same priority ClickHouse's bursts took the cores from them. Yielding to them, the ack p99 at
-    // 50,000 records/s went from 113 and 62 ms to 34 and 49 ms, at half the peak from 87 and 66 ms to 55
-    // and 45 ms, with the same end-to-end peak and freshness (`npm run bench:distributed -- --seconds 15`,
-    // runs alternated, 2 cores; docs/operations.md).
+    // Its inserts and merges are background work with a second of freshness budget; a write's answer never
+    // waits on them, but at the same priority their bursts took the cores from the path it does wait on
+    // (docs/operations.md, "Sharing one machine", has the figures).
     niceness: 10,
     // Debian's config with everything that is per-server overridden on the command line, without systemd.
     args: [
@@ -476,20 +470,6 @@ export async function status(c: ServicesConfig): Promise<ServerStatus[]> {
   return Promise.all(Object.values(specs(c)).map(statusOf));
 }
 
-/**
- * Where the kernel groups processes by session (sched_autogroup, Debian's default), the scheduler first
- * shares the CPU between sessions, and a nice value only ranks threads inside one. A detached server is
- * a session of its own, so its niceness also goes to its session's group; without autogroups there is
- * no such file, and the threads' own niceness does the work.
- */
-function setAutogroupNiceness(pid: number, niceness: number): void {
-  try {
-    writeFileSync(`/proc/${pid}/autogroup`, String(niceness));
-  } catch {
-    // No autogroups (or no /proc): nothing to set.
-  }
-}
-
 async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
   const command = await spec.prepare(p);
   const out = path.join(spec.home, 'out.log');
@@ -497,9 +477,11 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
   let exited: string | undefined;
   try {
     // Detached, in its own process group: it outlives this command (and jest's setup) until `down`.
-    // A niceness is set by `nice`, before the server starts, so that every thread it starts inherits it.
+    // A niceness is set by `nice` before the server starts, so every thread it starts inherits it.
     const nice = command.niceness === undefined ? undefined : findExecutable('nice');
-    const [file, args] = nice === undefined ? [command.file, command.args] : [nice, ['-n', String(command.niceness), command.file, ...command.args]];
+    if (command.niceness !== undefined && nice === undefined) p.say(`nice not found: ${spec.name} runs at the other servers' CPU priority`, 'progress');
+    const niced = nice === undefined || command.niceness === undefined ? undefined : { nice, by: command.niceness };
+    const [file, args] = niced === undefined ? [command.file, command.args] : [niced.nice, ['-n', String(niced.by), command.file, ...command.args]];
     const child = spawn(file, args, { cwd: spec.home, detached: true, stdio: ['ignore', fd, fd] });
     child.on('exit', (code, signal) => {
       exited = `exited (${signal ?? code}) before answering`;
@@ -509,7 +491,13 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
       child.once('error', reject);
     });
     child.unref();
-    if (command.niceness !== undefined && child.pid !== undefined) setAutogroupNiceness(child.pid, command.niceness);
+    // Between sessions the kernel's autogroups (where it has them, for processes in the root CPU cgroup)
+    // weigh the session's group, not the threads' niceness: the server leads its own session, so its
+    // group gets the niceness too (priority.ts says more).
+    if (niced !== undefined && child.pid !== undefined) {
+      const group = await setAutogroupNiceness(child.pid, Math.min(19, os.getPriority() + niced.by));
+      if (group.problem !== undefined) p.say(`${spec.name}: could not lower its session's CPU weight (${group.problem})`, 'progress');
+    }
     await writeFile(path.join(spec.home, 'pid'), `${child.pid}\n`);
   } finally {
     closeSync(fd);

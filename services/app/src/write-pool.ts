@@ -28,9 +28,11 @@ export interface WritePool {
 /**
  * The default pool size of both users: none on one core, where a worker would only compete with the event
  * loop for it (reasoned, not measured), else the cores plus `extra`, at most 4. The embedded server takes one
- * more than its cores and the records service one per core; their configs say why, with figures.
+ * more than its cores and the records service one per core; their configs say why (the records service's
+ * figures are in docs/operations.md).
  */
-export const defaultWriteWorkerCount = (extra: number, cores: number = availableParallelism()): number => (cores <= 1 ? 0 : Math.min(4, cores + extra));
+export const defaultWriteWorkerCount = (extra: number, cores: number = availableParallelism()): number =>
+  cores <= 1 ? 0 : Math.min(4, cores + extra);
 
 export interface WritePoolOptions {
   /** The bundled worker; tests point it elsewhere. */

@@ -96,8 +96,9 @@ describe('the write pool', () => {
   });
 
   it('is not created without threads or without the bundled worker', () => {
-    expect(createWritePool(0)).toBeUndefined();
     const told: string[] = [];
+    expect(createWritePool(0, { onUnavailable: (m) => told.push(m) })).toBeUndefined();
+    expect(told).toEqual([]); // none asked for: nothing to tell
     expect(createWritePool(1, { filename: '/nonexistent/write-worker.js', onUnavailable: (m) => told.push(m) })).toBeUndefined();
     expect(told).toEqual(['write workers unavailable (no bundled write-worker.js): deciding writes on the event loop']);
   });

@@ -59,6 +59,28 @@ function threadIds(): number[] {
   }
 }
 
+/**
+ * Gives the scheduling group of the session that `pid` leads (Linux autogroup) the niceness `nice`, where
+ * the kernel has autogroups: whether it was set, and why not when that failed. Also used by the local
+ * servers script (deploy/local) for the ClickHouse it starts. The caller sees to it that `pid` leads its
+ * session: otherwise the group is that of the shell it was started from.
+ */
+export async function setAutogroupNiceness(pid: number | 'self', nice: number): Promise<{ readonly set: boolean; readonly problem?: string }> {
+  if (readOr('/proc/sys/kernel/sched_autogroup_enabled')?.trim() !== '1') return { set: false };
+  for (let attempt = 0; ; attempt++) {
+    try {
+      writeFileSync(`/proc/${pid}/autogroup`, String(nice));
+      return { set: true };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EAGAIN' && attempt === 0) {
+        await sleep(110);
+        continue;
+      }
+      return { set: false, problem: `autogroup: ${e instanceof Error ? e.message : String(e)}` };
+    }
+  }
+}
+
 export async function yieldCpu(nice: number): Promise<Yielded> {
   const problems: string[] = [];
   for (const tid of threadIds()) {
@@ -70,22 +92,11 @@ export async function yieldCpu(nice: number): Promise<Yielded> {
     }
   }
   let autogroup = false;
-  const enabled = readOr('/proc/sys/kernel/sched_autogroup_enabled')?.trim() === '1';
   const stat = readOr('/proc/self/stat');
-  if (enabled && stat !== undefined && sessionIdOf(stat) === process.pid) {
-    for (let attempt = 0; !autogroup; attempt++) {
-      try {
-        writeFileSync('/proc/self/autogroup', String(nice));
-        autogroup = true;
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'EAGAIN' && attempt === 0) {
-          await sleep(110);
-          continue;
-        }
-        problems.push(`autogroup: ${e instanceof Error ? e.message : String(e)}`);
-        break;
-      }
-    }
+  if (stat !== undefined && sessionIdOf(stat) === process.pid) {
+    const group = await setAutogroupNiceness('self', nice);
+    autogroup = group.set;
+    if (group.problem !== undefined) problems.push(group.problem);
   }
   return { nice: os.getPriority(), autogroup, ...(problems.length === 0 ? {} : { problem: problems.join('; ') }) };
 }
