@@ -21,6 +21,9 @@
  *          A sample may overstate freshness by up to one round's period plus one poll, never understate it. Polled back to back (--poll-ms 0, as the bench did
  *          before), the polls alone kept about 0.65 of the 2 cores busy (ClickHouse ~33 %, gateway ~30 %,
  *          measured with no appends running): the instrument took a third of the machine it measured;
+ *   slow   in the half and rate phases, the share of acks over 50 ms as the load generator saw them, and the
+ *          share of the gateway's answers, records' Kafka appends and its transactions over 50 ms (the
+ *          services' own histograms, from /metrics): where the ack tail was lost;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
  *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
  *          raw insert rate the end-to-end rate is compared with (and, for context, the same rows in INSERTs
@@ -60,7 +63,7 @@ import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { TestStack } from '../test/helpers/distributed-stack';
 import { HighWatermarks } from '../test/helpers/high-watermarks';
-import { forkLoad, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
+import { forkLoad, SLOW_MS, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
 
 // ── Options ──────────────────────────────────────────────────────────────────────────────────────────
@@ -391,8 +394,62 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
 
 // ── The run ──────────────────────────────────────────────────────────────────────────────────────────
 
+// ── Where the slow answers were: the services' own histograms ────────────────────────────────────────
+
+/** The text of a service's GET /metrics (plain HTTP on loopback). */
+function metricsText(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path: '/metrics', timeout: 10_000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET /metrics on ${port}: ${res.statusCode}`))));
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('GET /metrics timed out')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A histogram's observations, and those over `overS` seconds, summed over the series whose labels include `match`. */
+interface Tally {
+  readonly count: number;
+  readonly over: number;
+}
+function tally(text: string, name: string, match: Record<string, string>, overS: number): Tally {
+  let count = 0;
+  let within = 0;
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
+    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1]!, l[2]!]));
+    if (!Object.entries(match).every(([k, v]) => labels[k] === v)) continue;
+    if (labels.le === '+Inf') count += Number(m[2]);
+    else if (Number(labels.le) === overS) within += Number(m[2]);
+  }
+  return { count, over: count - within };
+}
+
+/** What a paced phase's slow answers looked like from inside: the gateway's answers, records' appends and transactions. */
+interface Inside {
+  readonly gateway: Tally;
+  readonly appends: Tally;
+  readonly transactions: Tally;
+}
+async function insideTallies(s: TestStack): Promise<Inside> {
+  const [gateway, records] = await Promise.all([metricsText(s.running.metricsPort('gateway')!), metricsText(s.running.metricsPort('records')!)]);
+  const overS = SLOW_MS / 1000;
+  return {
+    gateway: tally(gateway, 'pushbase_http_request_duration_seconds', { route: '/datasets/:id/data', method: 'POST' }, overS),
+    appends: tally(records, 'pushbase_kafka_append_duration_seconds', { outcome: 'committed' }, overS),
+    transactions: tally(records, 'pushbase_kafka_transaction_duration_seconds', { outcome: 'committed' }, overS),
+  };
+}
+const minus = (a: Tally, b: Tally): Tally => ({ count: a.count - b.count, over: a.over - b.over });
+const share = (t: Tally): string => (t.count === 0 ? 'n/a' : `${fmt((100 * t.over) / t.count, 1)} % of ${fmt(t.count)}`);
+
 interface Phase {
   readonly result: LoadResult;
+  /** Paced phases: the services' own count of answers over SLOW_MS in the measured window. */
+  readonly inside?: Inside;
   readonly fresh: ReturnType<typeof freshness>;
   readonly pollMs: number;
   readonly watchErrors: number;
@@ -406,10 +463,18 @@ interface Phase {
 
 async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
   const running = load(req);
+  // In a paced phase, the services' histograms from the end of the warm-up to the end of the load: the
+  // requests still in flight at either end count in one and not the other, a few of hundreds.
+  const insideBefore = req.mode === 'paced' ? new Promise<void>((r) => setTimeout(r, req.warmupMs)).then(() => insideTallies(s)) : undefined;
   const watched = await watch(s, watchedAccounts, running);
   // Let the last appends become visible before judging freshness: polls go on for a bounded while. Meanwhile,
   // the moment the projector has applied every event acknowledged in the phase ends the end-to-end span.
   const result = await running;
+  const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, insideTallies(s)]);
+  const inside =
+    before === undefined || after === undefined
+      ? undefined
+      : { gateway: minus(after.gateway, before.gateway), appends: minus(after.appends, before.appends), transactions: minus(after.transactions, before.transactions) };
   const [tail, visibleAt] = await Promise.all([
     watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000))),
     projectorCaughtUp(s, 600_000).then(() => performance.timeOrigin + performance.now()),
@@ -423,6 +488,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   const endToEndS = (visibleAt - result.startedAt) / 1000;
   return {
     result,
+    ...(inside === undefined ? {} : { inside }),
     fresh,
     pollMs: pollMs * watchedAccounts.length,
     watchErrors: watched.errors + tail.errors,
@@ -430,6 +496,18 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   };
 }
 
+
+/**
+ * Where a paced phase's acks over SLOW_MS were: at the load generator, in the gateway (from a request's
+ * arrival to its answer), in records' Kafka appends (queueing behind the transaction before included) and in
+ * its transactions. An answer slow only at the load generator lost its time outside the gateway's handling:
+ * in TLS, the sockets or the generator's own event loop.
+ */
+function slowLine(p: Phase): void {
+  if (p.inside === undefined) return;
+  const generator = { count: p.result.ok, over: p.result.slow };
+  line(`  over ${SLOW_MS} ms: ${share(generator)} acks at the load generator; ${share(p.inside.gateway)} gateway answers; ${share(p.inside.appends)} Kafka appends and ${share(p.inside.transactions)} transactions in records`);
+}
 
 async function main(): Promise<void> {
   const t0 = performance.now();
@@ -527,11 +605,13 @@ async function main(): Promise<void> {
     line(`half (open loop at ${fmt(halfRps, 1)} appends/s, half the end-to-end peak):`);
     line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(halfPhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(halfPhase.fresh.samples, 0.99))} ms (${halfPhase.fresh.samples.length} samples, ${halfPhase.fresh.unseen} never seen)`);
+    slowLine(halfPhase);
     line(`  ${fmt(halfPhase.endToEnd.recordsPerS)} records/s end to end; the projector had applied every event ${fmt(halfPhase.endToEnd.lagS, 1)} s after the window`);
     const rateRecords = (ratePhase.result.ok / (ratePhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST;
     line(`rate (open loop at the target, ${fmt(targetRps, 1)} appends/s):`);
     line(`  ${fmt(rateRecords)} records/s; ack p50 ${fmt(ratePhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(ratePhase.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(ratePhase.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(ratePhase.fresh.samples, 0.99))} ms (${ratePhase.fresh.samples.length} samples, ${ratePhase.fresh.unseen} never seen)`);
+    slowLine(ratePhase);
     line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
     line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
     // Judged in each phase on its own: at the peak the closed loop holds the machine's every core, so the

@@ -62,12 +62,17 @@ export interface LoadResult {
   /** When the measured window ended (ms since the epoch). */
   readonly windowEndAt: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
+  /** 2xx answers inside the window that took longer than SLOW_MS. */
+  readonly slow: number;
   /** CPU seconds this process spent (user + system), to show what the generator itself cost. */
   readonly cpuSeconds: number;
   readonly timedOut: boolean;
   /** 2xx answers to watched targets, in the order they arrived (timed and paced modes). */
   readonly acks: readonly Ack[];
 }
+
+/** The bound `slow` counts answers over: the ack p99 target's. */
+export const SLOW_MS = 50;
 
 const describeError = (e: unknown): string => {
   if (!(e instanceof Error)) return String(e);
@@ -208,6 +213,7 @@ async function run(req: LoadRequest): Promise<LoadResult> {
     acknowledged,
     startedAt: performance.timeOrigin + started,
     windowEndAt: performance.timeOrigin + windowEnd,
+    slow: latencies.filter((l) => l > SLOW_MS).length,
     latencyMs: { p50: quantile(sorted, 0.5), p90: quantile(sorted, 0.9), p99: quantile(sorted, 0.99), max: sorted.length > 0 ? sorted[sorted.length - 1]! : NaN, mean },
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
     timedOut,
