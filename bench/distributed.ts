@@ -18,9 +18,10 @@
  *   fresh  in every phase, the datasets of --watch accounts are timed from each 2xx until the admin
  *          listener's listing counts its records: freshness p50/p99. The watched accounts' listings are
  *          polled one after another, a round every --poll-ms (or back to back when a round takes longer).
- *          A sample may overstate freshness by up to one round's period plus one poll, never understate it. Polled back to back (--poll-ms 0, as the bench did
- *          before), the polls alone kept about 0.65 of the 2 cores busy (ClickHouse ~33 %, gateway ~30 %,
- *          measured with no appends running): the instrument took a third of the machine it measured;
+ *          A sample may overstate freshness by up to one round's period plus one poll, never understate
+ *          it. Polled back to back (--poll-ms 0, as the bench did before), the polls alone kept about 0.65
+ *          of the 2 cores busy (ClickHouse ~33 %, gateway ~30 %, measured with no appends running): the
+ *          instrument took a third of the machine it measured;
  *   slow   in the half and rate phases, the share of acks over 50 ms as the load generator saw them, and the
  *          share of the gateway's answers, records' Kafka appends and its transactions over 50 ms (the
  *          services' own histograms, from /metrics): where the ack tail was lost;
@@ -42,7 +43,8 @@
  *   --env K=V,…      extra environment for the services (e.g. PUSHBASE_PROJECTOR_FLUSH_MS=250)
  *   --node-args=F    extra node flags (split on spaces): for every service when F starts with "-"
  *                    (--node-args=--trace-gc), else for some, as SERVICE=FLAGS;… with SERVICE one of
- *                    gateway, schema, records, projector ("--node-args=projector=--trace-gc;records=--trace-gc --trace-incremental-marking")
+ *                    gateway, schema, records, projector
+ *                    ("--node-args=projector=--trace-gc;records=--trace-gc --trace-incremental-marking")
  *   --log FILE       every line the services write, prefixed with the time and the service's name
  */
 import type { ChildProcess } from 'node:child_process';
@@ -55,7 +57,7 @@ import { parseArgs } from 'node:util';
 import { connectClickHouse, dropDatabase, migrate, quoteIdentifier } from '@pushbase/clickhouse';
 import { decideAppend, decideDefine, streamKey, type DatasetSummary } from '@pushbase/domain';
 import { project, type ProjectedDataset } from '@pushbase/projector';
-import { insertBody } from '../services/clickhouse/src/client';
+import { insertBody, selectRows } from '../services/clickhouse/src/client';
 import { storedPlan } from '../services/clickhouse/src/layout';
 import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
 import { RECORDS_INSERT_COLUMNS, writeRecordsRow } from '../services/clickhouse/src/store';
@@ -195,11 +197,15 @@ function peakRssMiB(pid: number): number {
 const line = (s = ''): boolean => process.stdout.write(`${s}\n`);
 const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const verdict = (ok: boolean): string => (ok ? 'met' : 'NOT met');
-const load = (req: LoadRequest): Promise<LoadResult> =>
-  forkLoad(req, (child) => {
-    generators.add(child);
-    child.once('exit', () => generators.delete(child));
-  });
+const load = (req: LoadRequest, windowOpen?: () => void): Promise<LoadResult> =>
+  forkLoad(
+    req,
+    (child) => {
+      generators.add(child);
+      child.once('exit', () => generators.delete(child));
+    },
+    windowOpen,
+  );
 function quantile(values: readonly number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
@@ -340,7 +346,17 @@ async function projectorCaughtUp(s: TestStack, timeoutMs: number): Promise<numbe
  * records table, one after the other: ClickHouse's own rate for these batches, without the projector's
  * bookkeeping (heads, validation of heads). For context, the same rows again in INSERTs of `flushRows`.
  */
-async function rawInsert(bodies: readonly string[], flushRows: number): Promise<{ perBatchRecordsPerS: number; perBatchMedianMs: number; flushSizeRecordsPerS: number }> {
+interface RawRate {
+  readonly perBatchRecordsPerS: number;
+  readonly perBatchMedianMs: number;
+  readonly flushSizeRecordsPerS: number;
+  /** How long the raw inserts waited for ClickHouse's merges to end, and how many still ran then. */
+  readonly mergeWaitS: number;
+  readonly stillMerging: number;
+  /** One-batch INSERTs ClickHouse delayed for too many parts (system.events DelayedInserts). */
+  readonly delayedInserts: number;
+}
+async function rawInsert(bodies: readonly string[], flushRows: number): Promise<RawRate> {
   const conn = connectClickHouse(process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123');
   const database = `pb_bench_raw_${randomBytes(5).toString('hex')}`;
   try {
@@ -372,6 +388,21 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
     await migrate(conn, database);
     const tables = [`${quoteIdentifier(database)}.raw_batches`, `${quoteIdentifier(database)}.raw_flush`];
     for (const t of tables) await conn.client.command({ query: `CREATE TABLE ${t} AS ${quoteIdentifier(database)}.records` });
+    // ClickHouse may still be merging the parts the phases wrote. Its two merge threads are then busy, the
+    // copy's one-part-per-INSERT pile up past parts_to_delay_insert (150), and it delays every INSERT on
+    // purpose (40-100 ms each, the rate a fifth of its own): a baseline that low flatters the ratio. So the
+    // raw inserts wait until no merge runs (at most 5 minutes), and say how many INSERTs were delayed.
+    const waitStart = performance.now();
+    let merging = Number.POSITIVE_INFINITY;
+    while (performance.now() - waitStart < 300_000) {
+      merging = Number((await selectRows<{ n: string }>(conn, 'SELECT count() AS n FROM system.merges', 'counting merges'))[0]?.n ?? 0);
+      if (merging === 0) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const mergeWaitS = (performance.now() - waitStart) / 1000;
+    const delayed = async (): Promise<number> =>
+      Number((await selectRows<{ n: string }>(conn, "SELECT sum(value) AS n FROM system.events WHERE event = 'DelayedInserts'", 'counting delayed inserts'))[0]?.n ?? 0);
+    const delayedBefore = await delayed();
     const records = opts.rawBatches * RECORDS_PER_REQUEST;
     const times: number[] = [];
     const t0 = performance.now();
@@ -381,18 +412,24 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
       times.push(performance.now() - t);
     }
     const perBatchMs = performance.now() - t0;
+    const delayedInserts = (await delayed()) - delayedBefore;
     const perFlush = Math.max(1, Math.floor(flushRows / RECORDS_PER_REQUEST));
     const t1 = performance.now();
     for (let i = 0; i < batches.length; i += perFlush) await insertBody(conn, tables[1]!, Buffer.concat(batches.slice(i, i + perFlush)), 'raw rows', { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS });
     const flushMs = performance.now() - t1;
-    return { perBatchRecordsPerS: (records / perBatchMs) * 1000, perBatchMedianMs: quantile(times, 0.5), flushSizeRecordsPerS: (records / flushMs) * 1000 };
+    return {
+      perBatchRecordsPerS: (records / perBatchMs) * 1000,
+      perBatchMedianMs: quantile(times, 0.5),
+      flushSizeRecordsPerS: (records / flushMs) * 1000,
+      mergeWaitS,
+      stillMerging: merging,
+      delayedInserts,
+    };
   } finally {
     await dropDatabase(conn, database).catch(() => undefined);
     await conn.close();
   }
 }
-
-// ── The run ──────────────────────────────────────────────────────────────────────────────────────────
 
 // ── Where the slow answers were: the services' own histograms ────────────────────────────────────────
 
@@ -428,7 +465,7 @@ function tally(text: string, name: string, match: Record<string, string>, overS:
   return { count, over: count - within };
 }
 
-/** What a paced phase's slow answers looked like from inside: the gateway's answers, records' appends and transactions. */
+/** A paced phase's slow answers seen from inside: the gateway's answers, records' appends and transactions. */
 interface Inside {
   readonly gateway: Tally;
   readonly appends: Tally;
@@ -446,6 +483,8 @@ async function insideTallies(s: TestStack): Promise<Inside> {
 const minus = (a: Tally, b: Tally): Tally => ({ count: a.count - b.count, over: a.over - b.over });
 const share = (t: Tally): string => (t.count === 0 ? 'n/a' : `${fmt((100 * t.over) / t.count, 1)} % of ${fmt(t.count)}`);
 
+// ── The run ──────────────────────────────────────────────────────────────────────────────────────────
+
 interface Phase {
   readonly result: LoadResult;
   /** Paced phases: the services' own count of answers over SLOW_MS in the measured window. */
@@ -462,15 +501,25 @@ interface Phase {
 }
 
 async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
-  const running = load(req);
-  // In a paced phase, the services' histograms from the end of the warm-up to the end of the load: the
-  // requests still in flight at either end count in one and not the other, a few of hundreds.
-  const insideBefore = req.mode === 'paced' ? new Promise<void>((r) => setTimeout(r, req.warmupMs)).then(() => insideTallies(s)) : undefined;
+  // In a paced phase, the services' histograms from the moment the load generator's window opens to the end
+  // of its load: the requests in flight at either end (a rate's worth of the answer time) count in the
+  // services' figures and not in the generator's, or the other way round. A failed scrape only leaves the
+  // figures out.
+  const scrape = (): Promise<Inside | undefined> => insideTallies(s).catch(() => undefined);
+  let insideBefore: Promise<Inside | undefined> | undefined;
+  const running = load(
+    req,
+    req.mode === 'paced'
+      ? () => {
+          insideBefore = scrape();
+        }
+      : undefined,
+  );
   const watched = await watch(s, watchedAccounts, running);
   // Let the last appends become visible before judging freshness: polls go on for a bounded while. Meanwhile,
   // the moment the projector has applied every event acknowledged in the phase ends the end-to-end span.
   const result = await running;
-  const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, insideTallies(s)]);
+  const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, scrape()]);
   const inside =
     before === undefined || after === undefined
       ? undefined
@@ -614,6 +663,7 @@ async function main(): Promise<void> {
     slowLine(ratePhase);
     line(`raw ClickHouse insert of the same 500-record batches (their rows straight into a copy of the records table, one INSERT per batch, ${opts.rawBatches} batches):`);
     line(`  ${fmt(raw.perBatchRecordsPerS)} records/s (median ${fmt(raw.perBatchMedianMs, 1)} ms per INSERT); in inserts of the projector's flush size: ${fmt(raw.flushSizeRecordsPerS)} records/s`);
+    line(`  after waiting ${fmt(raw.mergeWaitS, 1)} s for ClickHouse's merges to end (${raw.stillMerging === 0 ? 'they did' : `${raw.stillMerging} still running`}); ${fmt(raw.delayedInserts)} INSERTs delayed for too many parts`);
     // Judged in each phase on its own: at the peak the closed loop holds the machine's every core, so the
     // projector's share decides whether it keeps up; at half the peak it shows the pipeline's own delay.
     const freshPeakP99 = quantile(peak.fresh.samples, 0.99);

@@ -142,9 +142,14 @@ async function run(req: LoadRequest): Promise<LoadResult> {
     } else errors++;
   };
 
+  // Tells the parent when the measured window opens (timed and paced modes), for what it measures beside.
+  const announceWindow = (): void => {
+    setTimeout(() => process.send?.({ windowOpen: true }), Math.max(0, windowStart - performance.now())).unref();
+  };
   if (req.mode === 'timed') {
     windowStart = started + req.warmupMs;
     windowEnd = windowStart + req.durationMs;
+    announceWindow();
     let next = 0;
     const loop = async (): Promise<void> => {
       while (performance.now() < windowEnd) {
@@ -158,6 +163,7 @@ async function run(req: LoadRequest): Promise<LoadResult> {
   } else if (req.mode === 'paced') {
     windowStart = started + req.warmupMs;
     windowEnd = windowStart + req.durationMs;
+    announceWindow();
     const gapMs = 1000 / req.perSecond;
     const inFlight = new Set<Promise<void>>();
     for (let i = 0; ; i++) {
@@ -223,14 +229,19 @@ async function run(req: LoadRequest): Promise<LoadResult> {
 
 /**
  * Runs the load generator in a child process (so it never shares the caller's event loop) and resolves to
- * its result; `started` gets the child, for a caller that must be able to kill it.
+ * its result; `started` gets the child, for a caller that must be able to kill it; `windowOpen` is called
+ * when the measured window opens (timed and paced modes).
  */
-export function forkLoad(req: LoadRequest, started: (child: ChildProcess) => void = () => undefined): Promise<LoadResult> {
+export function forkLoad(req: LoadRequest, started: (child: ChildProcess) => void = () => undefined, windowOpen: () => void = () => undefined): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     const child = fork(path.join(__dirname, 'loadgen.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     started(child);
     let settled = false;
-    child.on('message', (msg: { result?: LoadResult; error?: string }) => {
+    child.on('message', (msg: { result?: LoadResult; error?: string; windowOpen?: true }) => {
+      if (msg.windowOpen === true) {
+        windowOpen();
+        return;
+      }
       settled = true;
       if (msg.result !== undefined) resolve(msg.result);
       else reject(new Error(`load generator failed: ${msg.error}`));

@@ -495,7 +495,8 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
     // weigh the session's group, not the threads' niceness: the server leads its own session, so its
     // group gets the niceness too (priority.ts says more).
     if (niced !== undefined && child.pid !== undefined) {
-      const group = await setAutogroupNiceness(child.pid, Math.min(19, os.getPriority() + niced.by));
+      // The other servers' groups start at 0 whatever this script's niceness: the gap is `by` there too.
+      const group = await setAutogroupNiceness(child.pid, Math.min(19, niced.by));
       if (group.problem !== undefined) p.say(`${spec.name}: could not lower its session's CPU weight (${group.problem})`, 'progress');
     }
     await writeFile(path.join(spec.home, 'pid'), `${child.pid}\n`);
