@@ -65,6 +65,7 @@ import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { TestStack } from '../test/helpers/distributed-stack';
 import { HighWatermarks } from '../test/helpers/high-watermarks';
+import { samples, scrape } from '../test/helpers/metrics';
 import { forkLoad, SLOW_MS, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
 
@@ -433,21 +434,6 @@ async function rawInsert(bodies: readonly string[], flushRows: number): Promise<
 
 // ── Where the slow answers were: the services' own histograms ────────────────────────────────────────
 
-/** The text of a service's GET /metrics (plain HTTP on loopback). */
-function metricsText(port: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path: '/metrics', timeout: 10_000 }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET /metrics on ${port}: ${res.statusCode}`))));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error('GET /metrics timed out')));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 /** A histogram's observations, and those over `overS` seconds, summed over the series whose labels include `match`. */
 interface Tally {
   readonly count: number;
@@ -456,11 +442,10 @@ interface Tally {
 function tally(text: string, name: string, match: Record<string, string>, overS: number): Tally {
   let count = 0;
   let within = 0;
-  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
-    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1]!, l[2]!]));
+  for (const { labels, value } of samples(text, `${name}_bucket`)) {
     if (!Object.entries(match).every(([k, v]) => labels[k] === v)) continue;
-    if (labels.le === '+Inf') count += Number(m[2]);
-    else if (Number(labels.le) === overS) within += Number(m[2]);
+    if (labels.le === '+Inf') count += value;
+    else if (Number(labels.le) === overS) within += value;
   }
   return { count, over: count - within };
 }
@@ -472,7 +457,7 @@ interface Inside {
   readonly transactions: Tally;
 }
 async function insideTallies(s: TestStack): Promise<Inside> {
-  const [gateway, records] = await Promise.all([metricsText(s.running.metricsPort('gateway')!), metricsText(s.running.metricsPort('records')!)]);
+  const [gateway, records] = await Promise.all([scrape(s.running.metricsPort('gateway')!), scrape(s.running.metricsPort('records')!)]);
   const overS = SLOW_MS / 1000;
   return {
     gateway: tally(gateway, 'pushbase_http_request_duration_seconds', { route: '/datasets/:id/data', method: 'POST' }, overS),
