@@ -23,8 +23,9 @@
  *          of the 2 cores busy (ClickHouse ~33 %, gateway ~30 %, measured with no appends running): the
  *          instrument took a third of the machine it measured;
  *   slow   in the half and rate phases, the share of acks over 50 ms as the load generator saw them, and the
- *          share of the gateway's answers, records' Kafka appends and its transactions over 50 ms (the
- *          services' own histograms, from /metrics): where the ack tail was lost;
+ *          share over 50 ms of the gateway's answers and of its Append calls to records, of records' handling
+ *          of those calls, its Kafka appends and its transactions (the services' own histograms, from
+ *          /metrics): where the ack tail was lost;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
  *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
  *          raw insert rate the end-to-end rate is compared with (and, for context, the same rows in INSERTs
@@ -450,22 +451,37 @@ function tally(text: string, name: string, match: Record<string, string>, overS:
   return { count, over: count - within };
 }
 
-/** A paced phase's slow answers seen from inside: the gateway's answers, records' appends and transactions. */
+/**
+ * A paced phase's slow answers seen from inside: the gateway's answers and its Append calls to records,
+ * records' handling of them, its Kafka appends and transactions.
+ */
 interface Inside {
   readonly gateway: Tally;
+  readonly calls: Tally;
+  readonly handled: Tally;
   readonly appends: Tally;
   readonly transactions: Tally;
 }
 async function insideTallies(s: TestStack): Promise<Inside> {
   const [gateway, records] = await Promise.all([scrape(s.running.metricsPort('gateway')!), scrape(s.running.metricsPort('records')!)]);
   const overS = SLOW_MS / 1000;
+  const append = { service: 'pushbase.v1.RecordService', method: 'Append' };
   return {
     gateway: tally(gateway, 'pushbase_http_request_duration_seconds', { route: '/datasets/:id/data', method: 'POST' }, overS),
+    calls: tally(gateway, 'pushbase_grpc_client_handling_seconds', append, overS),
+    handled: tally(records, 'pushbase_grpc_server_handling_seconds', append, overS),
     appends: tally(records, 'pushbase_kafka_append_duration_seconds', { outcome: 'committed' }, overS),
     transactions: tally(records, 'pushbase_kafka_transaction_duration_seconds', { outcome: 'committed' }, overS),
   };
 }
 const minus = (a: Tally, b: Tally): Tally => ({ count: a.count - b.count, over: a.over - b.over });
+const minusAll = (a: Inside, b: Inside): Inside => ({
+  gateway: minus(a.gateway, b.gateway),
+  calls: minus(a.calls, b.calls),
+  handled: minus(a.handled, b.handled),
+  appends: minus(a.appends, b.appends),
+  transactions: minus(a.transactions, b.transactions),
+});
 const share = (t: Tally): string => (t.count === 0 ? 'n/a' : `${fmt((100 * t.over) / t.count, 1)} % of ${fmt(t.count)}`);
 
 // ── The run ──────────────────────────────────────────────────────────────────────────────────────────
@@ -505,10 +521,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   // the moment the projector has applied every event acknowledged in the phase ends the end-to-end span.
   const result = await running;
   const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, scrape()]);
-  const inside =
-    before === undefined || after === undefined
-      ? undefined
-      : { gateway: minus(after.gateway, before.gateway), appends: minus(after.appends, before.appends), transactions: minus(after.transactions, before.transactions) };
+  const inside = before === undefined || after === undefined ? undefined : minusAll(after, before);
   const [tail, visibleAt] = await Promise.all([
     watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000))),
     projectorCaughtUp(s, 600_000).then(() => performance.timeOrigin + performance.now()),
@@ -533,14 +546,19 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
 
 /**
  * Where a paced phase's acks over SLOW_MS were: at the load generator, in the gateway (from a request's
- * arrival to its answer), in records' Kafka appends (queueing behind the transaction before included) and in
- * its transactions. An answer slow only at the load generator lost its time outside the gateway's handling:
- * in TLS, the sockets or the generator's own event loop.
+ * arrival to its answer), in its Append calls (the wire and both event loops' queues included), in records'
+ * handling of them, its Kafka appends (queueing behind the transaction before included) and its transactions.
+ * Each stage contains the next, so the shares fall along the line; where one falls sharply, the time between
+ * the two stages held the tail. An answer slow only at the load generator lost its time outside the
+ * gateway's handling: in TLS, the sockets or the generator's own event loop.
  */
 function slowLine(p: Phase): void {
   if (p.inside === undefined) return;
   const generator = { count: p.result.ok, over: p.result.slow };
-  line(`  over ${SLOW_MS} ms: ${share(generator)} acks at the load generator; ${share(p.inside.gateway)} gateway answers; ${share(p.inside.appends)} Kafka appends and ${share(p.inside.transactions)} transactions in records`);
+  line(
+    `  over ${SLOW_MS} ms: ${share(generator)} acks at the load generator; ${share(p.inside.gateway)} gateway answers, ${share(p.inside.calls)} of its Append calls; ` +
+      `${share(p.inside.handled)} Appends handled, ${share(p.inside.appends)} Kafka appends and ${share(p.inside.transactions)} transactions in records`,
+  );
 }
 
 async function main(): Promise<void> {

@@ -6,7 +6,7 @@ import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
-import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
+import { createMetricsRegistry, grpcMetrics, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { createAdminApp } from './admin';
@@ -56,12 +56,14 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
     const metrics = createMetricsRegistry();
     const requestScope = new RequestScope();
-    const schemas = connectSchemaService(config.schemaAddress, { requestScope });
+    // One histogram for the calls of all three channels: a registry takes each metric name once.
+    const calls = grpcMetrics(metrics, 'client');
+    const schemas = connectSchemaService(config.schemaAddress, { requestScope, metrics: calls });
     closers.push(() => schemas.close());
-    const records = connectRecordService(config.recordsAddress, { requestScope });
+    const records = connectRecordService(config.recordsAddress, { requestScope, metrics: calls });
     closers.push(() => records.close());
     // Accounts and keys: the schema service decides and stores them; a key is made here and only its hash sent.
-    const accounts = connectAccountAdmin(config.schemaAddress, { requestScope, newKey: newApiKey, hashKey: hashApiKey, defaults });
+    const accounts = connectAccountAdmin(config.schemaAddress, { requestScope, metrics: calls, newKey: newApiKey, hashKey: hashApiKey, defaults });
     closers.push(() => accounts.close());
     if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, log);
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });

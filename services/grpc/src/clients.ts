@@ -1,4 +1,4 @@
-import { Metadata, credentials, type ChannelOptions, type MethodDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
+import { Metadata, credentials, status as Status, type ChannelOptions, type MethodDefinition, type ServiceClientConstructor } from '@grpc/grpc-js';
 import {
   SCHEMA_SERVICE_NAME,
   pushbaseServices,
@@ -26,6 +26,7 @@ import {
   type KeyMessage,
 } from './messages';
 import { CLIENT_CHANNEL_OPTIONS } from './options';
+import type { GrpcCallMetrics } from './server';
 import { REQUEST_ID_KEY } from './request-id';
 import { injectIntoMetadata } from './trace-context';
 import { context, failSpan, pushbaseTracer, SpanKind, trace } from '@pushbase/telemetry';
@@ -54,6 +55,8 @@ export interface GrpcClientOptions {
   readonly channelOptions?: ChannelOptions;
   /** The loaded protos; loaded anew when not given. */
   readonly protos?: PushbaseServices;
+  /** Told of every call's time and status, as the gateway saw it (@pushbase/metrics' grpcMetrics(…, 'client')). */
+  readonly metrics?: GrpcCallMetrics;
 }
 
 /** A port adapter that holds a channel. */
@@ -109,8 +112,10 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
       if (requestId !== undefined) metadata.set(REQUEST_ID_KEY, requestId);
       const parent = context.active();
       // Named as the server's span is: the full method path (pushbase.v1.RecordService/Append).
-      const span = tracer.startSpan(def.path.slice(1), { kind: SpanKind.CLIENT, attributes: { 'rpc.system': 'grpc', 'rpc.service': def.path.slice(1, def.path.lastIndexOf('/')), 'rpc.method': method } }, parent);
+      const serviceName = def.path.slice(1, def.path.lastIndexOf('/'));
+      const span = tracer.startSpan(def.path.slice(1), { kind: SpanKind.CLIENT, attributes: { 'rpc.system': 'grpc', 'rpc.service': serviceName, 'rpc.method': method } }, parent);
       injectIntoMetadata(trace.setSpan(parent, span), metadata);
+      const started = performance.now();
       return new Promise<Res>((resolve, reject) => {
         // waitForReady stays off (the default): with no connection a call fails at once, provably unsent,
         // instead of queueing until its deadline and leaving the gateway unable to tell.
@@ -122,6 +127,7 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
           metadata,
           { deadline: Date.now() + deadlineMs[kind] },
           (err, res) => {
+            opts.metrics?.call(serviceName, method, Status[err === null || err === undefined ? Status.OK : isServiceError(err) ? err.code : Status.UNKNOWN], performance.now() - started);
             if (err !== null && err !== undefined) {
               const failure = isServiceError(err) ? fromGrpcError(err, kind, service) : err;
               failSpan(span, failure);

@@ -36,6 +36,13 @@ export interface GrpcServerDeps {
   readonly requestScope?: RequestScope;
   /** The loaded protos; loaded anew when not given (tests starting many servers pass one). */
   readonly protos?: PushbaseServices;
+  /** Told of every answered call: its handling time and status (@pushbase/metrics' grpcMetrics(…, 'server')). */
+  readonly metrics?: GrpcCallMetrics;
+}
+
+/** Times calls by service, method and status name (`OK`, `INVALID_ARGUMENT`…); @pushbase/metrics' GrpcMetrics is one. */
+export interface GrpcCallMetrics {
+  call(service: string, method: string, code: string, durationMs: number): void;
 }
 
 export interface GrpcServer {
@@ -109,11 +116,14 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
           handle(call.request).then(
             (res) => {
               span.end();
-              log('debug', 'call', { method, ms: Math.round(performance.now() - started) });
+              const ms = performance.now() - started;
+              deps.metrics?.call(service, method, 'OK', ms);
+              log('debug', 'call', { method, ms: Math.round(ms) });
               callback(null, res);
             },
             (err: unknown) => {
               const status = toGrpcStatus(err);
+              deps.metrics?.call(service, method, Status[status.code ?? Status.UNKNOWN], performance.now() - started);
               if (span.isRecording()) span.setAttribute('rpc.grpc.status_code', status.code ?? Status.UNKNOWN);
               if (status.code === Status.INTERNAL) {
                 log('error', 'call failed', { method, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });

@@ -6,7 +6,9 @@
 import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import { connect as connectHttp2 } from 'node:http2';
-import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcServer } from '../src';
+import { createMetricsRegistry, grpcMetrics } from '@pushbase/metrics';
+import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcCallMetrics, type GrpcServer } from '../src';
+import { sample } from '../../../test/helpers/metrics';
 import { eventually, freePort, healthClient, latch, silentListener } from './support';
 
 const protos = pushbaseServices();
@@ -74,11 +76,11 @@ afterEach(async () => {
   await Promise.all(running.splice(0).map((s) => s.shutdown(0)));
 });
 
-async function start(scope?: RequestScope): Promise<Started> {
+async function start(scope?: RequestScope, metrics?: GrpcCallMetrics): Promise<Started> {
   const f = fakes();
   const lines: Record<string, unknown>[] = [];
   const log = jsonLogger('test', (line) => lines.push(JSON.parse(line) as Record<string, unknown>));
-  const server = createGrpcServer({ schema: f.schema, records: f.records, log, protos, ...(scope === undefined ? {} : { requestScope: scope }) });
+  const server = createGrpcServer({ schema: f.schema, records: f.records, log, protos, ...(scope === undefined ? {} : { requestScope: scope }), ...(metrics === undefined ? {} : { metrics }) });
   running.push(server);
   const port = await server.listen(HOST, 0);
   expect(port).toBeGreaterThan(0);
@@ -268,6 +270,32 @@ describe('gRPC server and clients on loopback', () => {
       message: 'Kafka cannot take the write now',
     });
     expect(f.count('append')).toBe(1);
+  });
+
+  it('times every call on both sides by service, method and status name; the client also times a call no server took', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    const { address, f } = await start(undefined, grpcMetrics(registry, 'server'));
+    const { schema, records } = clients(address, { metrics: grpcMetrics(registry, 'client') });
+    await schema.get({ account: 'acme', id: 'x' });
+    await records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
+    f.onWrite(() => new Promise((_, reject) => setTimeout(() => reject(new DomainError('invalid', 'bad record')), 60)));
+    await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+    const text = await registry.metrics();
+    for (const side of ['server', 'client']) {
+      const metric = `pushbase_grpc_${side}_handling_seconds`;
+      const append = (code: string, more: Record<string, string> = {}): Record<string, string> => ({ service: 'pushbase.v1.RecordService', method: 'Append', code, ...more });
+      expect(sample(text, `${metric}_count`, append('OK'))).toBe(1);
+      expect(sample(text, `${metric}_count`, append('INVALID_ARGUMENT'))).toBe(1);
+      // The refused append took its 60 ms, on both sides.
+      expect(sample(text, `${metric}_bucket`, append('INVALID_ARGUMENT', { le: '0.05' }))).toBe(0);
+      expect(sample(text, `${metric}_count`, { service: 'pushbase.v1.SchemaService', method: 'Get', code: 'OK' })).toBe(1);
+    }
+
+    // No server: the write fails at once, UNAVAILABLE, and the gateway's side still counts it.
+    const alone = createMetricsRegistry({ processMetrics: false });
+    const nowhere = clients(`${HOST}:${await freePort()}`, { metrics: grpcMetrics(alone, 'client') });
+    await rejection(nowhere.records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+    expect(sample(await alone.metrics(), 'pushbase_grpc_client_handling_seconds_count', { service: 'pushbase.v1.RecordService', method: 'Append', code: 'UNAVAILABLE' })).toBe(1);
   });
 
   it('carries the request id in metadata; the service logs with it', async () => {

@@ -149,6 +149,38 @@ export function kafkaAppenderMetrics(registry: Registry): KafkaAppenderMetrics {
   };
 }
 
+/** Which end of a gRPC call is timed: the service answering it, or the gateway making it. */
+export type GrpcSide = 'server' | 'client';
+
+/**
+ * gRPC calls between the services (@pushbase/grpc), by the side measuring them. `service` is the full
+ * service name (`pushbase.v1.RecordService`), `code` the status name (`OK`, `INVALID_ARGUMENT`,
+ * `UNAVAILABLE`…): both fixed sets. The client's time less the server's is the time on the wire and in the
+ * two event loops' queues; the server's time less the Kafka append's is the service's own work.
+ */
+export interface GrpcMetrics {
+  call(service: string, method: string, code: string, durationMs: number): void;
+}
+
+export function grpcMetrics(registry: Registry, side: GrpcSide): GrpcMetrics {
+  const duration = new Histogram({
+    name: `pushbase_grpc_${side}_handling_seconds`,
+    help:
+      side === 'server'
+        ? 'gRPC server: from a call reaching its handler (the request read and decoded) to its answer being handed to grpc-js, by service, method and status code.'
+        : 'gRPC client (the gateway): from a call being made to its answer or failure arriving (the wire, both processes\' queues and the server\'s handling), by service, method and status code.',
+    labelNames: ['service', 'method', 'code'] as const,
+    // The HTTP answers' buckets: a call is a part of one, and the shares over a bound compare directly.
+    buckets: HTTP_BUCKETS,
+    registers: [registry],
+  });
+  return {
+    call(service, method, code, durationMs) {
+      duration.observe({ service, method, code }, seconds(durationMs));
+    },
+  };
+}
+
 /** The projector (services/projector/src/projector.ts). */
 export interface ProjectorMetrics {
   /** A partition's lag: its high watermark as last fetched minus the offset the projector has written up to. */

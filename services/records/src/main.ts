@@ -1,7 +1,7 @@
 import { createWritePool } from '@pushbase/app';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
-import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
+import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { RecordsConfig } from './config';
 import { createRecordsServer, type RecordsServer } from './server';
@@ -53,7 +53,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   // Why beside the event loop: services/app/src/write-pool.ts.
   const pool = createWritePool(config.writeWorkers, { onUnavailable: (message) => log('warn', message) });
   const writeWorkers = pool?.threads ?? 0;
-  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log, ...(pool === undefined ? {} : { decider: pool.decider }) });
+  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log, metrics: grpcMetrics(metrics, 'server'), ...(pool === undefined ? {} : { decider: pool.decider }) });
   let port: number;
   let metricsListener: RunningMetricsListener | undefined;
   try {

@@ -1,6 +1,6 @@
 import { createRecordService, type Clock, type WriteDecider } from '@pushbase/app';
 import { RequestScope, type EventAppender, type PushbaseServices, type RecordService } from '@pushbase/contracts';
-import { createGrpcServer, type GrpcServer, type Logger } from '@pushbase/grpc';
+import { createGrpcServer, type GrpcCallMetrics, type GrpcServer, type Logger } from '@pushbase/grpc';
 import { RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { CachedSchemaStore } from './schema-cache';
 
@@ -16,6 +16,8 @@ export interface RecordsServerDeps {
   readonly decider?: WriteDecider;
   /** The loaded protos; loaded anew when not given (tests starting many servers pass one). */
   readonly protos?: PushbaseServices;
+  /** Times every gRPC call it answers (docs/metrics.md). */
+  readonly metrics?: GrpcCallMetrics;
 }
 
 export interface RecordsServer {
@@ -36,6 +38,12 @@ const systemClock: Clock = { now: () => Date.now() };
 export function createRecordsServer(deps: RecordsServerDeps): RecordsServer {
   const schemas = new CachedSchemaStore(new RedisSchemaStore(deps.redis, { prefix: deps.prefix }));
   const service = createRecordService({ schemas, log: deps.appender, clock: deps.clock ?? systemClock, ...(deps.decider === undefined ? {} : { decider: deps.decider }) });
-  const grpc = createGrpcServer({ records: service, log: deps.log, requestScope: new RequestScope(), ...(deps.protos === undefined ? {} : { protos: deps.protos }) });
+  const grpc = createGrpcServer({
+    records: service,
+    log: deps.log,
+    requestScope: new RequestScope(),
+    ...(deps.protos === undefined ? {} : { protos: deps.protos }),
+    ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
+  });
   return { service, schemas, grpc };
 }

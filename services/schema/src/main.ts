@@ -1,6 +1,6 @@
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaAccountLog, KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
-import { createMetricsRegistry, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
+import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
 import { importRedisApiKeys } from './accounts';
@@ -60,6 +60,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     accountLog: new KafkaAccountLog(accountAppender),
     lock: config.lock,
     log,
+    metrics: grpcMetrics(metrics, 'server'),
     ...(hooks.afterAppend === undefined ? {} : { afterAppend: hooks.afterAppend }),
   });
   let port: number;

@@ -1,11 +1,13 @@
 import { RequestScope, type PushbaseServices } from '@pushbase/contracts';
-import { createGrpcServer, requestLogger, type GrpcServer, type Logger } from '@pushbase/grpc';
+import { createGrpcServer, requestLogger, type GrpcCallMetrics, type GrpcServer, type Logger } from '@pushbase/grpc';
 import { createDistributedSchema, type DistributedSchema, type DistributedSchemaDeps } from './service';
 
 export interface SchemaServerDeps extends Omit<DistributedSchemaDeps, 'log'> {
   readonly log: Logger;
   /** The loaded protos; loaded anew when not given (tests starting many servers pass one). */
   readonly protos?: PushbaseServices;
+  /** Times every gRPC call it answers (docs/metrics.md). */
+  readonly metrics?: GrpcCallMetrics;
 }
 
 export interface SchemaServer extends DistributedSchema {
@@ -20,7 +22,7 @@ export interface SchemaServer extends DistributedSchema {
  */
 export function createSchemaServer(deps: SchemaServerDeps): SchemaServer {
   const requestScope = new RequestScope();
-  const { log, protos, ...rest } = deps;
+  const { log, protos, metrics, ...rest } = deps;
   const schema = createDistributedSchema({ ...rest, log: requestLogger(log, requestScope) });
   const grpc = createGrpcServer({
     schema: schema.service,
@@ -28,6 +30,7 @@ export function createSchemaServer(deps: SchemaServerDeps): SchemaServer {
     log,
     requestScope,
     ...(protos === undefined ? {} : { protos }),
+    ...(metrics === undefined ? {} : { metrics }),
   });
   return { ...schema, grpc };
 }
