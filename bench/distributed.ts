@@ -22,8 +22,9 @@
  *          it. Polled back to back (--poll-ms 0, as the bench did before), the polls alone kept about 0.65
  *          of the 2 cores busy (ClickHouse ~33 %, gateway ~30 %, measured with no appends running): the
  *          instrument took a third of the machine it measured;
- *   slow   in the half and rate phases, the share of acks over 50 ms as the load generator saw them, and the
- *          share over 50 ms of the gateway's answers and of its Append calls to records, of records' handling
+ *   slow   in the half and rate phases, how busy the machine's cores were in the window and the cores each
+ *          service and each server of `services:up` used; the share of acks over 50 ms as the load
+ *          generator saw them, and the share over 50 ms of the gateway's answers and of its Append calls to records, of records' handling
  *          of those calls, its Kafka appends and its transactions (the services' own histograms, from
  *          /metrics): where the ack tail was lost;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
@@ -50,6 +51,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import path from 'node:path';
@@ -64,6 +66,8 @@ import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
 import { RECORDS_INSERT_COLUMNS, writeRecordsRow } from '../services/clickhouse/src/store';
 import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
+import { readServicesConfig } from '../deploy/local/config';
+import { status as serverStatus } from '../deploy/local/local-servers';
 import { TestStack } from '../test/helpers/distributed-stack';
 import { HighWatermarks } from '../test/helpers/high-watermarks';
 import { samples, scrape } from '../test/helpers/metrics';
@@ -188,6 +192,40 @@ function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // After the command name: utime and stime are fields 14 and 15 (1-based) → indices 11, 12 here.
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/**
+ * The machine's CPU time so far, busy and in all, in ticks summed over its cores (/proc/stat), and each
+ * watched process's own (in seconds); undefined where there is no /proc.
+ */
+interface MachineTicks {
+  readonly busy: number;
+  readonly total: number;
+  readonly at: number;
+  readonly processes: Readonly<Record<string, number>>;
+}
+/** Processes whose CPU the paced phases report: the four services, and the servers `services:up` started. */
+const watchedProcesses: Record<string, number> = {};
+function machineTicks(): MachineTicks | undefined {
+  try {
+    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already in user and nice)
+    const total = cpu.slice(0, 8).reduce((a, b) => a + b, 0);
+    const processes = Object.fromEntries(Object.entries(watchedProcesses).map(([name, pid]) => [name, cpuSeconds(pid)]));
+    return { busy: total - cpu[3]! - cpu[4]!, total, at: performance.now(), processes };
+  } catch {
+    return undefined;
+  }
+}
+/** The share of the machine busy between two readings, and the cores each watched process used. */
+interface MachineUse {
+  readonly busy: number;
+  readonly cores: Readonly<Record<string, number>>;
+}
+function machineUse(a: MachineTicks | undefined, b: MachineTicks | undefined): MachineUse | undefined {
+  if (a === undefined || b === undefined || b.total <= a.total) return undefined;
+  const seconds = (b.at - a.at) / 1000;
+  return { busy: (b.busy - a.busy) / (b.total - a.total), cores: Object.fromEntries(Object.keys(a.processes).map((n) => [n, (b.processes[n]! - a.processes[n]!) / seconds])) };
 }
 
 /** A process's peak resident set (VmHWM) in MiB, from /proc/<pid>/status. */
@@ -490,6 +528,8 @@ interface Phase {
   readonly result: LoadResult;
   /** Paced phases: the services' own count of answers over SLOW_MS in the measured window. */
   readonly inside?: Inside;
+  /** Paced phases: how busy the machine was in the measured window, and the cores the watched processes used. */
+  readonly machine?: MachineUse;
   readonly fresh: ReturnType<typeof freshness>;
   readonly pollMs: number;
   readonly watchErrors: number;
@@ -508,10 +548,12 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   // figures out.
   const scrape = (): Promise<Inside | undefined> => insideTallies(s).catch(() => undefined);
   let insideBefore: Promise<Inside | undefined> | undefined;
+  let ticksBefore: MachineTicks | undefined;
   const running = load(
     req,
     req.mode === 'paced'
       ? () => {
+          ticksBefore = machineTicks();
           insideBefore = scrape();
         }
       : undefined,
@@ -520,6 +562,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   // Let the last appends become visible before judging freshness: polls go on for a bounded while. Meanwhile,
   // the moment the projector has applied every event acknowledged in the phase ends the end-to-end span.
   const result = await running;
+  const ticksAfter = machineTicks();
   const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, scrape()]);
   const inside = before === undefined || after === undefined ? undefined : minusAll(after, before);
   const [tail, visibleAt] = await Promise.all([
@@ -536,6 +579,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   return {
     result,
     ...(inside === undefined ? {} : { inside }),
+    ...((m) => (m === undefined ? {} : { machine: m }))(machineUse(ticksBefore, ticksAfter)),
     fresh,
     pollMs: pollMs * watchedAccounts.length,
     watchErrors: watched.errors + tail.errors,
@@ -553,6 +597,10 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
  * gateway's handling: in TLS, the sockets or the generator's own event loop.
  */
 function slowLine(p: Phase): void {
+  if (p.machine !== undefined) {
+    const cores = Object.entries(p.machine.cores).map(([n, c]) => `${n} ${fmt(c, 2)}`);
+    line(`  in the window the machine's ${availableParallelism()} cores were ${fmt(100 * p.machine.busy)} % busy (every process); cores used: ${cores.join(', ')}`);
+  }
   if (p.inside === undefined) return;
   const generator = { count: p.result.ok, over: p.result.slow };
   line(
@@ -589,7 +637,9 @@ async function main(): Promise<void> {
     });
     const s = await stack.start();
     const pids = Object.fromEntries(SERVICES.map((n) => [n, s.pid(n)!])) as Record<ServiceName, number>;
-    const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
+    Object.assign(watchedProcesses, pids);
+    // The servers `services:up` started and still runs (none when the URLs point elsewhere).
+    for (const server of await serverStatus(readServicesConfig(process.env, path.resolve(__dirname, '..')))) if (server.pid !== undefined) watchedProcesses[server.name] = server.pid;
     line(`  stack up in ${fmt((performance.now() - t0) / 1000, 1)} s (topic ${s.names.topic}): ${SERVICES.map((n) => `${n} pid ${pids[n]}`).join(', ')}`);
 
     const bodies = Array.from({ length: 32 }, (_, i) => appendBody(i));
@@ -605,6 +655,9 @@ async function main(): Promise<void> {
     t = performance.now();
     await listedEverywhere(s, accounts, opts.datasets, 600_000);
     line(`  every dataset visible on the admin listener ${fmt((performance.now() - t) / 1000, 1)} s later`);
+
+    // From here on: what the phases and the raw inserts cost the services (creating the datasets does not count).
+    const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
 
     const watched = new Set(accounts.slice(0, opts.watch).map((_, k) => k));
     const targetsFor = (from: number, to: number): Target[] => accounts.flatMap((_, k) => ids.slice(from, to).map((id) => ({ key: k, path: `/datasets/${id}/data`, ...(watched.has(k) ? { watch: true } : {}) })));
