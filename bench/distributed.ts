@@ -24,9 +24,9 @@
  *          instrument took a third of the machine it measured;
  *   slow   in the half and rate phases, how busy the machine's cores were in the window and the cores each
  *          service and each server of `services:up` used; the share of acks over 50 ms as the load
- *          generator saw them, and the share over 50 ms of the gateway's answers and of its Append calls to records, of records' handling
- *          of those calls, its Kafka appends and its transactions (the services' own histograms, from
- *          /metrics): where the ack tail was lost;
+ *          generator saw them, and the share over 50 ms of the gateway's answers and of its Append calls
+ *          to records, of records' handling of those calls, its Kafka appends and its transactions (the
+ *          services' own histograms, from /metrics): where the ack tail was lost;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
  *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
  *          raw insert rate the end-to-end rate is compared with (and, for context, the same rows in INSERTs
@@ -51,7 +51,6 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { availableParallelism } from 'node:os';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import path from 'node:path';
@@ -201,18 +200,29 @@ function cpuSeconds(pid: number): number {
 interface MachineTicks {
   readonly busy: number;
   readonly total: number;
+  /** The cores /proc/stat sums over (all of the host's, whatever this process may use). */
+  readonly cores: number;
   readonly at: number;
+  /** A watched process that has exited since is left out. */
   readonly processes: Readonly<Record<string, number>>;
 }
 /** Processes whose CPU the paced phases report: the four services, and the servers `services:up` started. */
 const watchedProcesses: Record<string, number> = {};
 function machineTicks(): MachineTicks | undefined {
   try {
-    const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const lines = readFileSync('/proc/stat', 'utf8').split('\n');
+    const cpu = lines[0]!.trim().split(/\s+/).slice(1).map(Number);
     // user nice system idle iowait irq softirq steal (guest time is already in user and nice)
     const total = cpu.slice(0, 8).reduce((a, b) => a + b, 0);
-    const processes = Object.fromEntries(Object.entries(watchedProcesses).map(([name, pid]) => [name, cpuSeconds(pid)]));
-    return { busy: total - cpu[3]! - cpu[4]!, total, at: performance.now(), processes };
+    const processes: Record<string, number> = {};
+    for (const [name, pid] of Object.entries(watchedProcesses)) {
+      try {
+        processes[name] = cpuSeconds(pid);
+      } catch {
+        // gone (a server restarted meanwhile): no figure for it
+      }
+    }
+    return { busy: total - cpu[3]! - cpu[4]!, total, cores: lines.filter((l) => /^cpu\d/.test(l)).length, at: performance.now(), processes };
   } catch {
     return undefined;
   }
@@ -220,12 +230,14 @@ function machineTicks(): MachineTicks | undefined {
 /** The share of the machine busy between two readings, and the cores each watched process used. */
 interface MachineUse {
   readonly busy: number;
+  readonly machineCores: number;
   readonly cores: Readonly<Record<string, number>>;
 }
 function machineUse(a: MachineTicks | undefined, b: MachineTicks | undefined): MachineUse | undefined {
   if (a === undefined || b === undefined || b.total <= a.total) return undefined;
   const seconds = (b.at - a.at) / 1000;
-  return { busy: (b.busy - a.busy) / (b.total - a.total), cores: Object.fromEntries(Object.keys(a.processes).map((n) => [n, (b.processes[n]! - a.processes[n]!) / seconds])) };
+  const both = Object.keys(a.processes).filter((n) => b.processes[n] !== undefined);
+  return { busy: (b.busy - a.busy) / (b.total - a.total), machineCores: b.cores, cores: Object.fromEntries(both.map((n) => [n, (b.processes[n]! - a.processes[n]!) / seconds])) };
 }
 
 /** A process's peak resident set (VmHWM) in MiB, from /proc/<pid>/status. */
@@ -565,6 +577,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   const ticksAfter = machineTicks();
   const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, scrape()]);
   const inside = before === undefined || after === undefined ? undefined : minusAll(after, before);
+  const machine = machineUse(ticksBefore, ticksAfter);
   const [tail, visibleAt] = await Promise.all([
     watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000))),
     projectorCaughtUp(s, 600_000).then(() => performance.timeOrigin + performance.now()),
@@ -579,7 +592,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   return {
     result,
     ...(inside === undefined ? {} : { inside }),
-    ...((m) => (m === undefined ? {} : { machine: m }))(machineUse(ticksBefore, ticksAfter)),
+    ...(machine === undefined ? {} : { machine }),
     fresh,
     pollMs: pollMs * watchedAccounts.length,
     watchErrors: watched.errors + tail.errors,
@@ -599,7 +612,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
 function slowLine(p: Phase): void {
   if (p.machine !== undefined) {
     const cores = Object.entries(p.machine.cores).map(([n, c]) => `${n} ${fmt(c, 2)}`);
-    line(`  in the window the machine's ${availableParallelism()} cores were ${fmt(100 * p.machine.busy)} % busy (every process); cores used: ${cores.join(', ')}`);
+    line(`  in the window the machine's ${p.machine.machineCores} cores were ${fmt(100 * p.machine.busy)} % busy (every process); cores used: ${cores.join(', ')}`);
   }
   if (p.inside === undefined) return;
   const generator = { count: p.result.ok, over: p.result.slow };
@@ -638,8 +651,13 @@ async function main(): Promise<void> {
     const s = await stack.start();
     const pids = Object.fromEntries(SERVICES.map((n) => [n, s.pid(n)!])) as Record<ServiceName, number>;
     Object.assign(watchedProcesses, pids);
-    // The servers `services:up` started and still runs (none when the URLs point elsewhere).
-    for (const server of await serverStatus(readServicesConfig(process.env, path.resolve(__dirname, '..')))) if (server.pid !== undefined) watchedProcesses[server.name] = server.pid;
+    // The servers `services:up` started and still runs. None when the URLs point elsewhere: deploy/local
+    // refuses a configuration that is not on loopback, and then only the services are watched.
+    try {
+      for (const server of await serverStatus(readServicesConfig(process.env, path.resolve(__dirname, '..')))) if (server.pid !== undefined) watchedProcesses[server.name] = server.pid;
+    } catch {
+      // not servers of this machine's services:up
+    }
     line(`  stack up in ${fmt((performance.now() - t0) / 1000, 1)} s (topic ${s.names.topic}): ${SERVICES.map((n) => `${n} pid ${pids[n]}`).join(', ')}`);
 
     const bodies = Array.from({ length: 32 }, (_, i) => appendBody(i));

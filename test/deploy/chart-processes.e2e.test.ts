@@ -157,10 +157,11 @@ describe('the chart rendered, run as processes', () => {
       return res.text();
     };
     const metricsPort = (name: string): number => running.get(name)!.listening?.metrics_port as number;
-    expect(await scrape(adminPort)).toMatch(/^pushbase_http_requests_total\{route="\/datasets\/:id\/data",method="POST",status="200"\} 1$/m);
+    const gatewayMetrics = await scrape(adminPort);
+    expect(gatewayMetrics).toMatch(/^pushbase_http_requests_total\{route="\/datasets\/:id\/data",method="POST",status="200"\} 1$/m);
     expect(await scrape(metricsPort('run-pushbase-records'))).toMatch(/^pushbase_kafka_appends_total\{outcome="committed"\} 1$/m);
     // The write's gRPC call, timed at both ends: the gateway's client and records' server.
-    expect(await scrape(adminPort)).toMatch(/^pushbase_grpc_client_handling_seconds_count\{service="pushbase.v1.RecordService",method="Append",code="OK"\} 1$/m);
+    expect(gatewayMetrics).toMatch(/^pushbase_grpc_client_handling_seconds_count\{service="pushbase.v1.RecordService",method="Append",code="OK"\} 1$/m);
     expect(await scrape(metricsPort('run-pushbase-records'))).toMatch(/^pushbase_grpc_server_handling_seconds_count\{service="pushbase.v1.RecordService",method="Append",code="OK"\} 1$/m);
     expect(await scrape(metricsPort('run-pushbase-schema'))).toMatch(/^pushbase_grpc_server_handling_seconds_count\{service="pushbase.v1.SchemaService",method="FindOrCreate",code="OK"\} 1$/m);
     expect(await scrape(metricsPort('run-pushbase-schema'))).toMatch(/^pushbase_kafka_appends_total\{outcome="committed"\} 1$/m);

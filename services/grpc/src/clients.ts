@@ -14,7 +14,7 @@ import {
   type SchemaService,
 } from '@pushbase/contracts';
 import { changeQuotas, type DatasetSummary, type QuotaLimits } from '@pushbase/domain';
-import { fromGrpcError, isServiceError, type CallKind } from './errors';
+import { fromGrpcError, isServiceError, statusName, type CallKind } from './errors';
 import {
   accountFromMessage,
   keyFromMessage,
@@ -127,16 +127,19 @@ function openChannel(address: string, ctor: ServiceClientConstructor, service: s
           metadata,
           { deadline: Date.now() + deadlineMs[kind] },
           (err, res) => {
-            opts.metrics?.call(serviceName, method, Status[err === null || err === undefined ? Status.OK : isServiceError(err) ? err.code : Status.UNKNOWN], performance.now() - started);
+            const ms = performance.now() - started;
             if (err !== null && err !== undefined) {
+              opts.metrics?.call(serviceName, method, statusName(isServiceError(err) ? err.code : Status.UNKNOWN), ms);
               const failure = isServiceError(err) ? fromGrpcError(err, kind, service) : err;
               failSpan(span, failure);
               reject(failure);
             } else if (res === undefined) {
+              opts.metrics?.call(serviceName, method, statusName(Status.INTERNAL), ms);
               const failure = new Error(`${service}.${method} answered nothing`);
               failSpan(span, failure);
               reject(failure);
             } else {
+              opts.metrics?.call(serviceName, method, statusName(Status.OK), ms);
               span.end();
               resolve(res);
             }

@@ -91,15 +91,18 @@ const TRANSIENT = new Set<Status>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED,
  * - a read: `unavailable` when the service could not answer, a plain Error (a 500) for anything that
  *   means a bug (INTERNAL, UNIMPLEMENTED…), so it is logged rather than dressed up as an outage.
  */
+/** A status code's name (`INVALID_ARGUMENT`), or the number itself when grpc-js knows no name for it. */
+export const statusName = (code: number): string => Status[code] ?? String(code);
+
 export function fromGrpcError(err: Pick<ServiceError, 'code' | 'details' | 'metadata'>, kind: CallKind, service: string): Error {
   const code = firstString(err.metadata, ERROR_CODE_KEY);
   if (isDomainCode(code)) return new DomainError(code, err.details, firstString(err.metadata, ERROR_PATH_KEY));
   if (provenNeverSent(err)) return new DomainError('unavailable', `The ${service} service cannot be reached; the request was not sent`);
   if (kind === 'write') {
-    return new DomainError('outcome_unknown', `The ${service} service did not confirm the write (${Status[err.code] ?? err.code}); it may or may not have been applied`);
+    return new DomainError('outcome_unknown', `The ${service} service did not confirm the write (${statusName(err.code)}); it may or may not have been applied`);
   }
-  if (TRANSIENT.has(err.code)) return new DomainError('unavailable', `The ${service} service cannot answer now (${Status[err.code] ?? err.code})`);
-  return new Error(`The ${service} service failed: ${Status[err.code] ?? err.code} ${err.details}`);
+  if (TRANSIENT.has(err.code)) return new DomainError('unavailable', `The ${service} service cannot answer now (${statusName(err.code)})`);
+  return new Error(`The ${service} service failed: ${statusName(err.code)} ${err.details}`);
 }
 
 /** A grpc-js call error: it carries a numeric status code. */

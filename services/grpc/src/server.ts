@@ -12,7 +12,7 @@ import {
   type SchemaService,
 } from '@pushbase/contracts';
 import { DomainError, parseJsonBody, type KeyScope } from '@pushbase/domain';
-import { toGrpcStatus } from './errors';
+import { statusName, toGrpcStatus } from './errors';
 import { requestLogger, type Logger } from './log';
 import { accountToMessage, keyToMessage, quotaChangeFromMessage, quotasFromMessage, summaryToMessage, type QuotaChangeMessage, type QuotasMessage } from './messages';
 import { raiseReceiveWindows } from './flow-control';
@@ -36,11 +36,14 @@ export interface GrpcServerDeps {
   readonly requestScope?: RequestScope;
   /** The loaded protos; loaded anew when not given (tests starting many servers pass one). */
   readonly protos?: PushbaseServices;
-  /** Told of every answered call: its handling time and status (@pushbase/metrics' grpcMetrics(…, 'server')). */
+  /** Told of every call once its handler settled: its handling time and status (@pushbase/metrics' grpcMetrics(…, 'server')). */
   readonly metrics?: GrpcCallMetrics;
 }
 
-/** Times calls by service, method and status name (`OK`, `INVALID_ARGUMENT`…); @pushbase/metrics' GrpcMetrics is one. */
+/**
+ * Times calls by service, method and status name (`OK`, `INVALID_ARGUMENT`…). @pushbase/metrics'
+ * GrpcMetrics is one; declared here, as a port, so that this package needs no metrics library.
+ */
 export interface GrpcCallMetrics {
   call(service: string, method: string, code: string, durationMs: number): void;
 }
@@ -117,13 +120,14 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
             (res) => {
               span.end();
               const ms = performance.now() - started;
-              deps.metrics?.call(service, method, 'OK', ms);
+              // A call its caller gave up on (deadline, cancellation) is not answered OK, whatever the handler did.
+              deps.metrics?.call(service, method, call.cancelled ? 'CANCELLED' : 'OK', ms);
               log('debug', 'call', { method, ms: Math.round(ms) });
               callback(null, res);
             },
             (err: unknown) => {
               const status = toGrpcStatus(err);
-              deps.metrics?.call(service, method, Status[status.code ?? Status.UNKNOWN], performance.now() - started);
+              deps.metrics?.call(service, method, call.cancelled ? 'CANCELLED' : statusName(status.code), performance.now() - started);
               if (span.isRecording()) span.setAttribute('rpc.grpc.status_code', status.code ?? Status.UNKNOWN);
               if (status.code === Status.INTERNAL) {
                 log('error', 'call failed', { method, error: err instanceof Error ? (err.stack ?? err.message) : String(err) });

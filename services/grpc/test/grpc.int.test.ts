@@ -6,9 +6,7 @@
 import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import { connect as connectHttp2 } from 'node:http2';
-import { createMetricsRegistry, grpcMetrics } from '@pushbase/metrics';
 import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcCallMetrics, type GrpcServer } from '../src';
-import { sample } from '../../../test/helpers/metrics';
 import { eventually, freePort, healthClient, latch, silentListener } from './support';
 
 const protos = pushbaseServices();
@@ -272,30 +270,37 @@ describe('gRPC server and clients on loopback', () => {
     expect(f.count('append')).toBe(1);
   });
 
-  it('times every call on both sides by service, method and status name; the client also times a call no server took', async () => {
-    const registry = createMetricsRegistry({ processMetrics: false });
-    const { address, f } = await start(undefined, grpcMetrics(registry, 'server'));
-    const { schema, records } = clients(address, { metrics: grpcMetrics(registry, 'client') });
+  it('times every call on both sides by service, method and status name, a call its caller gave up on as CANCELLED on the server', async () => {
+    const timings = (): GrpcCallMetrics & { seen: { service: string; method: string; code: string; ms: number }[] } => {
+      const seen: { service: string; method: string; code: string; ms: number }[] = [];
+      return { seen, call: (service, method, code, ms) => void seen.push({ service, method, code, ms }) };
+    };
+    const server = timings();
+    const client = timings();
+    const { address, f } = await start(undefined, server);
+    const { schema, records } = clients(address, { metrics: client, writeDeadlineMs: 200 });
     await schema.get({ account: 'acme', id: 'x' });
     await records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
     f.onWrite(() => new Promise((_, reject) => setTimeout(() => reject(new DomainError('invalid', 'bad record')), 60)));
     await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
-    const text = await registry.metrics();
-    for (const side of ['server', 'client']) {
-      const metric = `pushbase_grpc_${side}_handling_seconds`;
-      const append = (code: string, more: Record<string, string> = {}): Record<string, string> => ({ service: 'pushbase.v1.RecordService', method: 'Append', code, ...more });
-      expect(sample(text, `${metric}_count`, append('OK'))).toBe(1);
-      expect(sample(text, `${metric}_count`, append('INVALID_ARGUMENT'))).toBe(1);
-      // The refused append took its 60 ms, on both sides.
-      expect(sample(text, `${metric}_bucket`, append('INVALID_ARGUMENT', { le: '0.05' }))).toBe(0);
-      expect(sample(text, `${metric}_count`, { service: 'pushbase.v1.SchemaService', method: 'Get', code: 'OK' })).toBe(1);
-    }
+    // Past the caller's deadline: the gateway's side sees DEADLINE_EXCEEDED, the service's CANCELLED once its handler ends.
+    f.onWrite(() => new Promise((resolve) => setTimeout(resolve, 400)));
+    await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+    await eventually(() => server.seen.length === 4, 5_000, 'the service to time the call it ran past the deadline');
+    const calls = (seen: { service: string; method: string; code: string }[]): string[] => seen.map((c) => `${c.service}/${c.method} ${c.code}`);
+    expect(calls(server.seen)).toEqual(['pushbase.v1.SchemaService/Get OK', 'pushbase.v1.RecordService/Append OK', 'pushbase.v1.RecordService/Append INVALID_ARGUMENT', 'pushbase.v1.RecordService/Append CANCELLED']);
+    expect(calls(client.seen)).toEqual(['pushbase.v1.SchemaService/Get OK', 'pushbase.v1.RecordService/Append OK', 'pushbase.v1.RecordService/Append INVALID_ARGUMENT', 'pushbase.v1.RecordService/Append DEADLINE_EXCEEDED']);
+    // The refused append took its 60 ms on both sides; the client gave up at its deadline, the handler ran on.
+    expect(server.seen[2]!.ms).toBeGreaterThanOrEqual(55);
+    expect(client.seen[2]!.ms).toBeGreaterThanOrEqual(55);
+    expect(client.seen[3]!.ms).toBeLessThan(400);
+    expect(server.seen[3]!.ms).toBeGreaterThanOrEqual(390);
 
-    // No server: the write fails at once, UNAVAILABLE, and the gateway's side still counts it.
-    const alone = createMetricsRegistry({ processMetrics: false });
-    const nowhere = clients(`${HOST}:${await freePort()}`, { metrics: grpcMetrics(alone, 'client') });
+    // No server: the write fails at once, and the gateway's side still counts it.
+    const alone = timings();
+    const nowhere = clients(`${HOST}:${await freePort()}`, { metrics: alone });
     await rejection(nowhere.records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
-    expect(sample(await alone.metrics(), 'pushbase_grpc_client_handling_seconds_count', { service: 'pushbase.v1.RecordService', method: 'Append', code: 'UNAVAILABLE' })).toBe(1);
+    expect(calls(alone.seen)).toEqual(['pushbase.v1.RecordService/Append UNAVAILABLE']);
   });
 
   it('carries the request id in metadata; the service logs with it', async () => {

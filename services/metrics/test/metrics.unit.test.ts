@@ -1,6 +1,7 @@
 import {
   createMetricsRegistry,
   eventLogMetrics,
+  grpcMetrics,
   httpMetrics,
   kafkaAppenderMetrics,
   metricsConfigOf,
@@ -91,6 +92,22 @@ describe('eventLogMetrics, kafkaAppenderMetrics, projectorMetrics', () => {
     expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'committed' })).toBe(1);
     expect(sample(text, 'pushbase_kafka_transaction_appends_sum')).toBe(2);
     expect(sample(text, 'pushbase_kafka_append_duration_seconds_bucket', { outcome: 'outcome_unknown', le: '10' })).toBe(0);
+  });
+
+  it('time gRPC calls per side by service, method and status name, in the HTTP answers\' buckets', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    const server = grpcMetrics(registry, 'server');
+    const client = grpcMetrics(registry, 'client');
+    server.call('pushbase.v1.RecordService', 'Append', 'OK', 20);
+    server.call('pushbase.v1.RecordService', 'Append', 'OK', 70);
+    client.call('pushbase.v1.RecordService', 'Append', 'UNAVAILABLE', 1);
+    const text = await registry.metrics();
+    const append = { service: 'pushbase.v1.RecordService', method: 'Append' };
+    expect(sample(text, 'pushbase_grpc_server_handling_seconds_count', { ...append, code: 'OK' })).toBe(2);
+    expect(sample(text, 'pushbase_grpc_server_handling_seconds_bucket', { ...append, code: 'OK', le: '0.05' })).toBe(1);
+    expect(sample(text, 'pushbase_grpc_server_handling_seconds_sum', { ...append, code: 'OK' })).toBeCloseTo(0.09, 6);
+    expect(sample(text, 'pushbase_grpc_client_handling_seconds_count', { ...append, code: 'UNAVAILABLE' })).toBe(1);
+    expect(sample(text, 'pushbase_grpc_client_handling_seconds_count', { ...append, code: 'OK' })).toBeUndefined();
   });
 
   it('keep lag per partition, never negative, and forget a revoked partition', async () => {
