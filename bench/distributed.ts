@@ -600,7 +600,6 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   };
 }
 
-
 /**
  * Where a paced phase's acks over SLOW_MS were: at the load generator, in the gateway (from a request's
  * arrival to its answer), in its Append calls (the wire and both event loops' queues included), in records'

@@ -83,6 +83,9 @@ export function provenNeverSent(err: Pick<StatusObject, 'code' | 'details'>): bo
 // Statuses of a read that mean the service could not answer now, rather than a bug on either side.
 const TRANSIENT = new Set<Status>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.UNKNOWN, Status.RESOURCE_EXHAUSTED, Status.ABORTED]);
 
+/** A status code's name (`INVALID_ARGUMENT`), or the number itself when grpc-js knows no name for it. */
+export const statusName = (code: number): string => Status[code] ?? String(code);
+
 /**
  * The error a client adapter rejects with for a failed call of `service` (`schema`, `records`):
  * - the service's own answer (our trailer present): the DomainError it stood for, message and path kept;
@@ -91,9 +94,6 @@ const TRANSIENT = new Set<Status>([Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED,
  * - a read: `unavailable` when the service could not answer, a plain Error (a 500) for anything that
  *   means a bug (INTERNAL, UNIMPLEMENTED…), so it is logged rather than dressed up as an outage.
  */
-/** A status code's name (`INVALID_ARGUMENT`), or the number itself when grpc-js knows no name for it. */
-export const statusName = (code: number): string => Status[code] ?? String(code);
-
 export function fromGrpcError(err: Pick<ServiceError, 'code' | 'details' | 'metadata'>, kind: CallKind, service: string): Error {
   const code = firstString(err.metadata, ERROR_CODE_KEY);
   if (isDomainCode(code)) return new DomainError(code, err.details, firstString(err.metadata, ERROR_PATH_KEY));

@@ -155,8 +155,8 @@ export type GrpcSide = 'server' | 'client';
 /**
  * gRPC calls between the services (@pushbase/grpc), by the side measuring them. `service` is the full
  * service name (`pushbase.v1.RecordService`), `code` the status name (`OK`, `INVALID_ARGUMENT`,
- * `UNAVAILABLE`…): both fixed sets. The client's time less the server's is the time on the wire and in the
- * two event loops' queues; the server's time less the Kafka append's is the service's own work.
+ * `UNAVAILABLE`…): both fixed sets. What the difference between the two sides means, and where it does not
+ * hold (a retried Get), is in docs/metrics.md.
  */
 export interface GrpcMetrics {
   call(service: string, method: string, code: string, durationMs: number): void;
