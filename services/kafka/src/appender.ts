@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { createKafka, type KafkaConnection } from './connection';
 import { appendMessages, partitionerFor, unavailable, type OutgoingMessage } from './messages';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './topic';
+import { IdempotentProducer, NotSentError } from './idempotent-producer';
 import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer, TransactionFencedError } from './transactional-producer';
 
 /*
@@ -19,9 +20,12 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  * concurrent requests, and throughput follows the batch size, not the round-trip time; an idle appender adds
  * only `lingerMs`.
  *
- * Exact failure: Kafka transactions (transactional-producer.ts). Every reader of the topic reads committed
- * only (kafkajs's consumer default, kept in consumer.ts), so an event is applied exactly when its
- * transaction commits. An append is told
+ * Exact failure, in one of two modes (`mode`). Either way an append is told `unavailable` (503) only when
+ * its events are not and will never be stored, and its positions only once the broker confirmed them.
+ *
+ * `transactional` (the default; the schema service and the accounts log): Kafka transactions
+ * (transactional-producer.ts). Every reader of the topic reads committed only (kafkajs's consumer default,
+ * kept in consumer.ts), so an event is applied exactly when its transaction commits. An append is told
  *  - its positions once the coordinator confirmed the commit;
  *  - `unavailable` when the commit was never sent: the send failed, or the append's deadline came before
  *    the commit went out (then the commit is not sent at all). The transaction is aborted (best effort); an
@@ -35,24 +39,44 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  *    one. The one answer a retry cannot read is a fencing error after an unanswered attempt (the earlier
  *    attempt may have committed before another producer with this id took over): outcome_unknown.
  *
+ *
+ * `idempotent` (the records service): confirmation instead of transactions (idempotent-producer.ts). A
+ * batch is one produce request, acks=all, answered once stored; no AddPartitionsToTxn, EndTxn or markers,
+ * which cost the broker about three times the work of the produce itself and two more round trips per
+ * write (docs/operations.md has the measurements). An append is told
+ *  - its positions once the broker acknowledged the produce;
+ *  - `unavailable` when no produce request of its batch was handed to a connection (NotSentError: Kafka
+ *    could not be reached, the producer could not connect), or its deadline came while it was queued;
+ *  - otherwise — the request went out and its answer was lost or was an error — its batch is CONFIRMED:
+ *    sent again on the same producer with the same sequence numbers, backing off, until the broker answers.
+ *    The broker stores a batch it has not seen and answers one it already holds with that batch's offset,
+ *    so either way the batch is then stored exactly once and the append is told its positions. Only when
+ *    no answer comes before the append's deadline is it told `outcome_unknown`. Confirmation runs beside
+ *    the queue: the batches after it go out on a new producer (a new producer id), so one lost answer does
+ *    not hold every later write. A write that overtakes a batch being confirmed was sent while that
+ *    batch's writer still had no answer: the two were concurrent, and either order is one they could have had.
+ *
  * What ordering and exactly-once rest on (kafkajs 2.2, read in its producer source):
- *  - Transactional producers are idempotent (a producer id; each partition's record batches carry sequence
+ *  - Both modes' producers are idempotent (a producer id; each partition's record batches carry sequence
  *    numbers) and every request uses acks=all (-1): the broker answers only once all in-sync replicas hold
  *    the batch, rejects a batch out of sequence and answers a batch it already wrote (it remembers the last
  *    five per partition) with the original offset instead of writing it twice.
- *  - ONE transaction in flight per appender, by construction (the queue above), and maxInFlightRequests 1.
- *    This is what makes kafkajs's produce retries safe: on a failed attempt kafkajs rolls the partition's
- *    sequence back and the retry re-sends the same messages with the same sequence numbers.
+ *  - ONE transaction (batch) in flight per producer, by construction (the queue above), and
+ *    maxInFlightRequests 1. This is what makes re-sending safe: on a failed attempt kafkajs rolls the
+ *    partition's sequence back and a retry (kafkajs's own, or a confirmation, which sends the same messages
+ *    again) carries the same sequence numbers. A batch being confirmed is alone on its producer, which
+ *    the queue no longer uses.
  *  - Within a send, kafkajs groups messages per partition in the order given, so one dataset's events keep
  *    queue order, i.e. the order of the append() calls.
  *  - A send that fails after kafkajs's (bounded) retries leaves the producer's sequence numbers in an
  *    unknown state relative to the broker, so that producer is discarded and the next batch goes out on a
- *    new one (which initialises the transactional id again, aborting whatever the old one left open).
- * Retries are bounded (KafkaConnection.retry) rather than kafkajs's idempotent default of "forever": a write
- * must answer within `appendTimeoutMs` either way, and an unbounded retry loop would hold every later
- * append behind it.
+ *    new one (transactional: which initialises the transactional id again, aborting whatever the old one
+ *    left open; idempotent: at once, while the old one confirms the failed batch or gives up at its deadline).
+ * Retries are bounded (KafkaConnection.retry; none inside an idempotent producer's send, whose re-sends the
+ * appender makes) rather than kafkajs's idempotent default of "forever": a write must answer within
+ * `appendTimeoutMs` either way, and an unbounded retry loop would hold every later append behind it.
  *
- * The transactional id is stable per service instance (its config), so a restarted instance fences its
+ * Transactional mode: the transactional id is stable per service instance (its config), so a restarted instance fences its
  * predecessor at its first connect instead of waiting for the predecessor's transaction to time out; two
  * live appenders must never share one (they would fence each other on every batch). The transaction timeout
  * is short (10 s) because an open transaction holds back the partition's last stable offset, and with it
@@ -62,6 +86,8 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
 export interface KafkaEventAppenderOptions {
   readonly connection: KafkaConnection;
   readonly topic: string;
+  /** How an append's outcome is made exact (see the top). Default `transactional`. */
+  readonly mode?: AppenderMode;
   /** How long the first append into an empty queue waits for others to share its request. Default 5 ms. */
   readonly lingerMs?: number;
   /**
@@ -87,7 +113,10 @@ export interface KafkaEventAppenderOptions {
   readonly transactionTimeoutMs?: number;
   /** How long a failed commit waits before its retry (doubling up to 1 s). Default 50 ms. */
   readonly commitRetryMs?: number;
-  /** Test seam: how a producer is made. Default: a kafkajs transactional producer (transactional-producer.ts). */
+  /**
+   * Test seam: how a producer is made. Default: a kafkajs transactional producer (transactional-producer.ts),
+   * or in `idempotent` mode an idempotent one (idempotent-producer.ts), whose commit() and abort() do nothing.
+   */
   readonly session?: () => ProduceSession;
   /** Told the API name (Produce, EndTxn, …) of every request the producers send. */
   readonly onRequest?: (apiName: string) => void;
@@ -95,13 +124,16 @@ export interface KafkaEventAppenderOptions {
   readonly metrics?: KafkaAppenderMetrics;
 }
 
-/** What the appender needs from a producer: one transaction at a time. */
+export type AppenderMode = 'transactional' | 'idempotent';
+
+/** What the appender needs from a producer: one transaction (in `idempotent` mode, one batch) at a time. */
 export interface ProduceSession {
   /** Connects (and initialises the transactional id); resolves with the topic's partition count. */
   connect(): Promise<number>;
   /**
    * Begins a transaction and sends the messages (partition already chosen) in it; resolves with each
-   * partition's first offset.
+   * partition's first offset. In `idempotent` mode: sends them (stored once acknowledged), rejects with
+   * NotSentError when no request went out, and sends the same batches again when called again.
    */
   send(messages: readonly (OutgoingMessage & { readonly partition: number })[]): Promise<readonly { partition: number; baseOffset: number }[]>;
   /**
@@ -145,7 +177,7 @@ export interface AppenderStats {
   readonly appends: number;
   /** Messages (events) acknowledged. */
   readonly messages: number;
-  /** Commits that needed a retry to learn their outcome. */
+  /** Commits (in `idempotent` mode, produce requests) that needed a retry to learn their outcome. */
   readonly commitRetries: number;
 }
 
@@ -159,6 +191,7 @@ export const outcomeUnknown = (message: string): DomainError => new DomainError(
 
 export class KafkaEventAppender implements EventAppender {
   private readonly topic: string;
+  private readonly mode: AppenderMode;
   private readonly lingerMs: number;
   private readonly maxBatchBytes: number;
   private readonly maxMessageBytes: number;
@@ -174,10 +207,13 @@ export class KafkaEventAppender implements EventAppender {
   private current: Session | undefined;
   private closing: Promise<void> | undefined;
   private connecting: Promise<Session> | undefined;
+  /** Batches being confirmed (idempotent mode) beside the queue, on producers no longer current. */
+  private readonly confirming = new Set<Promise<void>>();
   private counts = { requests: 0, appends: 0, messages: 0, commitRetries: 0 };
 
   constructor(options: KafkaEventAppenderOptions) {
     this.topic = options.topic;
+    this.mode = options.mode ?? 'transactional';
     this.lingerMs = options.lingerMs ?? 5;
     this.maxBatchBytes = options.maxBatchBytes ?? 4 * 1024 * 1024;
     this.maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
@@ -185,7 +221,7 @@ export class KafkaEventAppender implements EventAppender {
     this.commitRetryMs = options.commitRetryMs ?? 50;
     this.metrics = options.metrics;
     const transactionalId = options.transactionalId ?? defaultTransactionalId();
-    this.makeSession = options.session ?? (() => kafkaSession(options, transactionalId));
+    this.makeSession = options.session ?? (() => (this.mode === 'idempotent' ? idempotentSession(options) : kafkaSession(options, transactionalId)));
   }
 
   append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void> {
@@ -264,6 +300,8 @@ export class KafkaEventAppender implements EventAppender {
         this.startSending();
       }
       while (this.sending) await this.sending;
+      // Confirmations end at their appends' deadlines at the latest.
+      while (this.confirming.size > 0) await Promise.all([...this.confirming]);
       await this.connecting?.catch(() => undefined);
       const current = this.current;
       this.current = undefined;
@@ -352,7 +390,8 @@ export class KafkaEventAppender implements EventAppender {
     const started = performance.now();
     const span = this.transactionSpan(live, messages.length);
     try {
-      await this.sendTransaction(session, live, messages, started);
+      if (this.mode === 'idempotent') await this.sendConfirmed(session, live, messages, started);
+      else await this.sendTransaction(session, live, messages, started);
       span.end();
     } catch (err) {
       failSpan(span, err);
@@ -381,21 +420,8 @@ export class KafkaEventAppender implements EventAppender {
       await this.abandon(session, live, `Kafka did not take the write: ${errorText(err)}`, true);
       return;
     }
-    // Offsets: a partition's messages are stored in the order sent, from its base offset on.
-    const next = new Map(acks.map((a) => [a.partition, a.baseOffset]));
-    const positions = new Map<Pending, StreamPosition[]>();
-    for (const p of live) {
-      const at: StreamPosition[] = [];
-      for (const m of p.messages) {
-        const partition = session.partitionOf(m.key);
-        const offset = next.get(partition);
-        if (offset === undefined) break;
-        next.set(partition, offset + 1);
-        at.push({ partition, offset });
-      }
-      positions.set(p, at);
-    }
-    if ([...positions.values()].some((at, i) => at.length !== live[i]!.messages.length)) {
+    const positions = positionsOf(session, live, acks);
+    if (positions === undefined) {
       this.metrics?.transaction('aborted', performance.now() - started, live.length);
       await this.abandon(session, live, 'Kafka acknowledged the request without the partition of a write', false);
       return;
@@ -421,6 +447,85 @@ export class KafkaEventAppender implements EventAppender {
       } else {
         this.settle(p, outcomeUnknown('Kafka did not confirm the commit of the write; it may or may not be stored'));
       }
+    }
+  }
+
+  /**
+   * Idempotent mode: one produce request; its outcome, when the answer was lost, confirmed by sending the
+   * same batch again (see the top). From the moment the request may go out, a deadline means
+   * outcome_unknown, never unavailable.
+   */
+  private async sendConfirmed(session: Session, live: Pending[], messages: (OutgoingMessage & { readonly partition: number })[], started: number): Promise<void> {
+    for (const p of live) p.phase = 'committing';
+    let acks: readonly { partition: number; baseOffset: number }[];
+    try {
+      this.counts.requests += 1;
+      acks = await session.session.send(messages);
+    } catch (err) {
+      if (err instanceof NotSentError) {
+        this.metrics?.transaction('aborted', performance.now() - started, live.length);
+        for (const p of live) this.settle(p, unavailable(`Kafka did not take the write: ${errorText(err)}`));
+        this.discard(session);
+        return;
+      }
+      // It may be stored. The queue goes on with a new producer; this one is kept to confirm the batch.
+      if (this.current === session) this.current = undefined;
+      const confirmation: Promise<void> = this.confirm(session, live, messages, started).finally(() => this.confirming.delete(confirmation));
+      this.confirming.add(confirmation);
+      return;
+    }
+    this.acknowledge(session, live, acks, started);
+  }
+
+  /** Sends the batch again until the broker answers (stored once: it dedupes by sequence) or nobody waits any more. */
+  private async confirm(session: Session, live: readonly Pending[], messages: (OutgoingMessage & { readonly partition: number })[], started: number): Promise<void> {
+    let wait = this.commitRetryMs;
+    try {
+      for (;;) {
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        wait = Math.min(wait * 2, 1000);
+        if (live.every((p) => p.settled)) {
+          // Told outcome_unknown at their deadlines. Nothing is sent on this producer again.
+          this.metrics?.transaction('unknown', performance.now() - started, live.length);
+          return;
+        }
+        this.counts.commitRetries += 1;
+        let acks: readonly { partition: number; baseOffset: number }[];
+        try {
+          acks = await session.session.send(messages);
+        } catch {
+          // Not answered again (or, NotSentError, not sent this time; an earlier attempt may have been).
+          if (this.closing) {
+            // Shutting down: nobody is left to answer (the service's calls are drained or cancelled first).
+            this.metrics?.transaction('unknown', performance.now() - started, live.length);
+            for (const p of live) this.settle(p, outcomeUnknown('Kafka did not confirm the write before the appender closed; it may or may not be stored'));
+            return;
+          }
+          continue;
+        }
+        this.acknowledge(session, live, acks, started);
+        return;
+      }
+    } finally {
+      await session.session.disconnect().catch(() => undefined);
+    }
+  }
+
+  /** Idempotent mode: the broker stored the batch; each append is told where its events are. */
+  private acknowledge(session: Session, live: readonly Pending[], acks: readonly { partition: number; baseOffset: number }[], started: number): void {
+    const positions = positionsOf(session, live, acks);
+    if (positions === undefined) {
+      // Stored, by the answer, but where cannot be told: a broken answer, not an outage.
+      this.metrics?.transaction('unknown', performance.now() - started, live.length);
+      for (const p of live) this.settle(p, outcomeUnknown('Kafka acknowledged the request without the partition of a write'));
+      return;
+    }
+    this.metrics?.transaction('committed', performance.now() - started, live.length);
+    for (const p of live) {
+      if (p.settled) continue; // told outcome_unknown at its deadline; stored
+      this.counts.appends += 1;
+      this.counts.messages += p.messages.length;
+      this.settle(p, positions.get(p)!);
     }
   }
 
@@ -520,11 +625,44 @@ export class KafkaEventAppender implements EventAppender {
   }
 }
 
+/**
+ * Where each append's events were stored: a partition's messages are stored in the order sent, from its
+ * base offset on. Undefined when the answer lacks a partition of the batch.
+ */
+function positionsOf(session: Session, live: readonly Pending[], acks: readonly { partition: number; baseOffset: number }[]): Map<Pending, StreamPosition[]> | undefined {
+  const next = new Map(acks.map((a) => [a.partition, a.baseOffset]));
+  const positions = new Map<Pending, StreamPosition[]>();
+  for (const p of live) {
+    const at: StreamPosition[] = [];
+    for (const m of p.messages) {
+      const partition = session.partitionOf(m.key);
+      const offset = next.get(partition);
+      if (offset === undefined) return undefined;
+      next.set(partition, offset + 1);
+      at.push({ partition, offset });
+    }
+    positions.set(p, at);
+  }
+  return positions;
+}
+
 /** What a rejected append is counted as: the two outage answers by name, anything else is a bug. */
 const outcomeOf = (err: Error): AppendOutcome =>
   err instanceof DomainError && (err.code === 'unavailable' || err.code === 'outcome_unknown') ? err.code : 'error';
 
 const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** The real session of `idempotent` mode: a kafkajs idempotent producer (idempotent-producer.ts). */
+function idempotentSession(options: KafkaEventAppenderOptions): ProduceSession {
+  const producer = new IdempotentProducer({ connection: options.connection, topic: options.topic, ...(options.onRequest ? { onRequest: options.onRequest } : {}) });
+  return {
+    connect: () => producer.connect(),
+    send: (messages) => producer.send(messages),
+    commit: () => Promise.resolve(), // stored once acknowledged: nothing to commit
+    abort: () => Promise.resolve(), // nothing open to abort
+    disconnect: () => producer.disconnect(),
+  };
+}
 
 /** The real session: a kafkajs transactional producer (transactional-producer.ts). */
 function kafkaSession(options: KafkaEventAppenderOptions, transactionalId: string): ProduceSession {

@@ -1,4 +1,4 @@
-import type { Kafka } from 'kafkajs';
+import type { ISocketFactory, Kafka } from 'kafkajs';
 import { Partitioners } from 'kafkajs';
 import { offsetNumber, type OutgoingMessage } from './messages';
 
@@ -41,7 +41,7 @@ export class CommitNotProcessedError extends Error {
   override readonly name = 'CommitNotProcessedError';
 }
 
-interface EosManager {
+export interface EosManager {
   initProducerId(): Promise<void>;
   addPartitionsToTransaction(topicData: { topic: string; partitions: { partition: number }[] }[]): Promise<void>;
   beginTransaction(): void;
@@ -51,7 +51,7 @@ interface EosManager {
   getProducerEpoch(): number;
   isInTransaction(): boolean;
 }
-interface KafkaBroker {
+export interface KafkaBroker {
   readonly nodeId: number;
   endTxn(request: { producerId: number; producerEpoch: number; transactionalId: string; transactionResult: boolean }): Promise<unknown>;
 }
@@ -59,7 +59,7 @@ interface CoordinatorRequest {
   groupId: string;
   coordinatorType: number;
 }
-interface KafkaCluster {
+export interface KafkaCluster {
   connect(): Promise<void>;
   disconnect(): Promise<void>;
   addTargetTopic(topic: string): Promise<void>;
@@ -78,11 +78,11 @@ interface SendBatchResult {
   readonly partition: number;
   readonly baseOffset?: string;
 }
-interface Emitter {
+export interface Emitter {
   addListener(event: string, listener: (e: { payload: { apiName: string } }) => void): () => void;
 }
-interface Internals {
-  createEosManager(options: { logger: unknown; cluster: EosCluster; transactionTimeout: number; transactional: true; transactionalId: string }): EosManager;
+export interface Internals {
+  createEosManager(options: { logger: unknown; cluster: EosCluster; transactionTimeout: number; transactional: boolean; transactionalId: string | undefined }): EosManager;
   createMessageProducer(options: {
     logger: unknown;
     cluster: KafkaCluster;
@@ -94,6 +94,8 @@ interface Internals {
   }): { sendBatch(request: { acks: number; topicMessages: { topic: string; messages: unknown[] }[] }): Promise<SendBatchResult[]> };
   createRetry(options: unknown): unknown;
   Emitter: new () => Emitter;
+  /** kafkajs's own socket factory (plain TCP or TLS, keep-alive), for wrapping (idempotent-producer.ts). */
+  defaultSocketFactory: () => ISocketFactory;
   CONNECTED: string;
   TRANSACTION_COORDINATOR: number;
 }
@@ -101,18 +103,19 @@ interface Internals {
 let internals: Internals | undefined;
 
 /* eslint-disable @typescript-eslint/no-require-imports -- kafkajs's internal CommonJS modules, see the top */
-function kafkaInternals(): Internals {
+export function kafkaInternals(): Internals {
   if (internals) return internals;
   const loaded: Internals = {
     createEosManager: require('kafkajs/src/producer/eosManager') as Internals['createEosManager'],
     createMessageProducer: require('kafkajs/src/producer/messageProducer') as Internals['createMessageProducer'],
     createRetry: require('kafkajs/src/retry') as Internals['createRetry'],
     Emitter: require('kafkajs/src/instrumentation/emitter') as Internals['Emitter'],
+    defaultSocketFactory: require('kafkajs/src/network/socketFactory') as Internals['defaultSocketFactory'],
     CONNECTED: (require('kafkajs/src/network/connectionStatus') as { CONNECTION_STATUS: { CONNECTED: string } }).CONNECTION_STATUS.CONNECTED,
     TRANSACTION_COORDINATOR: (require('kafkajs/src/protocol/coordinatorTypes') as { TRANSACTION: number }).TRANSACTION,
   };
   /* eslint-enable @typescript-eslint/no-require-imports */
-  const shapes = [typeof loaded.createEosManager, typeof loaded.createMessageProducer, typeof loaded.createRetry, typeof loaded.Emitter];
+  const shapes = [typeof loaded.createEosManager, typeof loaded.createMessageProducer, typeof loaded.createRetry, typeof loaded.Emitter, typeof loaded.defaultSocketFactory];
   if (shapes.some((t) => t !== 'function') || typeof loaded.CONNECTED !== 'string' || loaded.TRANSACTION_COORDINATOR !== 1) {
     throw new Error('kafkajs internals are not where services/kafka/src/transactional-producer.ts expects them (written for kafkajs 2.2.4)');
   }
@@ -123,7 +126,7 @@ function kafkaInternals(): Internals {
 /** kafkajs's own default for its producers and consumers. */
 const METADATA_MAX_AGE_MS = 300_000;
 
-function createCluster(kafka: Kafka, emitter: Emitter): KafkaCluster {
+export function createCluster(kafka: Kafka, emitter: Emitter): KafkaCluster {
   const factory = Object.getOwnPropertySymbols(kafka).find((s) => s.description === 'private:Kafka:createCluster');
   const create = factory === undefined ? undefined : (kafka as unknown as Record<symbol, unknown>)[factory];
   if (typeof create !== 'function') throw new Error('kafkajs Kafka object has no cluster factory (services/kafka/src/transactional-producer.ts is written for kafkajs 2.2.4)');

@@ -9,10 +9,11 @@ import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConn
  * before the broker read the request, sometimes after it stored the batch but before the answer came back.
  * kafkajs then retries; the idempotent producer and the one-request-in-flight rule must turn that into no
  * duplicates and no reordering: every acknowledged event is in the topic exactly once, each dataset's
- * acknowledged events in call order, at the positions the appends were told. And the answers are exact
- * (transactions): read committed, the topic holds no event whose append was told `unavailable`; one told
- * `outcome_unknown` may be there or not. Cuts also hit the commit (EndTxn) requests. Bounded: 480 appends
- * and at most 40 cuts, on loopback. (With the producer's idempotence switched off, this test finds duplicates.)
+ * acknowledged events in call order, at the positions the appends were told. And the answers are exact, in
+ * both modes of the appender (transactions; idempotent produce with lost answers confirmed): read
+ * committed, the topic holds no event whose append was told `unavailable`; one told `outcome_unknown` may
+ * be there or not. Cuts also hit the commit (EndTxn) requests. Bounded: 480 appends and at most 40 cuts per
+ * mode, on loopback. (With the producer's idempotence switched off, this test finds duplicates.)
  */
 
 let admin: Admin;
@@ -70,7 +71,7 @@ const event = (dataset: string, seq: number): DatasetEvent => ({
   delete_by: null,
 });
 
-it('stores every acknowledged append exactly once and in order while connections are cut mid-request', async () => {
+it.each(['transactional', 'idempotent'] as const)('%s: stores every acknowledged append exactly once and in order while connections are cut mid-request', async (mode) => {
   const topic = randomName('pushbase-faults');
   topics.push(topic);
   await ensureTopic(admin, { topic, partitions: 4 });
@@ -79,6 +80,7 @@ it('stores every acknowledged append exactly once and in order while connections
   const appender = new KafkaEventAppender({
     connection: testConnection({ socketFactory: chaos.socketFactory, requestTimeoutMs: 5000, retry: { retries: 8, initialRetryTimeMs: 50, maxRetryTimeMs: 500 } }),
     topic,
+    mode,
     lingerMs: 2,
     appendTimeoutMs: 30_000,
   });
@@ -107,7 +109,7 @@ it('stores every acknowledged append exactly once and in order while connections
   } finally {
     await appender.close();
   }
-  const context = `seed ${seed}, ${chaos.cuts()} cuts, ${acknowledged.size} acknowledged, ${refused.size} refused, ${unknown} unknown`;
+  const context = `${mode}, seed ${seed}, ${chaos.cuts()} cuts, ${acknowledged.size} acknowledged, ${refused.size} refused, ${unknown} unknown`;
   expect({ context, cutsHappened: chaos.cuts() > 0 }).toEqual({ context, cutsHappened: true });
   // A guard that the run is not vacuous, not a speed check: one cut refuses a whole batch of up to 12
   // appends, so how many are refused depends on where the cuts land (seed 50624 on a loaded CI machine: 30

@@ -1,5 +1,6 @@
 import { EVENT_SCHEMA_VERSION, DomainError, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, type ProduceSession } from '../src/appender';
+import { NotSentError } from '../src/idempotent-producer';
 import { TransactionAbortedError, TransactionFencedError } from '../src/transactional-producer';
 import { partitionerFor, type OutgoingMessage } from '../src/messages';
 import { createMetricsRegistry, kafkaAppenderMetrics } from '@pushbase/metrics';
@@ -441,5 +442,173 @@ describe('KafkaEventAppender: metrics', () => {
     expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'aborted' })).toBe(1);
     expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'unknown' })).toBe(1);
     expect(sample(text, 'pushbase_kafka_transaction_appends_sum')).toBe(4);
+  });
+});
+
+/**
+ * An idempotent broker of one partition in memory, as Kafka dedupes a producer's batches: a batch of a
+ * producer id it already stored (the same sequence numbers, here the same events) is answered with its
+ * first offset instead of being stored again. `faults` is a queue of what the next sends do instead:
+ *   not-sent   NotSentError, nothing stored (no request went out)
+ *   lost       stored, the answer lost          dropped   not stored, no answer (connection cut before)
+ * `down` makes every send fail unanswered (nothing stored) while it is set; `cut` does so for one producer.
+ */
+type IdempotentFault = 'not-sent' | 'lost' | 'dropped';
+
+class FakeIdempotentBroker {
+  readonly log: { at: number; producer: number }[] = [];
+  readonly requests: { producer: number; seqs: number[] }[] = [];
+  readonly faults: IdempotentFault[] = [];
+  readonly commits: number[] = [];
+  sessions = 0;
+  down = false;
+  readonly cut = new Set<number>();
+  gate: Promise<void> | undefined;
+
+  stored(): number[] {
+    return this.log.map((e) => e.at);
+  }
+
+  session = (): ProduceSession => {
+    this.sessions += 1;
+    const producer = this.sessions;
+    const batches = new Map<string, number>(); // this producer's stored batches: seqs → first offset
+    return {
+      connect: () => Promise.resolve(1),
+      send: async (messages) => {
+        const seqs = seqsOf(messages);
+        this.requests.push({ producer, seqs });
+        await this.gate;
+        const fault = this.faults.shift();
+        if (fault === 'not-sent') throw new NotSentError('connect ECONNREFUSED');
+        if (this.down || this.cut.has(producer) || fault === 'dropped') throw new Error('Connection closed');
+        const key = seqs.join(',');
+        let base = batches.get(key);
+        if (base === undefined) {
+          base = this.log.length;
+          batches.set(key, base);
+          for (const at of seqs) this.log.push({ at, producer });
+        }
+        if (fault === 'lost') throw new Error('Request Produce timed out');
+        return [{ partition: 0, baseOffset: base }];
+      },
+      commit: () => {
+        this.commits.push(producer);
+        return Promise.resolve();
+      },
+      abort: () => Promise.resolve(),
+      disconnect: () => Promise.resolve(),
+    };
+  };
+}
+
+describe('KafkaEventAppender, idempotent mode: one produce per batch, lost answers confirmed', () => {
+  const appenderFor = (broker: FakeIdempotentBroker, appendTimeoutMs = 2000, metrics?: ReturnType<typeof kafkaAppenderMetrics>): KafkaEventAppender =>
+    new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', mode: 'idempotent', lingerMs: 1, appendTimeoutMs, commitRetryMs: 5, session: broker.session, ...(metrics ? { metrics } : {}) });
+
+  it('acknowledges a batch once its produce is answered, with its positions: one request, no commit', async () => {
+    const broker = new FakeIdempotentBroker();
+    const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', mode: 'idempotent', lingerMs: 20, session: broker.session });
+    const positions = await Promise.all(Array.from({ length: 10 }, (_, i) => appender.appendAt([event(i)])));
+    expect(positions.map((p) => p[0]!.offset)).toEqual(Array.from({ length: 10 }, (_, i) => i));
+    expect(broker.requests).toEqual([{ producer: 1, seqs: Array.from({ length: 10 }, (_, i) => i) }]);
+    expect(broker.commits).toEqual([]);
+    expect(appender.stats()).toEqual({ requests: 1, appends: 10, messages: 10, commitRetries: 0 });
+    await appender.close();
+  });
+
+  it('a send that never went out: unavailable, nothing stored, and the next batch goes out on a new producer', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.faults.push('not-sent');
+    const appender = appenderFor(broker);
+    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'unavailable' });
+    await appender.append([event(1)]);
+    await appender.close();
+    expect(broker.stored()).toEqual([1]);
+    expect(broker.requests.map((r) => r.producer)).toEqual([1, 2]);
+  });
+
+  it('a produce stored but unanswered: sent again, stored once, acknowledged at its first position', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.faults.push('lost', 'dropped');
+    const appender = appenderFor(broker);
+    const [position] = await appender.appendAt([event(7)]);
+    await appender.close();
+    expect(position).toEqual({ partition: 0, offset: 0 });
+    expect(broker.stored()).toEqual([7]);
+    // The first attempt and two confirmations, all on the first producer (its sequence numbers).
+    expect(broker.requests).toEqual([1, 2, 3].map(() => ({ producer: 1, seqs: [7] })));
+    expect(appender.stats()).toMatchObject({ requests: 1, appends: 1, commitRetries: 2 });
+  });
+
+  it('a produce cut before the broker stored it: the confirmation stores it, once', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.faults.push('dropped');
+    const appender = appenderFor(broker);
+    await appender.append([event(3)]);
+    await appender.close();
+    expect(broker.stored()).toEqual([3]);
+  });
+
+  it('writes made while a batch is being confirmed go out on a new producer without waiting for it', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.cut.add(1); // the first producer's produce and confirmations get no answer for now
+    const appender = appenderFor(broker);
+    const answered: number[] = [];
+    const first = appender.append([event(0)]).then(() => answered.push(0));
+    while (broker.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 1));
+    await appender.append([event(1)]).then(() => answered.push(1));
+    expect(answered).toEqual([1]);
+    broker.cut.delete(1);
+    await first;
+    await appender.close();
+    expect(answered).toEqual([1, 0]);
+    // The later write is stored first: the two were concurrent (neither was answered before the other was sent).
+    expect(broker.stored()).toEqual([1, 0]);
+    expect(broker.requests.filter((r) => r.seqs[0] === 1).map((r) => r.producer)).toEqual([2]);
+    expect(new Set(broker.requests.filter((r) => r.seqs[0] === 0).map((r) => r.producer))).toEqual(new Set([1]));
+  });
+
+  it('no answer before the deadline: outcome_unknown, and nothing is sent again after it', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.down = true;
+    const appender = appenderFor(broker, 150);
+    const started = performance.now();
+    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'outcome_unknown' });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(140);
+    await appender.close();
+    const sent = broker.requests.length;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(broker.requests.length).toBe(sent);
+    expect(broker.stored()).toEqual([]);
+  });
+
+  it('closing while a batch is being confirmed ends it as outcome_unknown at the next failed attempt, not at its deadline', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.down = true;
+    const appender = appenderFor(broker, 60_000);
+    const write = appender.append([event(0)]);
+    const outcome = write.then(() => 'ok', (e: DomainError) => e.code);
+    while (broker.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 1));
+    const started = performance.now();
+    await appender.close();
+    expect(await outcome).toBe('outcome_unknown');
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+
+  it('counts a confirmed batch as committed and a refused one as aborted', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    const broker = new FakeIdempotentBroker();
+    const appender = appenderFor(broker, 2000, kafkaAppenderMetrics(registry));
+    broker.faults.push('lost');
+    await appender.append([event(0)]);
+    broker.faults.push('not-sent');
+    await expect(appender.append([event(1)])).rejects.toMatchObject({ code: 'unavailable' });
+    await appender.close();
+    const text = await registry.metrics();
+    expect(sample(text, 'pushbase_kafka_appends_total', { outcome: 'committed' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_appends_total', { outcome: 'unavailable' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'committed' })).toBe(1);
+    expect(sample(text, 'pushbase_kafka_transaction_duration_seconds_count', { outcome: 'aborted' })).toBe(1);
   });
 });

@@ -1,4 +1,4 @@
-import { availableParallelism, hostname } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { defaultWriteWorkerCount } from '@pushbase/app';
 import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
@@ -14,7 +14,6 @@ import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
  */
 const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
-const text = () => z.preprocess(blankToUndefined, z.string().optional());
 const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
@@ -51,15 +50,8 @@ const schema = z
     // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
     // for clients connected directly (the drain's GOAWAY sends them elsewhere).
     PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
-    /*
-     * The Kafka transactional id: one per running instance, the same across its restarts, so a restarted
-     * instance fences its predecessor (and settles its open transaction) at its first connect. Default:
-     * pushbase-records.<host name>.<topic> — right when each instance has a host of its own (a pod); set
-     * it per instance when several run on one host, as two live producers with one id fence each other.
-     */
-    PUSHBASE_RECORDS_TRANSACTIONAL_ID: text().refine((v) => v === undefined || /^[A-Za-z0-9._:/-]{1,200}$/.test(v), 'PUSHBASE_RECORDS_TRANSACTIONAL_ID must be 1 to 200 of A-Z a-z 0-9 . _ : / -'),
-    // From a write's append to the commit's confirmation; later it is refused (503) or, once its commit was
-    // sent, answered outcome_unknown (500).
+    // From a write's append to the broker's acknowledgement; later it is refused (503) when its batch was
+    // never sent, else answered outcome_unknown (500): services/kafka/src/appender.ts, idempotent mode.
     PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: integer(30_000, 100, 600_000),
     // How long the first write into an idle appender waits for others to share its transaction. 1 ms, not
     // the appender's 5: writes arriving while a transaction is in flight share the next one anyway, so under
@@ -83,7 +75,6 @@ const schema = z
       kafka: Object.freeze({
         brokers: e.PUSHBASE_KAFKA_BROKERS,
         topic: e.PUSHBASE_KAFKA_TOPIC,
-        transactionalId: e.PUSHBASE_RECORDS_TRANSACTIONAL_ID ?? `pushbase-records.${hostname().replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64)}.${e.PUSHBASE_KAFKA_TOPIC}`,
         appendTimeoutMs: e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS,
         lingerMs: e.PUSHBASE_RECORDS_LINGER_MS,
       }),

@@ -23,8 +23,8 @@ export interface RecordsHooks {
 }
 
 /**
- * The composition root of `pushbase records`: Redis (the schema store), the Kafka appender (transactional,
- * services/kafka/src/appender.ts), the record service behind its gRPC server. Writes
+ * The composition root of `pushbase records`: Redis (the schema store), the Kafka appender (idempotent, its
+ * lost answers confirmed: services/kafka/src/appender.ts), the record service behind its gRPC server. Writes
  * `{"msg":"listening","grpc_port":N,"metrics_port":M,"write_workers":W}` once it serves (metrics: docs/metrics.md). It starts while Kafka is down (its writes are then
  * refused with 503 until Kafka is back), not while Redis is: nothing could be validated.
  */
@@ -45,7 +45,8 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
       retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
     },
     topic: config.kafka.topic,
-    transactionalId: config.kafka.transactionalId,
+    // Confirmation rather than transactions: one produce request per batch (services/kafka/src/appender.ts).
+    mode: 'idempotent',
     appendTimeoutMs: config.kafka.appendTimeoutMs,
     lingerMs: config.kafka.lingerMs,
     metrics: kafkaAppenderMetrics(metrics),
@@ -66,8 +67,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     redis.disconnect();
     throw e;
   }
-  // Connect now rather than at the first write: initialising the transactional id fences a predecessor of
-  // this instance and settles its open transaction, which otherwise holds back the projector until it times out.
+  // Connect now rather than at the first write, so the first write does not wait for the producer id.
   appender.connect().catch((e: unknown) => log('warn', 'Kafka not reachable yet; writes are refused until it is', { error: e instanceof Error ? e.message : String(e) }));
   log('info', 'listening', {
     grpc_port: port,
@@ -75,7 +75,6 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     metrics_port: metricsListener.port,
     metrics_host: config.metrics.host,
     topic: config.kafka.topic,
-    transactional_id: config.kafka.transactionalId,
     redis_prefix: config.redis.prefix,
     write_workers: writeWorkers,
   });

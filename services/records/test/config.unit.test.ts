@@ -1,11 +1,9 @@
-import { hostname } from 'node:os';
 import { defaultRecordsWriteWorkers, loadRecordsConfig } from '../src/config';
 
 describe('loadRecordsConfig', () => {
-  it('has defaults for everything, the transactional id derived from the host and the topic', () => {
+  it('has defaults for everything', () => {
     const c = loadRecordsConfig({});
-    expect(c.kafka).toMatchObject({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', appendTimeoutMs: 30_000, lingerMs: 1 });
-    expect(c.kafka.transactionalId).toBe(`pushbase-records.${hostname().replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 64)}.pushbase.dataset-events`);
+    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', appendTimeoutMs: 30_000, lingerMs: 1 });
     // No drain delay unless asked: locally the drain's GOAWAY is enough.
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
@@ -25,12 +23,11 @@ describe('loadRecordsConfig', () => {
       PUSHBASE_GRPC_HOST: '0.0.0.0',
       PUSHBASE_RECORDS_GRPC_PORT: '7001',
       PUSHBASE_GRPC_DRAIN_MS: '5000',
-      PUSHBASE_RECORDS_TRANSACTIONAL_ID: 'records-0',
       PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '20000',
       PUSHBASE_RECORDS_LINGER_MS: '',
       PUSHBASE_RECORDS_WRITE_WORKERS: '0',
     });
-    expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', transactionalId: 'records-0', appendTimeoutMs: 20_000, lingerMs: 1 });
+    expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', appendTimeoutMs: 20_000, lingerMs: 1 });
     expect(c.grpc).toEqual({ host: '0.0.0.0', port: 7001, drainMs: 5000 });
     expect(c.redis).toEqual({ url: 'redis://r:6380', prefix: 'p:' });
     expect(c.writeWorkers).toBe(0);
@@ -38,7 +35,6 @@ describe('loadRecordsConfig', () => {
 
   it('refuses bad values, naming each', () => {
     expect(() => loadRecordsConfig({ PUSHBASE_KAFKA_BROKERS: 'nope', PUSHBASE_RECORDS_GRPC_PORT: '70000' })).toThrow(/PUSHBASE_KAFKA_BROKERS[\s\S]*PUSHBASE_RECORDS_GRPC_PORT/);
-    expect(() => loadRecordsConfig({ PUSHBASE_RECORDS_TRANSACTIONAL_ID: 'has space' })).toThrow(/PUSHBASE_RECORDS_TRANSACTIONAL_ID/);
     expect(() => loadRecordsConfig({ PUSHBASE_GRPC_DRAIN_MS: '-1' })).toThrow(/PUSHBASE_GRPC_DRAIN_MS/);
     expect(() => loadRecordsConfig({ PUSHBASE_GRPC_DRAIN_MS: '1.5' })).toThrow(/PUSHBASE_GRPC_DRAIN_MS/);
     expect(() => loadRecordsConfig({ PUSHBASE_RECORDS_WRITE_WORKERS: '-1' })).toThrow(/PUSHBASE_RECORDS_WRITE_WORKERS/);

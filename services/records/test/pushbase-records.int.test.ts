@@ -59,7 +59,6 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
       PUSHBASE_REDIS_PREFIX: prefix,
       PUSHBASE_GRPC_HOST: '127.0.0.1',
       PUSHBASE_RECORDS_GRPC_PORT: '0',
-      PUSHBASE_RECORDS_TRANSACTIONAL_ID: randomName('pushbase-records-cli'),
       PUSHBASE_GRPC_DRAIN_MS: String(DRAIN_MS),
       PUSHBASE_RECORDS_WRITE_WORKERS: '2',
     },

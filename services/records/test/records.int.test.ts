@@ -51,7 +51,7 @@ async function startService(topic: string, prefix: string, brokers?: readonly st
   const appender = new KafkaEventAppender({
     connection: testConnection({ ...(brokers === undefined ? {} : { brokers }), retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
     topic,
-    transactionalId: randomName('pushbase-records-test'),
+    mode: 'idempotent',
     appendTimeoutMs: 20_000,
   });
   const server = createRecordsServer({ redis: own, prefix, appender, log: () => undefined, protos });
