@@ -25,7 +25,7 @@
  *   slow   in the half and rate phases, how busy the machine's cores were in the window and the cores each
  *          service and each server of `services:up` used; the share of acks over 50 ms as the load
  *          generator saw them, and the share over 50 ms of the gateway's answers and of its Append calls
- *          to records, of records' handling of those calls, its Kafka appends and its transactions (the
+ *          to records, of records' handling of those calls, its Kafka appends and its produce batches (the
  *          services' own histograms, from /metrics): where the ack tail was lost;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
  *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
@@ -503,14 +503,14 @@ function tally(text: string, name: string, match: Record<string, string>, overS:
 
 /**
  * A paced phase's slow answers seen from inside: the gateway's answers and its Append calls to records,
- * records' handling of them, its Kafka appends and transactions.
+ * records' handling of them, its Kafka appends and produce batches.
  */
 interface Inside {
   readonly gateway: Tally;
   readonly calls: Tally;
   readonly handled: Tally;
   readonly appends: Tally;
-  readonly transactions: Tally;
+  readonly batches: Tally;
 }
 async function insideTallies(s: TestStack): Promise<Inside> {
   const [gateway, records] = await Promise.all([scrape(s.running.metricsPort('gateway')!), scrape(s.running.metricsPort('records')!)]);
@@ -521,7 +521,7 @@ async function insideTallies(s: TestStack): Promise<Inside> {
     calls: tally(gateway, 'pushbase_grpc_client_handling_seconds', append, overS),
     handled: tally(records, 'pushbase_grpc_server_handling_seconds', append, overS),
     appends: tally(records, 'pushbase_kafka_append_duration_seconds', { outcome: 'committed' }, overS),
-    transactions: tally(records, 'pushbase_kafka_transaction_duration_seconds', { outcome: 'committed' }, overS),
+    batches: tally(records, 'pushbase_kafka_transaction_duration_seconds', { outcome: 'committed' }, overS),
   };
 }
 const minus = (a: Tally, b: Tally): Tally => ({ count: a.count - b.count, over: a.over - b.over });
@@ -530,7 +530,7 @@ const minusAll = (a: Inside, b: Inside): Inside => ({
   calls: minus(a.calls, b.calls),
   handled: minus(a.handled, b.handled),
   appends: minus(a.appends, b.appends),
-  transactions: minus(a.transactions, b.transactions),
+  batches: minus(a.batches, b.batches),
 });
 const share = (t: Tally): string => (t.count === 0 ? 'n/a' : `${fmt((100 * t.over) / t.count, 1)} % of ${fmt(t.count)}`);
 
@@ -603,7 +603,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
 /**
  * Where a paced phase's acks over SLOW_MS were: at the load generator, in the gateway (from a request's
  * arrival to its answer), in its Append calls (the wire and both event loops' queues included), in records'
- * handling of them, its Kafka appends (queueing behind the transaction before included) and its transactions.
+ * handling of them, its Kafka appends (queueing behind the batch before included) and its produce batches.
  * Each stage contains the next, so the shares fall along the line; where one falls sharply, the time between
  * the two stages held the tail. An answer slow only at the load generator lost its time outside the
  * gateway's handling: in TLS, the sockets or the generator's own event loop.
@@ -617,7 +617,7 @@ function slowLine(p: Phase): void {
   const generator = { count: p.result.ok, over: p.result.slow };
   line(
     `  over ${SLOW_MS} ms: ${share(generator)} acks at the load generator; ${share(p.inside.gateway)} gateway answers, ${share(p.inside.calls)} of its Append calls; ` +
-      `${share(p.inside.handled)} Appends handled, ${share(p.inside.appends)} Kafka appends and ${share(p.inside.transactions)} transactions in records`,
+      `${share(p.inside.handled)} Appends handled, ${share(p.inside.appends)} Kafka appends and ${share(p.inside.batches)} produce batches in records`,
   );
 }
 

@@ -14,9 +14,9 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  * The write half of the Kafka event log (EventAppender): what the schema and record services use.
  *
  * Linger and group commit. An append is queued; the first append into an empty queue starts a short timer
- * (`lingerMs`), and when it fires everything queued goes out in ONE transaction — one produce request (one
- * record batch per partition) and one commit. While that transaction is in flight, new appends queue up and
- * go out together the moment it completes. So under load one round trip carries the appends of many
+ * (`lingerMs`), and when it fires everything queued goes out as ONE batch — one produce request (one record
+ * batch per partition) and, in transactional mode, one commit. While that batch is in flight, new appends
+ * queue up and go out together the moment it completes. So under load one round trip carries the appends of many
  * concurrent requests, and throughput follows the batch size, not the round-trip time; an idle appender adds
  * only `lingerMs`.
  *
@@ -47,11 +47,12 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  *  - its positions once the broker acknowledged the produce;
  *  - `unavailable` when no produce request of its batch was handed to a connection (NotSentError: Kafka
  *    could not be reached, the producer could not connect), or its deadline came while it was queued;
- *  - otherwise — the request went out and its answer was lost or was an error — its batch is CONFIRMED:
- *    sent again on the same producer with the same sequence numbers, backing off, until the broker answers.
- *    The broker stores a batch it has not seen and answers one it already holds with that batch's offset,
- *    so either way the batch is then stored exactly once and the append is told its positions. Only when
- *    no answer comes before the append's deadline is it told `outcome_unknown`. Confirmation runs beside
+ *  - otherwise — the request went out and no success came back (a lost answer, a cut connection, an error
+ *    answer) — its batch is CONFIRMED: sent again on the same producer with the same sequence numbers,
+ *    backing off, until the broker acknowledges it. The broker stores a batch it has not seen and answers
+ *    one it already holds with that batch's offset, so either way the batch is then stored exactly once
+ *    and the append is told its positions. Only when no acknowledgement comes before the append's deadline
+ *    is it told `outcome_unknown` (so is a batch the broker keeps refusing: safe, if not informative). Confirmation runs beside
  *    the queue: the batches after it go out on a new producer (a new producer id), so one lost answer does
  *    not hold every later write. A write that overtakes a batch being confirmed was sent while that
  *    batch's writer still had no answer: the two were concurrent, and either order is one they could have had.
@@ -99,14 +100,16 @@ export interface KafkaEventAppenderOptions {
   /** The topic's max.message.bytes; a larger append is refused as invalid. Default 16 MiB, as ensureTopic creates it. */
   readonly maxMessageBytes?: number;
   /**
-   * From append() to the commit's confirmation. An append not yet committing by then rejects as
+   * From append() to its outcome. Transactional: an append not yet committing by then rejects as
    * `unavailable` (its transaction is not committed), one whose commit is unconfirmed as `outcome_unknown`.
-   * Default 30000 ms.
+   * Idempotent: an append whose produce request was never written rejects as `unavailable`, one whose
+   * batch is not acknowledged (confirmations included) as `outcome_unknown`. Default 30000 ms.
    */
   readonly appendTimeoutMs?: number;
   /**
-   * The producer's transactional id: stable per service instance, unique among live appenders. Default: the
-   * host name and a random suffix (unique, but a restart then cannot fence its predecessor).
+   * Transactional mode: the producer's transactional id, stable per service instance, unique among live
+   * appenders. Default: the host name and a random suffix (unique, but a restart then cannot fence its
+   * predecessor).
    */
   readonly transactionalId?: string;
   /** How long the coordinator lets a transaction stay open before aborting it. Default 10000 ms. */
@@ -133,9 +136,10 @@ export interface ProduceSession {
   /**
    * Begins a transaction and sends the messages (partition already chosen) in it; resolves with each
    * partition's first offset. In `idempotent` mode: sends them (stored once acknowledged), rejects with
-   * NotSentError when no request went out, and sends the same batches again when called again.
+   * NotSentError when no request went out, and with `again` sends the same batches (the same sequence
+   * numbers) once more.
    */
-  send(messages: readonly (OutgoingMessage & { readonly partition: number })[]): Promise<readonly { partition: number; baseOffset: number }[]>;
+  send(messages: readonly (OutgoingMessage & { readonly partition: number })[], again?: boolean): Promise<readonly { partition: number; baseOffset: number }[]>;
   /**
    * Sends EndTxn(commit); may be called again after any rejection. Rejects with TransactionAbortedError /
    * TransactionFencedError / CommitNotProcessedError when the coordinator answered so, with anything else
@@ -282,9 +286,9 @@ export class KafkaEventAppender implements EventAppender {
   }
 
   /**
-   * Connects now instead of at the first batch: the producer's initialisation fences a predecessor with the
-   * same transactional id and settles its open transaction. Rejects when Kafka cannot be reached (the next
-   * batch tries again).
+   * Connects now instead of at the first batch. In transactional mode the producer's initialisation fences
+   * a predecessor with the same transactional id and settles its open transaction; in idempotent mode it
+   * only gets a producer id. Rejects when Kafka cannot be reached (the next batch tries again).
    */
   async connect(): Promise<void> {
     if (this.closing) throw unavailable('The event appender is closed');
@@ -376,15 +380,18 @@ export class KafkaEventAppender implements EventAppender {
   }
 
   private async sendBatch(batch: Pending[]): Promise<void> {
-    const live = batch.filter((p) => !p.settled);
-    if (live.length === 0) return;
+    if (batch.every((p) => p.settled)) return;
     let session: Session;
     try {
       session = await this.session();
     } catch (err) {
-      for (const p of live) this.settle(p, unavailable(`Kafka cannot be reached: ${errorText(err)}`));
+      for (const p of batch) this.settle(p, unavailable(`Kafka cannot be reached: ${errorText(err)}`));
       return;
     }
+    // Only now: an append whose deadline came while the producer connected was told `unavailable` and
+    // must not go out. From here to the send there is no await.
+    const live = batch.filter((p) => !p.settled);
+    if (live.length === 0) return;
     for (const p of live) p.phase = 'sending';
     const messages = live.flatMap((p) => p.messages.map((m) => ({ ...m, partition: session.partitionOf(m.key) })));
     const started = performance.now();
@@ -470,7 +477,12 @@ export class KafkaEventAppender implements EventAppender {
       }
       // It may be stored. The queue goes on with a new producer; this one is kept to confirm the batch.
       if (this.current === session) this.current = undefined;
-      const confirmation: Promise<void> = this.confirm(session, live, messages, started).finally(() => this.confirming.delete(confirmation));
+      const confirmation: Promise<void> = this.confirm(session, live, messages, started)
+        .catch((e: unknown) => {
+          // A bug rather than an outage; whether the batch is stored is not known.
+          for (const p of live) this.settle(p, outcomeUnknown(`The event appender failed: ${errorText(e)}`));
+        })
+        .finally(() => this.confirming.delete(confirmation));
       this.confirming.add(confirmation);
       return;
     }
@@ -492,7 +504,7 @@ export class KafkaEventAppender implements EventAppender {
         this.counts.commitRetries += 1;
         let acks: readonly { partition: number; baseOffset: number }[];
         try {
-          acks = await session.session.send(messages);
+          acks = await session.session.send(messages, true);
         } catch {
           // Not answered again (or, NotSentError, not sent this time; an earlier attempt may have been).
           if (this.closing) {
@@ -657,7 +669,7 @@ function idempotentSession(options: KafkaEventAppenderOptions): ProduceSession {
   const producer = new IdempotentProducer({ connection: options.connection, topic: options.topic, ...(options.onRequest ? { onRequest: options.onRequest } : {}) });
   return {
     connect: () => producer.connect(),
-    send: (messages) => producer.send(messages),
+    send: (messages, again) => producer.send(messages, again),
     commit: () => Promise.resolve(), // stored once acknowledged: nothing to commit
     abort: () => Promise.resolve(), // nothing open to abort
     disconnect: () => producer.disconnect(),

@@ -3,7 +3,7 @@ import type { ISocketFactory, Kafka } from 'kafkajs';
 import { Partitioners } from 'kafkajs';
 import { createKafka, type KafkaConnection } from './connection';
 import { offsetNumber, type OutgoingMessage } from './messages';
-import { createCluster, kafkaInternals, type EosManager, type Internals, type KafkaCluster } from './transactional-producer';
+import { createCluster, kafkaInternals, type EosManager, type Internals, type KafkaBroker, type KafkaCluster } from './transactional-producer';
 
 /*
  * An idempotent (not transactional) kafkajs producer, assembled from kafkajs 2.2.4's own parts like
@@ -17,9 +17,14 @@ import { createCluster, kafkaInternals, type EosManager, type Internals, type Ka
  *  - a batch whose answer was lost must be sent again exactly as it was: the same producer id and epoch and
  *    the same sequence numbers, so that the broker stores it once — it answers a batch it already holds
  *    (one of the last five per partition) with that batch's offset instead of writing it twice. kafkajs
- *    rolls a partition's sequence back when a produce fails, so sending the same messages again on the
- *    same producer does exactly that. Its retrier is set to no retries: the appender decides when to send
- *    again (appender.ts, "confirmation").
+ *    rolls a partition's sequence back only for the broker whose request failed; when a batch spans
+ *    several brokers and one of them answered, its partitions' sequences have moved on. So the sequence
+ *    of every partition of the batch is noted before its first attempt and put back before each re-send
+ *    (`send(messages, true)`), after every request of the attempt before has settled. kafkajs's retrier
+ *    is set to no retries: the appender decides when to send again (appender.ts, "confirmation").
+ * kafkajs sends one request per broker and rejects a send at the first failure while the other brokers'
+ * requests may still be on their way; a send's failure is classified (and a re-send begun) only once all of
+ * them settled, so their writes are seen.
  */
 
 /** The send failed before any produce request was handed to a connection: nothing of it can be stored. */
@@ -33,6 +38,12 @@ export interface IdempotentProducerOptions {
   readonly topic: string;
   /** Told the API name of every request sent (kafkajs's request instrumentation). */
   readonly onRequest?: (apiName: string) => void;
+  /**
+   * How long the broker may wait for the in-sync replicas before answering a produce (its `timeout`).
+   * Default 5000 ms: keep it under the connection's request timeout, so that a slow cluster answers with
+   * an error (and the batch is confirmed) rather than the request timing out.
+   */
+  readonly produceTimeoutMs?: number;
 }
 
 /** kafkajs asks for a transaction timeout even of a producer without transactions; the broker ignores it then. */
@@ -43,8 +54,14 @@ export class IdempotentProducer {
   private readonly internals: Internals;
   private readonly kafka: Kafka;
   private readonly cluster: KafkaCluster;
+  /** The cluster as the sender sees it: every broker's produce call is followed (`inFlight`). */
+  private readonly tracked: KafkaCluster;
   /** A Produce request was written to one of this producer's sockets since the current send began. */
   private produced = false;
+  /** The produce calls of the current attempt not yet settled. */
+  private readonly inFlight = new Set<Promise<unknown>>();
+  /** Each partition's sequence before the current batch's first attempt. */
+  private batchStart = new Map<number, number>();
   private eos: EosManager | undefined;
   private connected = false;
 
@@ -61,12 +78,19 @@ export class IdempotentProducer {
       }),
     });
     this.cluster = createCluster(this.kafka, emitter);
+    this.tracked = followingProduce(this.cluster, (call) => {
+      this.inFlight.add(call);
+      void call.then(
+        () => this.inFlight.delete(call),
+        () => this.inFlight.delete(call),
+      );
+    });
   }
 
   /** Connects and gets a producer id (InitProducerId); resolves with the topic's partition count. */
   async connect(): Promise<number> {
+    this.connected = true; // before: a connect that fails half way still has sockets to close
     await this.cluster.connect();
-    this.connected = true;
     await this.cluster.addTargetTopic(this.options.topic);
     const partitions = this.cluster.findTopicPartitionMetadata(this.options.topic).length;
     if (partitions === 0) throw new Error(`topic ${this.options.topic} has no partitions`);
@@ -84,15 +108,23 @@ export class IdempotentProducer {
 
   /**
    * Sends the messages (one produce request per broker, acks=all); resolves with each partition's first
-   * offset. Rejects with NotSentError when no produce request was handed to a connection, with kafkajs's
-   * error otherwise. Called again with the same messages after a failure, it sends the same batches.
+   * offset. Rejects with NotSentError when no produce request was written to a socket, with kafkajs's
+   * error otherwise. With `again`, the same messages after a failure: it sends the same batches (the
+   * sequence numbers of the first attempt).
    */
-  async send(messages: readonly (OutgoingMessage & { readonly partition: number })[]): Promise<readonly { partition: number; baseOffset: number }[]> {
+  async send(messages: readonly (OutgoingMessage & { readonly partition: number })[], again = false): Promise<readonly { partition: number; baseOffset: number }[]> {
     const eos = this.eos;
     if (eos === undefined) throw new NotSentError('The producer is not connected');
+    const { topic } = this.options;
+    await this.settled();
+    if (!again) {
+      this.batchStart = new Map([...new Set(messages.map((m) => m.partition))].map((p) => [p, eos.getSequence(topic, p)]));
+    } else {
+      for (const [partition, sequence] of this.batchStart) eos.updateSequence(topic, partition, sequence - eos.getSequence(topic, partition));
+    }
     const sender = this.internals.createMessageProducer({
       logger: this.kafka.logger(),
-      cluster: this.cluster,
+      cluster: this.tracked,
       partitioner: Partitioners.DefaultPartitioner(),
       eosManager: eos,
       idempotent: true,
@@ -101,12 +133,18 @@ export class IdempotentProducer {
     });
     this.produced = false;
     try {
-      const metadata = await sender.sendBatch({ acks: -1, topicMessages: [{ topic: this.options.topic, messages: [...messages] }] });
+      const metadata = await sender.sendBatch({ acks: -1, timeout: this.options.produceTimeoutMs ?? 5000, topicMessages: [{ topic: this.options.topic, messages: [...messages] }] });
       return metadata.map((m) => ({ partition: m.partition, baseOffset: offsetNumber(m.baseOffset ?? '') }));
     } catch (err) {
+      await this.settled(); // the other brokers' requests of this attempt: written or not, they are decided
       if (!this.produced) throw new NotSentError(err instanceof Error ? err.message : String(err));
       throw err;
     }
+  }
+
+  /** Waits until no produce call of this producer is in flight. */
+  private async settled(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
   }
 
   async disconnect(): Promise<void> {
@@ -114,6 +152,33 @@ export class IdempotentProducer {
     this.connected = false;
     await this.cluster.disconnect();
   }
+}
+
+/** The cluster, but each broker found through it reports the promise of each of its produce calls. */
+function followingProduce(cluster: KafkaCluster, onProduce: (call: Promise<unknown>) => void): KafkaCluster {
+  const wrapBroker = (broker: KafkaBroker): KafkaBroker =>
+    new Proxy(broker, {
+      get: (target, property) => {
+        const value: unknown = Reflect.get(target, property, target);
+        if (typeof value !== 'function') return value;
+        const method = value as (...a: unknown[]) => unknown;
+        if (property !== 'produce') return method.bind(target);
+        return (...args: unknown[]): unknown => {
+          const call = Promise.resolve(method.apply(target, args));
+          onProduce(call);
+          return call;
+        };
+      },
+    });
+  return new Proxy(cluster, {
+    get: (target, property) => {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      const method = value as (...a: unknown[]) => unknown;
+      if (property !== 'findBroker') return method.bind(target);
+      return async (...args: unknown[]): Promise<KafkaBroker> => wrapBroker((await method.apply(target, args)) as KafkaBroker);
+    },
+  });
 }
 
 /** kafkajs's request header: int32 size, int16 API key (Produce is 0), … */

@@ -50,6 +50,9 @@ export interface EosManager {
   getProducerId(): number;
   getProducerEpoch(): number;
   isInTransaction(): boolean;
+  getSequence(topic: string, partition: number): number;
+  /** Adds `increment` to the partition's next sequence number. */
+  updateSequence(topic: string, partition: number, increment: number): void;
 }
 export interface KafkaBroker {
   readonly nodeId: number;
@@ -91,7 +94,7 @@ export interface Internals {
     idempotent: true;
     retrier: unknown;
     getConnectionStatus: () => string;
-  }): { sendBatch(request: { acks: number; topicMessages: { topic: string; messages: unknown[] }[] }): Promise<SendBatchResult[]> };
+  }): { sendBatch(request: { acks: number; timeout?: number; topicMessages: { topic: string; messages: unknown[] }[] }): Promise<SendBatchResult[]> };
   createRetry(options: unknown): unknown;
   Emitter: new () => Emitter;
   /** kafkajs's own socket factory (plain TCP or TLS, keep-alive), for wrapping (idempotent-producer.ts). */

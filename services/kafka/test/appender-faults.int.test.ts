@@ -13,7 +13,10 @@ import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConn
  * both modes of the appender (transactions; idempotent produce with lost answers confirmed): read
  * committed, the topic holds no event whose append was told `unavailable`; one told `outcome_unknown` may
  * be there or not. Cuts also hit the commit (EndTxn) requests. Bounded: 480 appends and at most 40 cuts per
- * mode, on loopback. (With the producer's idempotence switched off, this test finds duplicates.)
+ * mode, on loopback. (With the producer's idempotence switched off, this test finds duplicates.) In
+ * idempotent mode every cut comes after a Produce request was written, so no append is refused: what is
+ * checked there is that confirming (re-sending) cut batches stores each exactly once and in order; that a
+ * write never sent is the only kind refused is appender-idempotent.int.test.ts's.
  */
 
 let admin: Admin;

@@ -457,13 +457,14 @@ type IdempotentFault = 'not-sent' | 'lost' | 'dropped';
 
 class FakeIdempotentBroker {
   readonly log: { at: number; producer: number }[] = [];
-  readonly requests: { producer: number; seqs: number[] }[] = [];
+  readonly requests: { producer: number; seqs: number[]; again: boolean }[] = [];
   readonly faults: IdempotentFault[] = [];
   readonly commits: number[] = [];
   sessions = 0;
   down = false;
   readonly cut = new Set<number>();
   gate: Promise<void> | undefined;
+  connectGate: Promise<void> | undefined;
 
   stored(): number[] {
     return this.log.map((e) => e.at);
@@ -474,10 +475,13 @@ class FakeIdempotentBroker {
     const producer = this.sessions;
     const batches = new Map<string, number>(); // this producer's stored batches: seqs → first offset
     return {
-      connect: () => Promise.resolve(1),
-      send: async (messages) => {
+      connect: async () => {
+        await this.connectGate;
+        return 1;
+      },
+      send: async (messages, again = false) => {
         const seqs = seqsOf(messages);
-        this.requests.push({ producer, seqs });
+        this.requests.push({ producer, seqs, again });
         await this.gate;
         const fault = this.faults.shift();
         if (fault === 'not-sent') throw new NotSentError('connect ECONNREFUSED');
@@ -511,7 +515,7 @@ describe('KafkaEventAppender, idempotent mode: one produce per batch, lost answe
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', mode: 'idempotent', lingerMs: 20, session: broker.session });
     const positions = await Promise.all(Array.from({ length: 10 }, (_, i) => appender.appendAt([event(i)])));
     expect(positions.map((p) => p[0]!.offset)).toEqual(Array.from({ length: 10 }, (_, i) => i));
-    expect(broker.requests).toEqual([{ producer: 1, seqs: Array.from({ length: 10 }, (_, i) => i) }]);
+    expect(broker.requests).toEqual([{ producer: 1, seqs: Array.from({ length: 10 }, (_, i) => i), again: false }]);
     expect(broker.commits).toEqual([]);
     expect(appender.stats()).toEqual({ requests: 1, appends: 10, messages: 10, commitRetries: 0 });
     await appender.close();
@@ -536,9 +540,35 @@ describe('KafkaEventAppender, idempotent mode: one produce per batch, lost answe
     await appender.close();
     expect(position).toEqual({ partition: 0, offset: 0 });
     expect(broker.stored()).toEqual([7]);
-    // The first attempt and two confirmations, all on the first producer (its sequence numbers).
-    expect(broker.requests).toEqual([1, 2, 3].map(() => ({ producer: 1, seqs: [7] })));
+    // The first attempt and two confirmations (the same batch again), all on the first producer.
+    expect(broker.requests).toEqual([false, true, true].map((again) => ({ producer: 1, seqs: [7], again })));
     expect(appender.stats()).toMatchObject({ requests: 1, appends: 1, commitRetries: 2 });
+  });
+
+  it('an append whose deadline comes while the producer connects is unavailable and never sent', async () => {
+    const broker = new FakeIdempotentBroker();
+    let connected!: () => void;
+    broker.connectGate = new Promise((resolve) => (connected = resolve));
+    const appender = appenderFor(broker, 100);
+    const write = appender.append([event(0)]).then(() => 'ok', (e: DomainError) => e.code);
+    expect(await write).toBe('unavailable');
+    connected();
+    broker.connectGate = undefined;
+    await appender.append([event(1)]);
+    await appender.close();
+    expect(broker.requests.map((r) => r.seqs)).toEqual([[1]]);
+    expect(broker.stored()).toEqual([1]);
+  });
+
+  it('a confirmation attempt that could not be sent does not end the confirmation: a later one stores the batch', async () => {
+    const broker = new FakeIdempotentBroker();
+    broker.faults.push('dropped', 'not-sent', 'not-sent');
+    const appender = appenderFor(broker);
+    const [position] = await appender.appendAt([event(5)]);
+    await appender.close();
+    expect(position).toEqual({ partition: 0, offset: 0 });
+    expect(broker.stored()).toEqual([5]);
+    expect(broker.requests.map((r) => r.again)).toEqual([false, true, true, true]);
   });
 
   it('a produce cut before the broker stored it: the confirmation stores it, once', async () => {

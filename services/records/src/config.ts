@@ -53,8 +53,8 @@ const schema = z
     // From a write's append to the broker's acknowledgement; later it is refused (503) when its batch was
     // never sent, else answered outcome_unknown (500): services/kafka/src/appender.ts, idempotent mode.
     PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: integer(30_000, 100, 600_000),
-    // How long the first write into an idle appender waits for others to share its transaction. 1 ms, not
-    // the appender's 5: writes arriving while a transaction is in flight share the next one anyway, so under
+    // How long the first write into an idle appender waits for others to share its produce request. 1 ms, not
+    // the appender's 5: writes arriving while a request is in flight share the next one anyway, so under
     // load the batches stay large, and an idle appender no longer adds 5 ms to every write. bench:distributed,
     // alternating 5/1/0 twice on one machine: ack p50 at half the peak 12.6-13.0 ms at 5, 8.5-10.5 ms at 1,
     // 8.3-8.4 ms at 0; the same CPU in every service and no lower peak (docs/operations.md).

@@ -43,6 +43,9 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
       log: kafkaLog,
       // An unreachable Kafka turns into 503s within about 2 s rather than kafkajs's default ~7 s.
       retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
+      // Well under the append timeout (30 s), so a broker that stops answering leaves time to confirm the
+      // batch (send it again) before the write's deadline; the broker's own wait for replicas is 5 s.
+      requestTimeoutMs: 10_000,
     },
     topic: config.kafka.topic,
     // Confirmation rather than transactions: one produce request per batch (services/kafka/src/appender.ts).
