@@ -45,16 +45,16 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  * which cost the broker about three times the work of the produce itself and two more round trips per
  * write (docs/operations.md has the measurements). An append is told
  *  - its positions once the broker acknowledged the produce;
- *  - `unavailable` when no produce request of its batch was handed to a connection (NotSentError: Kafka
- *    could not be reached, the producer could not connect), or its deadline came while it was queued;
+ *  - `unavailable` when no produce request of its batch was written to a socket (NotSentError: Kafka
+ *    could not be reached, the producer could not connect), or its deadline came before it was sent;
  *  - otherwise — the request went out and no success came back (a lost answer, a cut connection, an error
  *    answer) — its batch is CONFIRMED: sent again on the same producer with the same sequence numbers,
  *    backing off, until the broker acknowledges it. The broker stores a batch it has not seen and answers
  *    one it already holds with that batch's offset, so either way the batch is then stored exactly once
  *    and the append is told its positions. Only when no acknowledgement comes before the append's deadline
- *    is it told `outcome_unknown` (so is a batch the broker keeps refusing: safe, if not informative). Confirmation runs beside
- *    the queue: the batches after it go out on a new producer (a new producer id), so one lost answer does
- *    not hold every later write. A write that overtakes a batch being confirmed was sent while that
+ *    is it told `outcome_unknown` (so is a batch the broker keeps refusing: safe, if not informative).
+ *    Confirmation runs beside the queue: the batches after it go out on a new producer (a new producer
+ *    id), so one lost answer does not hold every later write. A write that overtakes a batch being confirmed was sent while that
  *    batch's writer still had no answer: the two were concurrent, and either order is one they could have had.
  *
  * What ordering and exactly-once rest on (kafkajs 2.2, read in its producer source):
@@ -63,10 +63,11 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  *    the batch, rejects a batch out of sequence and answers a batch it already wrote (it remembers the last
  *    five per partition) with the original offset instead of writing it twice.
  *  - ONE transaction (batch) in flight per producer, by construction (the queue above), and
- *    maxInFlightRequests 1. This is what makes re-sending safe: on a failed attempt kafkajs rolls the
- *    partition's sequence back and a retry (kafkajs's own, or a confirmation, which sends the same messages
- *    again) carries the same sequence numbers. A batch being confirmed is alone on its producer, which
- *    the queue no longer uses.
+ *    maxInFlightRequests 1. This is what makes re-sending safe: a retry carries the same sequence numbers
+ *    as the attempt before — kafkajs's own retries because it rolls the failed broker's partitions back,
+ *    a confirmation because the idempotent producer puts every partition of the batch back to where it
+ *    was before the first attempt (idempotent-producer.ts). A batch being confirmed is alone on its
+ *    producer, which the queue no longer uses.
  *  - Within a send, kafkajs groups messages per partition in the order given, so one dataset's events keep
  *    queue order, i.e. the order of the append() calls.
  *  - A send that fails after kafkajs's (bounded) retries leaves the producer's sequence numbers in an
@@ -99,6 +100,11 @@ export interface KafkaEventAppenderOptions {
   readonly maxBatchBytes?: number;
   /** The topic's max.message.bytes; a larger append is refused as invalid. Default 16 MiB, as ensureTopic creates it. */
   readonly maxMessageBytes?: number;
+  /**
+   * Idempotent mode: how long the broker may wait for the in-sync replicas before answering a produce.
+   * Default 5000 ms; keep it under the connection's request timeout.
+   */
+  readonly produceTimeoutMs?: number;
   /**
    * From append() to its outcome. Transactional: an append not yet committing by then rejects as
    * `unavailable` (its transaction is not committed), one whose commit is unconfirmed as `outcome_unknown`.
@@ -154,7 +160,10 @@ export interface ProduceSession {
 interface Pending {
   readonly messages: readonly OutgoingMessage[];
   readonly bytes: number;
-  /** queued: in the queue; sending: in a transaction not yet committing; committing: its commit was sent. */
+  /**
+   * queued: in the queue; sending: in a transaction not yet committing; committing: its commit was sent
+   * (idempotent mode: its produce request may have been written).
+   */
   phase: 'queued' | 'sending' | 'committing';
   readonly resolve: (positions: StreamPosition[]) => void;
   readonly reject: (err: Error) => void;
@@ -175,7 +184,7 @@ interface Session {
 const MESSAGE_OVERHEAD_BYTES = 64;
 
 export interface AppenderStats {
-  /** Transactions sent (one produce request per broker and one commit each). */
+  /** Batches sent (one produce request per broker each, and in transactional mode one commit; confirmations not counted). */
   readonly requests: number;
   /** Appends acknowledged. */
   readonly appends: number;
@@ -666,7 +675,12 @@ const errorText = (err: unknown): string => (err instanceof Error ? err.message 
 
 /** The real session of `idempotent` mode: a kafkajs idempotent producer (idempotent-producer.ts). */
 function idempotentSession(options: KafkaEventAppenderOptions): ProduceSession {
-  const producer = new IdempotentProducer({ connection: options.connection, topic: options.topic, ...(options.onRequest ? { onRequest: options.onRequest } : {}) });
+  const producer = new IdempotentProducer({
+    connection: options.connection,
+    topic: options.topic,
+    ...(options.produceTimeoutMs === undefined ? {} : { produceTimeoutMs: options.produceTimeoutMs }),
+    ...(options.onRequest ? { onRequest: options.onRequest } : {}),
+  });
   return {
     connect: () => producer.connect(),
     send: (messages, again) => producer.send(messages, again),

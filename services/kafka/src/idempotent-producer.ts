@@ -24,10 +24,13 @@ import { createCluster, kafkaInternals, type EosManager, type Internals, type Ka
  *    is set to no retries: the appender decides when to send again (appender.ts, "confirmation").
  * kafkajs sends one request per broker and rejects a send at the first failure while the other brokers'
  * requests may still be on their way; a send's failure is classified (and a re-send begun) only once all of
- * them settled, so their writes are seen.
+ * them settled, so their writes are seen. Every per-broker request takes the eos manager's lock of its
+ * broker before its produce call; those locks are never contended (one attempt at a time per producer:
+ * each send begins by waiting for the last one's requests), so each produce call starts within microtasks
+ * of the send, before any failure of it can reach the catch below.
  */
 
-/** The send failed before any produce request was handed to a connection: nothing of it can be stored. */
+/** The send failed before any produce request was written to a socket: nothing of it can be stored. */
 export class NotSentError extends Error {
   override readonly name = 'NotSentError';
 }
@@ -156,8 +159,13 @@ export class IdempotentProducer {
 
 /** The cluster, but each broker found through it reports the promise of each of its produce calls. */
 function followingProduce(cluster: KafkaCluster, onProduce: (call: Promise<unknown>) => void): KafkaCluster {
-  const wrapBroker = (broker: KafkaBroker): KafkaBroker =>
-    new Proxy(broker, {
+  // One proxy per broker: kafkajs keys its per-broker answers by the broker object (sendMessages.js), and a
+  // retry inside one send must find the brokers that already answered.
+  const proxies = new WeakMap<KafkaBroker, KafkaBroker>();
+  const wrapBroker = (broker: KafkaBroker): KafkaBroker => {
+    const known = proxies.get(broker);
+    if (known !== undefined) return known;
+    const proxy = new Proxy(broker, {
       get: (target, property) => {
         const value: unknown = Reflect.get(target, property, target);
         if (typeof value !== 'function') return value;
@@ -170,6 +178,9 @@ function followingProduce(cluster: KafkaCluster, onProduce: (call: Promise<unkno
         };
       },
     });
+    proxies.set(broker, proxy);
+    return proxy;
+  };
   return new Proxy(cluster, {
     get: (target, property) => {
       const value: unknown = Reflect.get(target, property, target);

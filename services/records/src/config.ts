@@ -89,6 +89,12 @@ const schema = z
 
 export type RecordsConfig = z.output<typeof schema>;
 
+/**
+ * Kafka's request timeout for an append timeout: a third of it, at most 10 s, at least 1 s, so a broker
+ * that stops answering leaves time to confirm the batch before the write's deadline (main.ts).
+ */
+export const requestTimeoutMs = (appendTimeoutMs: number): number => Math.max(1000, Math.min(10_000, Math.floor(appendTimeoutMs / 3)));
+
 /** Parses the environment; a bad value throws with every problem listed. */
 export function loadRecordsConfig(env: NodeJS.ProcessEnv = process.env): RecordsConfig {
   const result = schema.safeParse(env);

@@ -1,4 +1,4 @@
-import { defaultRecordsWriteWorkers, loadRecordsConfig } from '../src/config';
+import { defaultRecordsWriteWorkers, loadRecordsConfig, requestTimeoutMs } from '../src/config';
 
 describe('loadRecordsConfig', () => {
   it('has defaults for everything', () => {
@@ -8,6 +8,10 @@ describe('loadRecordsConfig', () => {
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
     expect(c.writeWorkers).toBe(defaultRecordsWriteWorkers());
+  });
+
+  it("gives Kafka requests a third of the append timeout, within 1-10 s, leaving time to confirm a lost answer", () => {
+    expect([100, 3_000, 20_000, 30_000, 600_000].map(requestTimeoutMs)).toEqual([1000, 1000, 6666, 10_000, 10_000]);
   });
 
   it('decides writes in one thread per core, at most 4, and on the event loop on one core', () => {
