@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createConnection } from 'node:net';
-import { createKafka, parseBrokers, type KafkaConnection, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaEventConsumer, parseBrokers, type ConsumedEvent, type KafkaConnection, type KafkaLogLevel } from '@pushbase/kafka';
 import type { Admin } from 'kafkajs';
 
 /*
@@ -71,4 +71,29 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
     if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * Reads a topic from the beginning with a fresh consumer group until `n` events arrived (read committed,
+ * as every reader), then waits `lingerMs` more, so that a duplicate right behind them is read too.
+ */
+export async function readEvents(topic: string, n: number, lingerMs = 0): Promise<ConsumedEvent[]> {
+  const events: ConsumedEvent[] = [];
+  const consumer = new KafkaEventConsumer(
+    { connection: testConnection(), topic, groupId: randomName('pushbase-test-read') },
+    {
+      onBatch: (batch) => {
+        events.push(...batch.events);
+        return Promise.resolve();
+      },
+    },
+  );
+  await consumer.start();
+  try {
+    await eventually(`${n} events in ${topic}`, () => events.length >= n);
+    if (lingerMs > 0) await new Promise((resolve) => setTimeout(resolve, lingerMs));
+  } finally {
+    await consumer.stop();
+  }
+  return events;
 }

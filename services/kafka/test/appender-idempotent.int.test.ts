@@ -1,8 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { Admin, ISocketFactory } from 'kafkajs';
-import { ensureTopic, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { ensureTopic, KafkaEventAppender } from '../src';
+import { deleteTopics, eventually, randomName, readEvents, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 
 /*
  * The appender's idempotent mode (the records service's) against the shared Kafka: a write is one Produce
@@ -91,28 +91,6 @@ function switchableSockets(): { socketFactory: ISocketFactory; down(): void; up(
   };
 }
 
-async function readAll(topic: string, n: number): Promise<ConsumedEvent[]> {
-  const events: ConsumedEvent[] = [];
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId: randomName('pushbase-idempotent-read') },
-    {
-      onBatch: (batch) => {
-        events.push(...batch.events);
-        return Promise.resolve();
-      },
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(`${n} events in ${topic}`, () => events.length >= n);
-    // A little longer: a duplicate would arrive right behind.
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  } finally {
-    await consumer.stop();
-  }
-  return events;
-}
-
 describe('KafkaEventAppender, idempotent mode, against Kafka', () => {
   it('a write costs one request: Produce (no transaction requests)', async () => {
     const topic = await newTopic(2);
@@ -126,7 +104,7 @@ describe('KafkaEventAppender, idempotent mode, against Kafka', () => {
     } finally {
       await appender.close();
     }
-    const stored = await readAll(topic, 21);
+    const stored = await readEvents(topic, 21, 500);
     expect(stored.filter((e) => e.event.dataset === 'seq').map((e) => e.event.at)).toEqual(Array.from({ length: 20 }, (_, i) => i));
   });
 
@@ -160,7 +138,7 @@ describe('KafkaEventAppender, idempotent mode, against Kafka', () => {
     } finally {
       await appender.close();
     }
-    const stored = await readAll(topic, 2);
+    const stored = await readEvents(topic, 2, 500);
     // Nothing refused is stored; the write retried until taken is stored (once or more, as retried writes are).
     expect(stored.map((e) => e.event.at).filter((at) => at >= 100)).toEqual([]);
     expect(stored[0]!.event.at).toBe(0);
@@ -188,7 +166,7 @@ describe('KafkaEventAppender, idempotent mode, against Kafka', () => {
     } finally {
       await appender.close();
     }
-    const stored = await readAll(topic, 3);
+    const stored = await readEvents(topic, 3, 500);
     expect(stored.map((e) => e.event.at)).toEqual([0, 1, 2]);
     expect(stored[1]!.position).toEqual(told);
   });

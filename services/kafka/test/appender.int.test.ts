@@ -1,8 +1,8 @@
 import { createServer } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { Admin } from 'kafkajs';
-import { createKafka, ensureTopic, KafkaEventAppender, KafkaEventConsumer, partitionerFor, type ConsumedEvent } from '../src';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { createKafka, ensureTopic, KafkaEventAppender, partitionerFor } from '../src';
+import { deleteTopics, randomName, readEvents, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 
 /*
  * The appender against the shared Kafka: the linger really shares produce requests between concurrent
@@ -52,26 +52,6 @@ function countProduceRequests(): { onRequest: (apiName: string) => void; count: 
 }
 
 /** Reads the whole topic (a fresh group) until `n` events arrived. */
-async function readAll(topic: string, n: number): Promise<ConsumedEvent[]> {
-  const events: ConsumedEvent[] = [];
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId: randomName('pushbase-appender-read') },
-    {
-      onBatch: (batch) => {
-        events.push(...batch.events);
-        return Promise.resolve();
-      },
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(`${n} events in ${topic}`, () => events.length >= n);
-  } finally {
-    await consumer.stop();
-  }
-  return events;
-}
-
 describe('KafkaEventAppender against Kafka', () => {
   it('shares produce requests: 200 concurrent appends take far fewer than 200 requests', async () => {
     const topic = await newTopic(1);
@@ -148,7 +128,7 @@ describe('KafkaEventAppender against Kafka', () => {
       await appender.close();
     }
     expect(acknowledged).toHaveLength(1000);
-    const read = await readAll(topic, 1000);
+    const read = await readEvents(topic, 1000);
     expect(read).toHaveLength(1000);
     const byDataset = new Map<string, number[]>();
     for (const e of read) {

@@ -1,8 +1,8 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { context, InMemorySpanExporter, pushbaseTracer, SpanKind, startTracing, trace, TELEMETRY_OFF, type Tracing } from '@pushbase/telemetry';
 import type { Admin } from 'kafkajs';
-import { ensureTopic, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { ensureTopic, KafkaEventAppender } from '../src';
+import { deleteTopics, randomName, readEvents, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 
 /*
  * The Kafka hop of a trace: one transaction carries the appends of many requests (group commit), so each
@@ -40,26 +40,6 @@ const event = (dataset: string, seq: number): DatasetEvent => ({
   delete_by: null,
 });
 
-async function readAll(topic: string, n: number): Promise<ConsumedEvent[]> {
-  const events: ConsumedEvent[] = [];
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId: randomName('pushbase-trace-read') },
-    {
-      onBatch: (batch) => {
-        events.push(...batch.events);
-        return Promise.resolve();
-      },
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(`${n} events in ${topic}`, () => events.length >= n);
-  } finally {
-    await consumer.stop();
-  }
-  return events;
-}
-
 describe('trace context in Kafka message headers', () => {
   let tracing: Tracing | undefined;
   afterEach(async () => {
@@ -84,7 +64,7 @@ describe('trace context in Kafka message headers', () => {
     }
 
     const spans = exporter.getFinishedSpans();
-    const consumed = await readAll(topic, 5);
+    const consumed = await readEvents(topic, 5);
     expect(consumed).toHaveLength(5);
     for (const [i, request] of requests.entries()) {
       const { traceId, spanId } = request.spanContext();
@@ -108,7 +88,7 @@ describe('trace context in Kafka message headers', () => {
     } finally {
       await appender.close();
     }
-    const [consumed] = await readAll(topic, 1);
+    const [consumed] = await readEvents(topic, 1);
     expect(consumed?.trace).toBeUndefined();
   });
 });
