@@ -5,7 +5,7 @@ import { context, failSpan, NOT_TRACED, pushbaseTracer, SpanKind, trace, traceHe
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createKafka, type KafkaConnection } from './connection';
-import { appendMessages, partitionerFor, unavailable, type OutgoingMessage } from './messages';
+import { appendMessages, partitionerFor, unavailable, type BaseOffsets, type OutgoingMessage, type PlacedMessage } from './messages';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './topic';
 import { IdempotentProducer, NotSentError } from './idempotent-producer';
 import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer, TransactionFencedError } from './transactional-producer';
@@ -39,7 +39,6 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  *    one. The one answer a retry cannot read is a fencing error after an unanswered attempt (the earlier
  *    attempt may have committed before another producer with this id took over): outcome_unknown.
  *
- *
  * `idempotent` (the records service): confirmation instead of transactions (idempotent-producer.ts). A
  * batch is one produce request, acks=all, answered once stored; no AddPartitionsToTxn, EndTxn or markers,
  * which cost the broker about three times the work of the produce itself and two more round trips per
@@ -54,8 +53,9 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  *    and the append is told its positions. Only when no acknowledgement comes before the append's deadline
  *    is it told `outcome_unknown` (so is a batch the broker keeps refusing: safe, if not informative).
  *    Confirmation runs beside the queue: the batches after it go out on a new producer (a new producer
- *    id), so one lost answer does not hold every later write. A write that overtakes a batch being confirmed was sent while that
- *    batch's writer still had no answer: the two were concurrent, and either order is one they could have had.
+ *    id), so one lost answer does not hold every later write. A write that overtakes a batch being
+ *    confirmed was sent while that batch's writer still had no answer: the two were concurrent, and either
+ *    order is one they could have had.
  *
  * What ordering and exactly-once rest on (kafkajs 2.2, read in its producer source):
  *  - Both modes' producers are idempotent (a producer id; each partition's record batches carry sequence
@@ -78,8 +78,8 @@ import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer
  * appender makes) rather than kafkajs's idempotent default of "forever": a write must answer within
  * `appendTimeoutMs` either way, and an unbounded retry loop would hold every later append behind it.
  *
- * Transactional mode: the transactional id is stable per service instance (its config), so a restarted instance fences its
- * predecessor at its first connect instead of waiting for the predecessor's transaction to time out; two
+ * Transactional mode: the transactional id is stable per service instance (its config), so a restarted
+ * instance fences its predecessor at its first connect instead of waiting for the predecessor's transaction to time out; two
  * live appenders must never share one (they would fence each other on every batch). The transaction timeout
  * is short (10 s) because an open transaction holds back the partition's last stable offset, and with it
  * every read-committed reader (the projector), until it ends.
@@ -145,7 +145,7 @@ export interface ProduceSession {
    * NotSentError when no request went out, and with `again` sends the same batches (the same sequence
    * numbers) once more.
    */
-  send(messages: readonly (OutgoingMessage & { readonly partition: number })[], again?: boolean): Promise<readonly { partition: number; baseOffset: number }[]>;
+  send(messages: readonly PlacedMessage[], again?: boolean): Promise<BaseOffsets>;
   /**
    * Sends EndTxn(commit); may be called again after any rejection. Rejects with TransactionAbortedError /
    * TransactionFencedError / CommitNotProcessedError when the coordinator answered so, with anything else
@@ -426,8 +426,8 @@ export class KafkaEventAppender implements EventAppender {
     return this.tracer.startSpan('event log transaction', { kind: SpanKind.INTERNAL, root: true, links, attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': this.topic, 'pushbase.appends': live.length, 'messaging.batch.message_count': messages } });
   }
 
-  private async sendTransaction(session: Session, live: Pending[], messages: (OutgoingMessage & { readonly partition: number })[], started: number): Promise<void> {
-    let acks: readonly { partition: number; baseOffset: number }[];
+  private async sendTransaction(session: Session, live: Pending[], messages: PlacedMessage[], started: number): Promise<void> {
+    let acks: BaseOffsets;
     try {
       this.counts.requests += 1;
       acks = await session.session.send(messages);
@@ -452,13 +452,12 @@ export class KafkaEventAppender implements EventAppender {
     for (const p of live) p.phase = 'committing';
     const outcome = await this.commit(session, live);
     this.metrics?.transaction(outcome, performance.now() - started, live.length);
+    if (outcome === 'committed') {
+      this.stored(live, positions);
+      return;
+    }
     for (const p of live) {
-      if (outcome === 'committed') {
-        if (p.settled) continue; // told outcome_unknown at its deadline; stored
-        this.counts.appends += 1;
-        this.counts.messages += p.messages.length;
-        this.settle(p, positions.get(p)!);
-      } else if (outcome === 'aborted') {
+      if (outcome === 'aborted') {
         this.settle(p, unavailable('Kafka aborted the transaction of the write; nothing of it is stored'));
       } else {
         this.settle(p, outcomeUnknown('Kafka did not confirm the commit of the write; it may or may not be stored'));
@@ -471,9 +470,9 @@ export class KafkaEventAppender implements EventAppender {
    * same batch again (see the top). From the moment the request may go out, a deadline means
    * outcome_unknown, never unavailable.
    */
-  private async sendConfirmed(session: Session, live: Pending[], messages: (OutgoingMessage & { readonly partition: number })[], started: number): Promise<void> {
+  private async sendConfirmed(session: Session, live: Pending[], messages: PlacedMessage[], started: number): Promise<void> {
     for (const p of live) p.phase = 'committing';
-    let acks: readonly { partition: number; baseOffset: number }[];
+    let acks: BaseOffsets;
     try {
       this.counts.requests += 1;
       acks = await session.session.send(messages);
@@ -499,7 +498,7 @@ export class KafkaEventAppender implements EventAppender {
   }
 
   /** Sends the batch again until the broker answers (stored once: it dedupes by sequence) or nobody waits any more. */
-  private async confirm(session: Session, live: readonly Pending[], messages: (OutgoingMessage & { readonly partition: number })[], started: number): Promise<void> {
+  private async confirm(session: Session, live: readonly Pending[], messages: PlacedMessage[], started: number): Promise<void> {
     let wait = this.commitRetryMs;
     try {
       for (;;) {
@@ -511,7 +510,7 @@ export class KafkaEventAppender implements EventAppender {
           return;
         }
         this.counts.commitRetries += 1;
-        let acks: readonly { partition: number; baseOffset: number }[];
+        let acks: BaseOffsets;
         try {
           acks = await session.session.send(messages, true);
         } catch {
@@ -533,7 +532,7 @@ export class KafkaEventAppender implements EventAppender {
   }
 
   /** Idempotent mode: the broker stored the batch; each append is told where its events are. */
-  private acknowledge(session: Session, live: readonly Pending[], acks: readonly { partition: number; baseOffset: number }[], started: number): void {
+  private acknowledge(session: Session, live: readonly Pending[], acks: BaseOffsets, started: number): void {
     const positions = positionsOf(session, live, acks);
     if (positions === undefined) {
       // Stored, by the answer, but where cannot be told: a broken answer, not an outage.
@@ -542,6 +541,11 @@ export class KafkaEventAppender implements EventAppender {
       return;
     }
     this.metrics?.transaction('committed', performance.now() - started, live.length);
+    this.stored(live, positions);
+  }
+
+  /** The batch is stored (committed, or acknowledged): each append still waiting is told where its events are. */
+  private stored(live: readonly Pending[], positions: ReadonlyMap<Pending, StreamPosition[]>): void {
     for (const p of live) {
       if (p.settled) continue; // told outcome_unknown at its deadline; stored
       this.counts.appends += 1;
@@ -650,7 +654,7 @@ export class KafkaEventAppender implements EventAppender {
  * Where each append's events were stored: a partition's messages are stored in the order sent, from its
  * base offset on. Undefined when the answer lacks a partition of the batch.
  */
-function positionsOf(session: Session, live: readonly Pending[], acks: readonly { partition: number; baseOffset: number }[]): Map<Pending, StreamPosition[]> | undefined {
+function positionsOf(session: Session, live: readonly Pending[], acks: BaseOffsets): Map<Pending, StreamPosition[]> | undefined {
   const next = new Map(acks.map((a) => [a.partition, a.baseOffset]));
   const positions = new Map<Pending, StreamPosition[]>();
   for (const p of live) {

@@ -2,8 +2,8 @@ import type { Socket } from 'node:net';
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { Partitioners } from 'kafkajs';
 import { createKafka, type KafkaConnection } from './connection';
-import { offsetNumber, type OutgoingMessage } from './messages';
-import { createCluster, kafkaInternals, type EosManager, type Internals, type KafkaBroker, type KafkaCluster } from './transactional-producer';
+import { offsetNumber, type BaseOffsets, type PlacedMessage } from './messages';
+import { createCluster, kafkaInternals, topicPartitions, type EosManager, type Internals, type KafkaBroker, type KafkaCluster } from './transactional-producer';
 
 /*
  * An idempotent (not transactional) kafkajs producer, assembled from kafkajs 2.2.4's own parts like
@@ -94,9 +94,7 @@ export class IdempotentProducer {
   async connect(): Promise<number> {
     this.connected = true; // before: a connect that fails half way still has sockets to close
     await this.cluster.connect();
-    await this.cluster.addTargetTopic(this.options.topic);
-    const partitions = this.cluster.findTopicPartitionMetadata(this.options.topic).length;
-    if (partitions === 0) throw new Error(`topic ${this.options.topic} has no partitions`);
+    const partitions = await topicPartitions(this.cluster, this.options.topic);
     const eos = this.internals.createEosManager({
       logger: this.kafka.logger(),
       cluster: this.cluster,
@@ -115,7 +113,7 @@ export class IdempotentProducer {
    * error otherwise. With `again`, the same messages after a failure: it sends the same batches (the
    * sequence numbers of the first attempt).
    */
-  async send(messages: readonly (OutgoingMessage & { readonly partition: number })[], again = false): Promise<readonly { partition: number; baseOffset: number }[]> {
+  async send(messages: readonly PlacedMessage[], again = false): Promise<BaseOffsets> {
     const eos = this.eos;
     if (eos === undefined) throw new NotSentError('The producer is not connected');
     const { topic } = this.options;
@@ -163,31 +161,30 @@ function followingProduce(cluster: KafkaCluster, onProduce: (call: Promise<unkno
   // retry inside one send must find the brokers that already answered.
   const proxies = new WeakMap<KafkaBroker, KafkaBroker>();
   const wrapBroker = (broker: KafkaBroker): KafkaBroker => {
-    const known = proxies.get(broker);
-    if (known !== undefined) return known;
-    const proxy = new Proxy(broker, {
-      get: (target, property) => {
-        const value: unknown = Reflect.get(target, property, target);
-        if (typeof value !== 'function') return value;
-        const method = value as (...a: unknown[]) => unknown;
-        if (property !== 'produce') return method.bind(target);
-        return (...args: unknown[]): unknown => {
-          const call = Promise.resolve(method.apply(target, args));
-          onProduce(call);
-          return call;
-        };
-      },
-    });
-    proxies.set(broker, proxy);
+    let proxy = proxies.get(broker);
+    if (proxy === undefined) {
+      proxy = replacingMethod(broker, 'produce', (produce) => (...args) => {
+        const call = Promise.resolve(produce(...args));
+        onProduce(call);
+        return call;
+      });
+      proxies.set(broker, proxy);
+    }
     return proxy;
   };
-  return new Proxy(cluster, {
-    get: (target, property) => {
-      const value: unknown = Reflect.get(target, property, target);
+  return replacingMethod(cluster, 'findBroker', (findBroker) => async (...args) => wrapBroker((await findBroker(...args)) as KafkaBroker));
+}
+
+type Method = (...args: unknown[]) => unknown;
+
+/** `target` with its method `name` replaced by `replace(the original)`; its other methods bound to it. */
+function replacingMethod<T extends object>(target: T, name: string, replace: (original: Method) => Method): T {
+  return new Proxy(target, {
+    get: (t, property) => {
+      const value: unknown = Reflect.get(t, property, t);
       if (typeof value !== 'function') return value;
-      const method = value as (...a: unknown[]) => unknown;
-      if (property !== 'findBroker') return method.bind(target);
-      return async (...args: unknown[]): Promise<KafkaBroker> => wrapBroker((await method.apply(target, args)) as KafkaBroker);
+      const method = (value as Method).bind(t);
+      return property === name ? replace(method) : method;
     },
   });
 }

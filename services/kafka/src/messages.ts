@@ -25,6 +25,12 @@ export interface OutgoingMessage {
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 
+/** A message with the partition the appender chose for it. */
+export type PlacedMessage = OutgoingMessage & { readonly partition: number };
+
+/** A produce's answer: each partition's first offset. */
+export type BaseOffsets = readonly { partition: number; baseOffset: number }[];
+
 /**
  * The messages of one append. All its events must belong to one dataset: Kafka stores a produce request's
  * messages for one partition as one record batch, atomically, but nothing is atomic across partitions

@@ -1,6 +1,6 @@
 import type { ISocketFactory, Kafka } from 'kafkajs';
 import { Partitioners } from 'kafkajs';
-import { offsetNumber, type OutgoingMessage } from './messages';
+import { offsetNumber, type BaseOffsets, type PlacedMessage } from './messages';
 
 /*
  * A kafkajs transactional producer assembled from kafkajs 2.2.4's own parts (its eos manager, message
@@ -128,6 +128,14 @@ export function kafkaInternals(): Internals {
 
 /** kafkajs's own default for its producers and consumers. */
 const METADATA_MAX_AGE_MS = 300_000;
+
+/** Adds the topic to those the (connected) cluster follows; resolves with its partition count. */
+export async function topicPartitions(cluster: KafkaCluster, topic: string): Promise<number> {
+  await cluster.addTargetTopic(topic);
+  const partitions = cluster.findTopicPartitionMetadata(topic).length;
+  if (partitions === 0) throw new Error(`topic ${topic} has no partitions`);
+  return partitions;
+}
 
 export function createCluster(kafka: Kafka, emitter: Emitter): KafkaCluster {
   const factory = Object.getOwnPropertySymbols(kafka).find((s) => s.description === 'private:Kafka:createCluster');
@@ -262,15 +270,13 @@ export class TransactionalProducer {
   async connect(): Promise<number> {
     await this.cluster.connect();
     this.connected = true;
-    await this.cluster.addTargetTopic(this.options.topic);
-    const partitions = this.cluster.findTopicPartitionMetadata(this.options.topic).length;
-    if (partitions === 0) throw new Error(`topic ${this.options.topic} has no partitions`);
+    const partitions = await topicPartitions(this.cluster, this.options.topic);
     await this.reset();
     return partitions;
   }
 
   /** Begins a transaction and sends the messages in it (one produce request per broker); resolves with each partition's first offset. */
-  async send(messages: readonly (OutgoingMessage & { readonly partition: number })[]): Promise<readonly { partition: number; baseOffset: number }[]> {
+  async send(messages: readonly PlacedMessage[]): Promise<BaseOffsets> {
     if (this.stale) await this.reset();
     const eos = this.eos!;
     eos.beginTransaction();
