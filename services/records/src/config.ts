@@ -17,6 +17,13 @@ const integer = (fallback: number, min: number, max: number) => z.preprocess(bla
 const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
+ * Kafka's request timeout for an append timeout: a third of it, at most 10 s, at least 1 s, so a broker
+ * that stops answering leaves time to confirm the batch before the write's deadline
+ * (services/kafka/src/appender.ts, idempotent mode).
+ */
+export const requestTimeoutMs = (appendTimeoutMs: number): number => Math.max(1000, Math.min(10_000, Math.floor(appendTimeoutMs / 3)));
+
+/**
  * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
  * none on one core (the rule: defaultWriteWorkerCount; the 2-core figures are in docs/operations.md).
  */
@@ -76,6 +83,10 @@ const schema = z
         brokers: e.PUSHBASE_KAFKA_BROKERS,
         topic: e.PUSHBASE_KAFKA_TOPIC,
         appendTimeoutMs: e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS,
+        // Derived, not set: see requestTimeoutMs below. The broker's wait for the in-sync replicas is half of
+        // it, so it answers (with an error when the replicas are slow) before the request times out.
+        requestTimeoutMs: requestTimeoutMs(e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS),
+        produceTimeoutMs: Math.floor(requestTimeoutMs(e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS) / 2),
         lingerMs: e.PUSHBASE_RECORDS_LINGER_MS,
       }),
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
@@ -88,12 +99,6 @@ const schema = z
   );
 
 export type RecordsConfig = z.output<typeof schema>;
-
-/**
- * Kafka's request timeout for an append timeout: a third of it, at most 10 s, at least 1 s, so a broker
- * that stops answering leaves time to confirm the batch before the write's deadline (main.ts).
- */
-export const requestTimeoutMs = (appendTimeoutMs: number): number => Math.max(1000, Math.min(10_000, Math.floor(appendTimeoutMs / 3)));
 
 /** Parses the environment; a bad value throws with every problem listed. */
 export function loadRecordsConfig(env: NodeJS.ProcessEnv = process.env): RecordsConfig {

@@ -3,7 +3,7 @@ import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
 import { openRedis } from '@pushbase/redis';
-import { requestTimeoutMs, type RecordsConfig } from './config';
+import type { RecordsConfig } from './config';
 import { createRecordsServer, type RecordsServer } from './server';
 
 export interface RunningRecords {
@@ -43,16 +43,13 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
       log: kafkaLog,
       // An unreachable Kafka turns into 503s within about 2 s rather than kafkajs's default ~7 s.
       retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
-      // A third of the append timeout (10 s at its default), so a broker that stops answering leaves time
-      // to confirm the batch (send it again) before the write's deadline.
-      requestTimeoutMs: requestTimeoutMs(config.kafka.appendTimeoutMs),
+      // Leaves time to confirm a batch (send it again) before the write's deadline (config.ts).
+      requestTimeoutMs: config.kafka.requestTimeoutMs,
     },
     topic: config.kafka.topic,
     // Confirmation rather than transactions: one produce request per batch (services/kafka/src/appender.ts).
     mode: 'idempotent',
-    // The broker's wait for the in-sync replicas: half the request timeout, so it answers (with an error
-    // when the replicas are slow) before the request times out.
-    produceTimeoutMs: Math.floor(requestTimeoutMs(config.kafka.appendTimeoutMs) / 2),
+    produceTimeoutMs: config.kafka.produceTimeoutMs,
     appendTimeoutMs: config.kafka.appendTimeoutMs,
     lingerMs: config.kafka.lingerMs,
     metrics: kafkaAppenderMetrics(metrics),
