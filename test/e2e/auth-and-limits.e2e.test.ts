@@ -18,7 +18,7 @@ const keys = {
   globex: 'key-globex-auth-0123456789',
   limited: 'key-limited-0123456789',
   other: 'key-other-0123456789',
-  body: 'key-body-0123456789',
+  body: 'key-body-auth-0123456789',
   routes: 'key-routes-0123456789',
 };
 const basic = (userPass: string): string => `Basic ${Buffer.from(userPass).toString('base64')}`;

@@ -55,11 +55,8 @@ export async function openAccounts(options: AccountLogOptions & { readonly apiKe
     }
 
     const configured = new MemoryKeyStore(quotasFromLog(accountLog, defaults));
-    for (const { key, account } of parseBootstrapKeys(apiKeys)) {
-      configured.add(hashApiKey(key), account);
-      // The failed-auth guard bounds noise, not guessing: a short key is guessable.
-      if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
-    }
+    // Short keys never get here: the configuration refuses them (parseBootstrapKeys).
+    for (const { key, account } of parseBootstrapKeys(apiKeys)) configured.add(hashApiKey(key), account);
 
     if (configured.size === 0 && accountLog.size === 0) {
       const at = now();

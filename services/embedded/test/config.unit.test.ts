@@ -26,6 +26,20 @@ describe('embedded configuration', () => {
     expect(() => loadConfig({ PUSHBASE_SEGMENT_BYTES: '0' })).toThrow(/PUSHBASE_SEGMENT_BYTES/);
     expect(() => loadConfig({ PUSHBASE_COMPACT_AFTER_BYTES: '-1' })).toThrow(/PUSHBASE_COMPACT_AFTER_BYTES/);
   });
+  it('refuses a configured API key shorter than 20 characters, naming its account and never the key', () => {
+    const problem = (spec: string): string => {
+      try {
+        loadConfig({ PUSHBASE_API_KEYS: spec });
+        return '';
+      } catch (e) {
+        return (e as Error).message;
+      }
+    };
+    expect(problem(`${'k'.repeat(20)}:acme`)).toBe('');
+    const message = problem(`${'k'.repeat(24)}:acme,short-key-123:globex`);
+    expect(message).toMatch(/PUSHBASE_API_KEYS: the key of account "globex" has 13 characters; a configured key needs at least 20/);
+    expect(message).not.toContain('short-key-123');
+  });
   it('needs both TLS files or neither', () => {
     expect(() => loadConfig({ PUSHBASE_TLS_CERT: '/c.pem' })).toThrow(/PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY/);
     expect(loadConfig({ PUSHBASE_TLS_CERT: '/c.pem', PUSHBASE_TLS_KEY: '/k.pem' }).tls).toEqual({ certFile: '/c.pem', keyFile: '/k.pem' });

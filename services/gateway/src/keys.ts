@@ -51,7 +51,21 @@ export class MemoryKeyStore implements KeyStore {
   }
 }
 
-/** Parses `PUSHBASE_API_KEYS` (`key:account,key:account`). */
+/**
+ * Configured keys are found by their SHA-256, with no slow hash, and the failed-auth guard bounds noise, not
+ * guessing: a short key could be guessed, so it stops the start rather than a warning nobody reads.
+ */
+export const MIN_CONFIGURED_KEY_LENGTH = 20;
+
+/** A bad `PUSHBASE_API_KEYS`; `problem` is the message without the variable's name (for the config's list). */
+export class BootstrapKeysError extends Error {
+  override readonly name = 'BootstrapKeysError';
+  constructor(readonly problem: string) {
+    super(`PUSHBASE_API_KEYS: ${problem}`);
+  }
+}
+
+/** Parses `PUSHBASE_API_KEYS` (`key:account,key:account`); a message never shows a key. */
 export function parseBootstrapKeys(spec: string): { key: string; account: string }[] {
   return spec
     .split(',')
@@ -62,7 +76,12 @@ export function parseBootstrapKeys(spec: string): { key: string; account: string
       const key = i > 0 ? pair.slice(0, i) : '';
       const account = i > 0 ? pair.slice(i + 1) : '';
       if (key === '' || !ACCOUNT_NAME.test(account)) {
-        throw new Error(`PUSHBASE_API_KEYS: "${pair.replace(/^.*?:/, '***:')}" is not key:account (account: 1-100 of A-Z a-z 0-9 . _ -)`);
+        throw new BootstrapKeysError(`"${pair.replace(/^.*?:/, '***:')}" is not key:account (account: 1-100 of A-Z a-z 0-9 . _ -)`);
+      }
+      if (key.length < MIN_CONFIGURED_KEY_LENGTH) {
+        throw new BootstrapKeysError(
+          `the key of account "${account}" has ${key.length} characters; a configured key needs at least ${MIN_CONFIGURED_KEY_LENGTH}, random ones (e.g. \`openssl rand -base64 30\`)`,
+        );
       }
       return { key, account };
     });

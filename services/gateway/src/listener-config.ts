@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BootstrapKeysError, parseBootstrapKeys } from './keys';
 import { DEFAULT_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from './trusted-proxies';
 
 /*
@@ -20,7 +21,20 @@ export const listenerEnv = {
   PUSHBASE_ADMIN_TOKEN: z.preprocess(blankToUndefined, z.string().min(16, 'PUSHBASE_ADMIN_TOKEN must be at least 16 characters').optional()),
   // Where the generated certificate and admin token live (and, embedded, the event log).
   PUSHBASE_DATA_DIR: z.preprocess(blankToUndefined, z.string().default('./.data')),
-  PUSHBASE_API_KEYS: z.preprocess(blankToUndefined, z.string().default('')),
+  // Checked here, so a malformed or short key stops the start as a configuration error (keys.ts).
+  PUSHBASE_API_KEYS: z.preprocess(
+    blankToUndefined,
+    z
+      .string()
+      .default('')
+      .superRefine((spec, ctx) => {
+        try {
+          parseBootstrapKeys(spec);
+        } catch (e: unknown) {
+          ctx.addIssue({ code: 'custom', message: e instanceof BootstrapKeysError ? e.problem : String(e) });
+        }
+      }),
+  ),
   PUSHBASE_TLS_CERT: optionalString,
   PUSHBASE_TLS_KEY: optionalString,
   PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),

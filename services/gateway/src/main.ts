@@ -52,7 +52,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
   };
   try {
     const defaults: QuotaLimits = { datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute };
-    const keys = new RedisKeyStore(redis, { prefix: config.redis.prefix, defaults, configured: configuredKeys(config, log) });
+    const keys = new RedisKeyStore(redis, { prefix: config.redis.prefix, defaults, configured: configuredKeys(config) });
     // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
     const metrics = createMetricsRegistry();
     const requestScope = new RequestScope();
@@ -128,13 +128,11 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
  * The keys of PUSHBASE_API_KEYS (configuration, by hash, as `pushbase serve` holds them), before the account
  * store in Redis (the accounts topic's fold; see RedisKeyStore).
  */
-function configuredKeys(config: GatewayConfig, log: Logger): Map<string, ConfiguredKey> {
+function configuredKeys(config: GatewayConfig): Map<string, ConfiguredKey> {
   const configured = new Map<string, ConfiguredKey>();
   for (const { key, account } of parseBootstrapKeys(config.apiKeys)) {
     const hash = hashApiKey(key);
     configured.set(hash, { account, key_id: configuredKeyId(hash), scope: 'write' });
-    // The failed-auth guard bounds noise, not guessing: a short key is guessable.
-    if (key.length < 20) log('warning: a PUSHBASE_API_KEYS key is short and could be guessed; use 20 or more random characters', { account });
   }
   return configured;
 }

@@ -45,16 +45,23 @@ describe('key store', () => {
 });
 
 describe('PUSHBASE_API_KEYS', () => {
+  const k1 = 'key-one-0123456789abcdef';
+  const k2 = 'key-two-0123456789abcdef';
   it('parses key:account pairs', () => {
-    expect(parseBootstrapKeys('k1:acme, k2:globex,')).toEqual([
-      { key: 'k1', account: 'acme' },
-      { key: 'k2', account: 'globex' },
+    expect(parseBootstrapKeys(`${k1}:acme, ${k2}:globex,`)).toEqual([
+      { key: k1, account: 'acme' },
+      { key: k2, account: 'globex' },
     ]);
   });
   it('allows colons inside the key (the account is after the last one)', () => {
-    expect(parseBootstrapKeys('a:b:acme')).toEqual([{ key: 'a:b', account: 'acme' }]);
+    expect(parseBootstrapKeys(`a:${k1}:acme`)).toEqual([{ key: `a:${k1}`, account: 'acme' }]);
   });
-  it.each(['nokey', ':acme', 'k:', 'k:bad account'])('refuses %p without echoing the key', (spec) => {
+  it.each(['nokey', ':acme', `${k1}:`, `${k1}:bad account`, 'k-0123456789abcdef:acme'])('refuses %p without echoing the key', (spec) => {
     expect(() => parseBootstrapKeys(spec)).toThrow(/PUSHBASE_API_KEYS/);
+    expect(() => parseBootstrapKeys(spec)).not.toThrow(/key-one|0123456789abcdef/);
+  });
+  it('refuses a key shorter than 20 characters: it could be guessed', () => {
+    expect(() => parseBootstrapKeys(`${k1}:acme,${'k'.repeat(19)}:globex`)).toThrow('PUSHBASE_API_KEYS: the key of account "globex" has 19 characters; a configured key needs at least 20');
+    expect(parseBootstrapKeys(`${'k'.repeat(20)}:globex`)).toEqual([{ key: 'k'.repeat(20), account: 'globex' }]);
   });
 });
