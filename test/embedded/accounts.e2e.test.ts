@@ -150,7 +150,7 @@ describe('accounts and keys, embedded', () => {
     expect((await adminCall(s, 'DELETE', '/admin/accounts/transient')).status).toBe(200);
   });
 
-  it('generates the default account and key on a first start, once, as events', async () => {
+  it('generates the default account and key on a first start, once, as events, into a file of the owner rather than the log', async () => {
     const s = await start(new TestServer({ keys: {} }));
     const parsed = (line: string): any => {
       try {
@@ -159,10 +159,15 @@ describe('accounts and keys, embedded', () => {
         return undefined;
       }
     };
-    const generated = s.output.map(parsed).find((l) => l?.api_key !== undefined);
-    // TestServer passes PUSHBASE_API_KEYS="" for keys {}: a real first start.
-    expect(generated?.msg).toMatch(/generated an API key for account "default"/);
-    const key = generated.api_key as string;
+    // TestServer passes PUSHBASE_API_KEYS="" for keys {}: a real first start. Its stdout is a pipe, not a
+    // terminal, so the key goes to a file that only the owner can read, and the log says where.
+    const file = path.join(s.dataDir, 'initial-api-key');
+    const generated = s.output.map(parsed).find((l) => /generated an API key for account "default"/.test(l?.msg ?? ''));
+    expect(generated).toMatchObject({ file });
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const key = readFileSync(file, 'utf8').trim();
+    expect(key).toMatch(/^pb_[\w-]{43}$/);
+    expect(s.output.join('\n')).not.toContain(key);
     expect((await s.request('GET', '/', { key })).status).toBe(200);
     expect((await adminCall(s, 'GET', '/admin/accounts/default/keys')).body.keys).toEqual([expect.objectContaining({ label: 'generated at first start', scope: 'write' })]);
     expect(await s.stop()).toBe(0);

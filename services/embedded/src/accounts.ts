@@ -3,7 +3,7 @@ import { hashApiKey, newApiKey, newKeyId, type KeyStore } from '@pushbase/contra
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent, type AccountsState, type QuotaLimits } from '@pushbase/domain';
 import { CombinedKeyStore, MemoryKeyStore, parseBootstrapKeys } from '@pushbase/gateway';
 import { FileAccountLog, type AccountLogOptions } from './account-log';
-import { readLegacyKeys, retireLegacyKeys } from './side-files';
+import { readLegacyKeys, retireLegacyKeys, showGeneratedKey } from './side-files';
 
 type Logger = (msg: string, fields?: Record<string, unknown>) => void;
 
@@ -30,7 +30,8 @@ const timeOf = (iso: string | undefined, fallback: number): number => {
  *     needed), then renamed aside to `api-keys.json.imported`. A crash between the two imports nothing
  *     twice: a key whose hash is already in the log is skipped;
  *   - on a first start (an empty account log and no PUSHBASE_API_KEYS) the account `default` and one key
- *     for it are created, as events, and the key is printed once;
+ *     for it are created, as events, and the key is shown once, on the terminal or in a file, never in the
+ *     log (showGeneratedKey);
  *   - PUSHBASE_API_KEYS keys stay configuration (write scope, held in memory, never events), with the
  *     quotas of their account when the log has it, else the defaults.
  */
@@ -65,7 +66,7 @@ export async function openAccounts(options: AccountLogOptions & { readonly apiKe
         ...ensureAccount(accountLog.state(), [], 'default', at),
         { type: 'KeyCreated', schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account: 'default', at, key_id: newKeyId(), hash: hashApiKey(key), scope: 'write', label: 'generated at first start' },
       ]);
-      log('generated an API key for account "default"; it is shown only this once, only its hash is stored', { api_key: key });
+      await showGeneratedKey(logOptions.dataDir, 'default', key, log);
     }
     return { log: accountLog, keys: new CombinedKeyStore(configured, new AccountLogKeyStore(accountLog, defaults)) };
   } catch (e) {

@@ -43,6 +43,8 @@ export async function writeFileAtomic(file: string, data: string, mode: number, 
   const tmp = `${file}.tmp`;
   const fd = await callback<number>((cb) => fs.open(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC, mode, cb));
   try {
+    // open() sets the mode only when it creates the file: a .tmp left by a crash would keep its own.
+    await callback<void>((cb) => fs.fchmod(fd, mode, cb));
     await writeAllAt(fd, Buffer.from(data, 'utf8'));
     await fsync(fd);
   } finally {

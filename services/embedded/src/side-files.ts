@@ -40,6 +40,32 @@ export async function loadOrCreateAdminToken(dataDir: string, log: SideFileLogge
   return token;
 }
 
+/** Where a first start's API key goes when there is no terminal to show it on; the operator deletes it. */
+export const INITIAL_API_KEY_FILE = 'initial-api-key';
+
+/** Where a generated key can be shown: process.stdout, or a test's stand-in. */
+export interface Terminal {
+  readonly isTTY?: boolean;
+  write(text: string): unknown;
+}
+
+/**
+ * Shows the API key a first start generated, never in the log: log collectors keep what they are given. On
+ * a terminal it is printed there; otherwise (a service manager, a container, a pipe) it is written to
+ * `<dataDir>/initial-api-key`, readable by the owner only, and the log says where.
+ */
+export async function showGeneratedKey(dataDir: string, account: string, key: string, log: SideFileLogger, terminal: Terminal = process.stdout): Promise<void> {
+  const what = `generated an API key for account "${account}"; only its hash is stored`;
+  if (terminal.isTTY === true) {
+    terminal.write(`\nThe API key of account "${account}", shown only this once (pushbase keeps only its hash):\n\n  ${key}\n\n`);
+    log(`${what}; it was printed on the terminal, not in the log`);
+    return;
+  }
+  const file = path.resolve(dataDir, INITIAL_API_KEY_FILE);
+  await writeFileAtomic(file, `${key}\n`, 0o600);
+  log(`${what}; it is in the file named here (readable by this user only): read it, then delete the file`, { file });
+}
+
 export interface StoredKey {
   readonly hash: string;
   readonly account: string;

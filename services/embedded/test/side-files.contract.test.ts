@@ -1,9 +1,9 @@
-import { fstatSync, statSync } from 'node:fs';
+import { existsSync, fstatSync, statSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { SideFileError, writeFileAtomic } from '../src/files';
-import { loadOrCreateAdminToken, readLegacyKeys, retireLegacyKeys } from '../src/side-files';
+import { loadOrCreateAdminToken, readLegacyKeys, retireLegacyKeys, showGeneratedKey } from '../src/side-files';
 import { loadOrCreateTls } from '../src/tls';
 
 /*
@@ -45,6 +45,42 @@ describe('writeFileAtomic', () => {
     expect(steps).toEqual(['fsync file', 'rename api-keys.json.tmp → api-keys.json', 'fsync dir']);
     expect(await readFile(file, 'utf8')).toBe('[]\n');
     expect(statSync(file).mode & 0o777).toBe(0o600);
+  });
+});
+
+describe('the API key of a first start', () => {
+  const key = `pb_${'k'.repeat(43)}`;
+  const logged = (): { lines: unknown[]; log: (msg: string, fields?: Record<string, unknown>) => void } => {
+    const lines: unknown[] = [];
+    return { lines, log: (msg, fields) => lines.push({ msg, ...fields }) };
+  };
+
+  it('goes to a file only the owner can read when there is no terminal, and the log names the file, not the key', async () => {
+    const { lines, log } = logged();
+    const printed: string[] = [];
+    await showGeneratedKey(dir, 'default', key, log, { write: (t) => printed.push(t) });
+    const file = path.join(dir, 'initial-api-key');
+    expect(await readFile(file, 'utf8')).toBe(`${key}\n`);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(printed).toEqual([]);
+    expect(lines).toEqual([expect.objectContaining({ file, msg: expect.stringContaining('generated an API key for account "default"') })]);
+    expect(JSON.stringify(lines)).not.toContain(key);
+  });
+
+  it('is printed on a terminal, and then neither logged nor written to a file', async () => {
+    const { lines, log } = logged();
+    const printed: string[] = [];
+    await showGeneratedKey(dir, 'default', key, log, { isTTY: true, write: (t) => printed.push(t) });
+    expect(printed.join('')).toContain(key);
+    expect(existsSync(path.join(dir, 'initial-api-key'))).toBe(false);
+    expect(lines).toHaveLength(1);
+    expect(JSON.stringify(lines)).not.toContain(key);
+  });
+
+  it('is readable by the owner only even over a leftover temporary file of another mode', async () => {
+    await writeFile(path.join(dir, 'initial-api-key.tmp'), 'left by a crash', { mode: 0o644 });
+    await showGeneratedKey(dir, 'default', key, () => undefined, { write: () => undefined });
+    expect(statSync(path.join(dir, 'initial-api-key')).mode & 0o777).toBe(0o600);
   });
 });
 
