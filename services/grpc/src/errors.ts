@@ -10,8 +10,13 @@ import { DomainError, type DomainErrorCode } from '@pushbase/domain';
 
 /** Trailing metadata with the domain code: the status code alone cannot tell `dataset_limit` apart from a quota. */
 export const ERROR_CODE_KEY = 'pushbase-error-code';
-/** Trailing metadata with the domain error's path (`data[3].amount`), when it has one. */
-export const ERROR_PATH_KEY = 'pushbase-error-path';
+/**
+ * Trailing metadata with the domain error's path (`data[3].amount`), when it has one. Binary (`-bin`):
+ * the path holds the client's own keys, and a text value outside printable ASCII makes grpc-js throw.
+ */
+export const ERROR_PATH_KEY = 'pushbase-error-path-bin';
+/** The text key an older service sends the path under; still read during a rolling upgrade. */
+const LEGACY_ERROR_PATH_KEY = 'pushbase-error-path';
 
 // The one place where a domain code becomes a gRPC status (proto/pushbase/v1/common.proto lists it too).
 const GRPC_STATUS_OF: Readonly<Record<DomainErrorCode, Status>> = Object.freeze({
@@ -43,7 +48,7 @@ export function toGrpcStatus(err: unknown): GrpcErrorStatus {
   const metadata = new Metadata();
   if (err instanceof DomainError) {
     metadata.set(ERROR_CODE_KEY, err.code);
-    if (err.path !== undefined) metadata.set(ERROR_PATH_KEY, err.path);
+    if (err.path !== undefined) metadata.set(ERROR_PATH_KEY, Buffer.from(err.path, 'utf8'));
     return { code: GRPC_STATUS_OF[err.code], details: err.message, metadata };
   }
   return { code: Status.INTERNAL, details: INTERNAL_DETAILS, metadata };
@@ -54,6 +59,7 @@ export type CallKind = 'read' | 'write';
 
 const firstString = (metadata: Metadata | undefined, key: string): string | undefined => {
   const v = metadata?.get(key)[0];
+  if (Buffer.isBuffer(v)) return v.toString('utf8');
   return typeof v === 'string' ? v : undefined;
 };
 
@@ -96,7 +102,7 @@ export const statusName = (code: number): string => Status[code] ?? String(code)
  */
 export function fromGrpcError(err: Pick<ServiceError, 'code' | 'details' | 'metadata'>, kind: CallKind, service: string): Error {
   const code = firstString(err.metadata, ERROR_CODE_KEY);
-  if (isDomainCode(code)) return new DomainError(code, err.details, firstString(err.metadata, ERROR_PATH_KEY));
+  if (isDomainCode(code)) return new DomainError(code, err.details, firstString(err.metadata, ERROR_PATH_KEY) ?? firstString(err.metadata, LEGACY_ERROR_PATH_KEY));
   if (provenNeverSent(err)) return new DomainError('unavailable', `The ${service} service cannot be reached; the request was not sent`);
   if (kind === 'write') {
     return new DomainError('outcome_unknown', `The ${service} service did not confirm the write (${statusName(err.code)}); it may or may not have been applied`);

@@ -1,4 +1,4 @@
-import { Server, ServerCredentials, status as Status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { Metadata, Server, ServerCredentials, status as Status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import {
   ACCOUNT_ADMIN_SERVICE_NAME,
@@ -12,7 +12,7 @@ import {
   type SchemaService,
 } from '@pushbase/contracts';
 import { DomainError, parseJsonBody, type KeyScope } from '@pushbase/domain';
-import { statusName, toGrpcStatus } from './errors';
+import { INTERNAL_DETAILS, statusName, toGrpcStatus } from './errors';
 import { requestLogger, type Logger } from './log';
 import { accountToMessage, keyToMessage, quotaChangeFromMessage, quotasFromMessage, summaryToMessage, type QuotaChangeMessage, type QuotasMessage } from './messages';
 import { raiseReceiveWindows } from './flow-control';
@@ -116,7 +116,10 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
       const started = performance.now();
       scope.run({ requestId }, () =>
         context.with(trace.setSpan(parent, span), () => {
-          handle(call.request).then(
+          // Started inside then(): a handler that throws before its first await is answered like one that rejects.
+          Promise.resolve()
+            .then(() => handle(call.request))
+            .then(
             (res) => {
               span.end();
               const ms = performance.now() - started;
@@ -139,7 +142,17 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
               else span.end();
               callback(status);
             },
-          );
+          )
+            .catch((e: unknown) => {
+              // A failure while answering (grpc-js refusing what it was handed, or a bug here) must end as
+              // this call's INTERNAL status, never as an unhandled rejection that takes the whole service down.
+              log('error', 'answering a call failed', { method, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
+              try {
+                callback({ code: Status.INTERNAL, details: INTERNAL_DETAILS, metadata: new Metadata() });
+              } catch {
+                // Already answered: the stream is gone, nothing more can be sent.
+              }
+            });
         }),
       );
     };

@@ -25,7 +25,7 @@ describe('domain code → gRPC status (server side)', () => {
     expect(s.code).toBe(EXPECTED[code]);
     expect(s.details).toBe(`message of ${code}`);
     expect(s.metadata.get(ERROR_CODE_KEY)).toEqual([code]);
-    expect(s.metadata.get(ERROR_PATH_KEY)).toEqual(['data[3].amount']);
+    expect(s.metadata.get(ERROR_PATH_KEY)).toEqual([Buffer.from('data[3].amount')]);
   });
 
   it('sends no path trailer when the error has no path', () => {
@@ -53,6 +53,16 @@ describe('gRPC status → DomainError (client adapters)', () => {
     const back = fromGrpcError(toGrpcStatus(new DomainError(code, `message of ${code}`, 'fields.day.type')), kind, 'schema');
     expect(back).toBeInstanceOf(DomainError);
     expect(back).toMatchObject({ code, message: `message of ${code}`, path: 'fields.day.type' });
+  });
+
+  it('carries a path of any Unicode (the client’s own keys), and reads an older service’s text path', () => {
+    const path = 'data[0].ø\u{1F600}\r\n';
+    expect(() => toGrpcStatus(new DomainError('invalid', 'x', path))).not.toThrow();
+    expect(fromGrpcError(toGrpcStatus(new DomainError('invalid', 'x', path)), 'write', 'records')).toMatchObject({ path });
+    const older = new Metadata();
+    older.set(ERROR_CODE_KEY, 'invalid');
+    older.set('pushbase-error-path', 'data[1].n');
+    expect(fromGrpcError({ code: Status.INVALID_ARGUMENT, details: 'x', metadata: older }, 'write', 'records')).toMatchObject({ path: 'data[1].n' });
   });
 
   it('keeps a missing path missing', () => {

@@ -303,6 +303,32 @@ describe('gRPC server and clients on loopback', () => {
     expect(calls(alone.seen)).toEqual(['pushbase.v1.RecordService/Append UNAVAILABLE']);
   });
 
+  it('carries a path of any characters the client sent back intact, and the server keeps serving', async () => {
+    const { address, f } = await start();
+    // grpc-js throws on a text metadata value outside printable ASCII; one such answer once killed records.
+    f.onWrite(() => Promise.reject(new DomainError('invalid', 'Record 0 has an unknown key "ø\u{1F600}\\n"', 'data[0].ø\u{1F600}\n')));
+    const { records } = clients(address);
+    for (let i = 0; i < 2; i++) {
+      const e = await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
+      expect(e).toMatchObject({ code: 'invalid', path: 'data[0].ø\u{1F600}\n', message: 'Record 0 has an unknown key "ø\u{1F600}\\n"' });
+    }
+    expect(f.count('append')).toBe(2);
+  });
+
+  it('answers INTERNAL when answering itself fails, instead of leaving the call to its deadline', async () => {
+    const throwing: GrpcCallMetrics = {
+      call: () => {
+        throw new Error('a bug while answering');
+      },
+    };
+    const { address, lines } = await start(undefined, throwing);
+    const { schema } = clients(address, { readDeadlineMs: 20_000 });
+    const started = performance.now();
+    await expect(schema.get({ account: 'acme', id: 'x' })).rejects.toThrow(/INTERNAL/);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(lines).toContainEqual(expect.objectContaining({ level: 'error', msg: 'answering a call failed', method: 'Get' }));
+  });
+
   it('carries the request id in metadata; the service logs with it', async () => {
     const serverScope = new RequestScope();
     const { address, f, lines, server } = await start(serverScope);
