@@ -91,14 +91,15 @@ describe('admin read routes over the ClickHouse projection', () => {
     });
   });
 
-  it('answers 503 with a JSON error when ClickHouse cannot be reached', async () => {
-    const conn = connectClickHouse('http://127.0.0.1:1', { requestTimeoutMs: 2000 });
+  it('answers 503 with a JSON error when ClickHouse cannot be reached, naming neither its address nor its password', async () => {
+    const conn = connectClickHouse('http://pushbase:s3cret-pw@127.0.0.1:1', { requestTimeoutMs: 2000 });
     const down = await serve(createAdminApp({ readModel: new ClickHouseProjection(conn, db.database), token: TOKEN }));
     try {
       for (const route of ['/admin/accounts/acme/datasets', '/read/v1/accounts/acme/datasets/sales/records', '/read/v1/accounts/acme/datasets/sales/aggregate?op=count']) {
         const res = await get(`${down.url}${route}`);
         expect({ route, status: res.status }).toEqual({ route, status: 503 });
         expect(res.body).toMatchObject({ error: { message: expect.any(String) as unknown, code: 'unavailable' } });
+        expect(JSON.stringify(res.body)).not.toMatch(/s3cret|pushbase:|127\.0\.0\.1|ECONNREFUSED|ClickHouse/);
       }
     } finally {
       await new Promise((r) => down.server.close(r));

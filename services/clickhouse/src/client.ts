@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import { ClickHouseError, ClickHouseLogLevel, createClient, drainStream, type ClickHouseClient } from '@clickhouse/client';
+import { redactUrl } from '@pushbase/telemetry';
 import { DomainError } from '@pushbase/domain';
 import { quoteIdentifier } from './sql';
 
@@ -51,8 +52,9 @@ function serverCode(e: unknown): string | undefined {
 }
 
 /** Wraps a failure of `what` so the caller can tell "retry later" from "this is a bug". */
-export function storeError(url: string, what: string, e: unknown): Error {
+export function storeError(configuredUrl: string, what: string, e: unknown): Error {
   if (e instanceof DomainError) return e;
+  const url = redactUrl(configuredUrl);
   const code = serverCode(e);
   if (code === undefined) {
     // Not an answer of the server: a refused or reset connection, a timeout, DNS.

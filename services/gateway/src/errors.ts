@@ -1,5 +1,6 @@
 import type { Context, Next } from 'koa';
 import { DomainError, type DomainErrorCode } from '@pushbase/domain';
+import { redactCredentials } from '@pushbase/telemetry';
 
 /** An error raised by the gateway itself (auth, limits, routing), already knowing its HTTP status. */
 export class HttpError extends Error {
@@ -26,6 +27,16 @@ const STATUS_OF: Record<DomainErrorCode, number> = {
   outcome_unknown: 500,
 };
 
+/*
+ * An outage's own words name internals (a host and port, a broker's error, a file path, and once a
+ * connection URL's password): the client gets a fixed message per code and the request id, and the log
+ * gets the detail under that id.
+ */
+const OUTAGE_MESSAGE_OF: Partial<Record<DomainErrorCode, (requestId: string) => string>> = {
+  unavailable: (id) => `The service cannot take this request now; nothing was changed. Try again in a moment (request id ${id})`,
+  outcome_unknown: (id) => `The write was received but could not be confirmed; it may or may not have been applied (request id ${id})`,
+};
+
 interface ErrorBody {
   error: { message: string; code: string; path?: string; request_id: string };
 }
@@ -47,8 +58,10 @@ export function errorMiddleware(log: (line: string, requestId: string) => void) 
       let body: ErrorBody;
       if (err instanceof DomainError) {
         status = STATUS_OF[err.code];
-        body = { error: { message: err.message, code: err.code, request_id: requestId } };
+        const fixed = OUTAGE_MESSAGE_OF[err.code];
+        body = { error: { message: fixed === undefined ? err.message : fixed(requestId), code: err.code, request_id: requestId } };
         if (err.path !== undefined) body.error.path = err.path;
+        if (fixed !== undefined) log(`request ${requestId} ${ctx.method} ${ctx.path} answered ${status} ${err.code}: ${redactCredentials(err.message)}`, requestId);
       } else if (err instanceof HttpError) {
         status = err.status;
         body = { error: { message: err.message, code: err.code, request_id: requestId } };
@@ -62,7 +75,7 @@ export function errorMiddleware(log: (line: string, requestId: string) => void) 
       } else {
         status = 500;
         body = { error: { message: `Internal error; quote request id ${requestId} when reporting it`, code: 'internal', request_id: requestId } };
-        log(`request ${requestId} ${ctx.method} ${ctx.path} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`, requestId);
+        log(`request ${requestId} ${ctx.method} ${ctx.path} failed: ${redactCredentials(err instanceof Error ? (err.stack ?? err.message) : String(err))}`, requestId);
       }
       ctx.status = status;
       ctx.type = 'application/json';

@@ -11,9 +11,11 @@ import { DomainError } from '@pushbase/domain';
 import { createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter } from '../src';
 
 class FlakyLog extends MemoryEventLog {
-  mode: 'ok' | 'down' | 'bug' = 'ok';
+  mode: 'ok' | 'down' | 'unknown' | 'bug' = 'ok';
   override append(events: readonly DatasetEvent[]): Promise<void> {
-    if (this.mode === 'down') return Promise.reject(new DomainError('unavailable', 'The event log cannot take writes right now'));
+    // Outages in an adapter's own words: internal addresses, a file path and a connection URL's password.
+    if (this.mode === 'down') return Promise.reject(new DomainError('unavailable', 'ClickHouse at http://pb:s3cret@10.0.0.7:8123/ cannot be reached: connect ECONNREFUSED 10.0.0.7:8123'));
+    if (this.mode === 'unknown') return Promise.reject(new DomainError('outcome_unknown', 'fsync of /srv/pushbase/data/log/00000001.seg failed: EIO'));
     if (this.mode === 'bug') return Promise.reject(new TypeError('secret internals at /srv/pushbase/x.ts:12'));
     return super.append(events);
   }
@@ -52,7 +54,7 @@ describe('gateway failure mapping', () => {
   const call = (method: string, path: string, body?: unknown) =>
     fetch(`${base}${path}`, {
       method,
-      headers: { authorization: `Basic ${Buffer.from('k:').toString('base64')}` },
+      headers: { authorization: `Basic ${Buffer.from('k:').toString('base64')}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const definition = { fields: { n: { type: 'number', name: 'N' } } };
@@ -71,12 +73,33 @@ describe('gateway failure mapping', () => {
       expect(res.status).toBe(503);
       expect(res.headers.get('content-type')).toMatch(/^application\/json/);
       expect(res.headers.get('x-request-id')).toBeTruthy();
-      expect(((await res.json()) as { error: { message: string } }).error.message).toBe('The event log cannot take writes right now');
+      const requestId = res.headers.get('x-request-id')!;
+      const text = await res.text();
+      expect(JSON.parse(text)).toEqual({
+        error: { message: `The service cannot take this request now; nothing was changed. Try again in a moment (request id ${requestId})`, code: 'unavailable', request_id: requestId },
+      });
+      expect(text).not.toMatch(/s3cret|10\.0\.0\.7|8123|ECONN/);
+      const logged = lines.find((l) => l.includes(requestId));
+      expect(logged).toContain('http://***@10.0.0.7:8123/ cannot be reached');
+      expect(logged).not.toContain('s3cret');
     }
     log.mode = 'ok';
     await expect(projection.listRecords('acme', 'd1')).resolves.toEqual([]);
     await expect(projection.get('acme', 'd2')).resolves.toBeUndefined();
     expect(log.events.map((e) => e.type)).toEqual(['DatasetDefined']);
+  });
+
+  it('answers 500 outcome_unknown with a fixed message and no file path; the log has the detail', async () => {
+    log.mode = 'unknown';
+    const res = await call('POST', '/datasets/d1/data', { data: [{ n: 1 }] });
+    log.mode = 'ok';
+    expect(res.status).toBe(500);
+    const requestId = res.headers.get('x-request-id')!;
+    const text = await res.text();
+    expect(JSON.parse(text)).toMatchObject({ error: { code: 'outcome_unknown', request_id: requestId } });
+    expect(text).toContain('may or may not have been applied');
+    expect(text).not.toMatch(/srv|\.seg|EIO/);
+    expect(lines.some((l) => l.includes(requestId) && l.includes('/srv/pushbase/data/log/00000001.seg'))).toBe(true);
   });
 
   it('answers 500 with the request id and no internals for an unexpected error, and logs it', async () => {

@@ -1,3 +1,4 @@
+import { redactUrl } from '@pushbase/telemetry';
 import { DomainError } from '@pushbase/domain';
 import { Redis, ReplyError } from 'ioredis';
 
@@ -26,8 +27,9 @@ export function connectRedis(url: string, options: RedisConnectOptions = {}): Re
 }
 
 /** Wraps a failure of `what` so the caller can tell "retry later" from "this is a bug". */
-export function redisError(url: string, what: string, e: unknown): Error {
+export function redisError(configuredUrl: string, what: string, e: unknown): Error {
   if (e instanceof DomainError) return e;
+  const url = redactUrl(configuredUrl);
   if (e instanceof ReplyError) return new Error(`Redis at ${url} refused ${what}: ${(e as Error).message}`, { cause: e });
   return new DomainError('unavailable', `Redis at ${url} cannot be reached for ${what}: ${e instanceof Error ? e.message : String(e)}`);
 }

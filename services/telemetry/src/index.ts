@@ -1,3 +1,4 @@
 export * from './config';
 export * from './logger';
 export * from './tracing';
+export * from './redact';

@@ -1,6 +1,7 @@
 import { isSpanContextValid, trace } from '@opentelemetry/api';
 import pino, { type DestinationStream, type Logger as PinoLogger } from 'pino';
 import type { LogLevel } from './config';
+import { redactCredentials } from './redact';
 
 /*
  * pushbase's one log format: pino's JSON lines on stdout, `{"level":"info","time":"<ISO>","service":…,
@@ -45,6 +46,8 @@ export function createLogger(options: LoggerOptions): JsonLogger {
       formatters: { level: (label) => ({ level: label }) },
       mixin: traceFields,
       redact: { paths: REDACT, censor: '[redacted]' },
+      // A connection URL's password can hide inside any field or message (an error's text, a config dump).
+      hooks: { streamWrite: redactCredentials },
     },
     options.destination ?? pino.destination({ fd: 1, sync: true }),
   );

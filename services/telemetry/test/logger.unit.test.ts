@@ -34,6 +34,13 @@ it('never writes an authorization header or a password', () => {
   expect(lines[0]).toMatchObject({ headers: { authorization: '[redacted]', host: 'x' }, authorization: '[redacted]', db: { password: '[redacted]' } });
 });
 
+it('never writes the password of a connection URL, wherever in the line it is', () => {
+  const { logger, lines } = capture();
+  logger.info({ clickhouse: 'http://pb:s3cret@ch:8123/', error: 'Redis at redis://:hunter2@redis:6379 cannot be reached' }, 'ClickHouse at https://u:p4ss@ch/ refused');
+  expect(JSON.stringify(lines)).not.toMatch(/s3cret|hunter2|p4ss/);
+  expect(lines[0]).toMatchObject({ clickhouse: 'http://***@ch:8123/', error: 'Redis at redis://***@redis:6379 cannot be reached', msg: 'ClickHouse at https://***@ch/ refused' });
+});
+
 it('carries the trace and span id of the active span while tracing is on, none outside a span', async () => {
   const tracing = startTracing(TELEMETRY_OFF.traces, 'test', new InMemorySpanExporter());
   try {
