@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
-import getRawBody from 'raw-body';
 import type { KeyStore, Principal, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
 import type { HttpMetrics } from '@pushbase/metrics';
 import { formatUtcMillis, parseJsonBody, type DatasetSummary } from '@pushbase/domain';
@@ -9,11 +8,10 @@ import { errorMiddleware, HttpError } from './errors';
 import { isReadPath, keySession, pageRoutes, readRoutes, type ReadSideDeps } from './read-side';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import { hashApiKey } from './keys';
+import { readWriteBody, UploadBudget, type UploadLimits } from './uploads';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateLimiter } from '@pushbase/contracts';
 import { context, propagation, pushbaseTracer, SpanKind, SpanStatusCode, trace, type JsonLogger } from '@pushbase/telemetry';
-
-export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
 
 export interface GatewayDeps {
   readonly schemas: SchemaService;
@@ -44,6 +42,8 @@ export interface GatewayDeps {
   readonly logger?: JsonLogger;
   /** The read API and the dataset browser page for the accounts' keys (read-side.ts); absent: neither. */
   readonly read?: ReadSideDeps;
+  /** The deadline of a write's body and the bytes in flight per key and per process (uploads.ts). */
+  readonly uploads?: UploadLimits;
 }
 
 /** Read requests per minute per key on the public listener, unless PUSHBASE_READ_RATE_LIMIT_PER_MINUTE says otherwise. */
@@ -62,54 +62,6 @@ export function apiKeyFromAuthorization(header: string | undefined): string | un
   const key = colon === -1 ? decoded : decoded.slice(0, colon);
   return key === '' ? undefined : key;
 }
-
-// How much of an oversized body is still read (and dropped) so that its sender gets to see the 413.
-const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
-const DISCARD_TIMEOUT_MS = 10_000;
-
-/**
- * Reads and drops the rest of a request body, within a byte and a time budget. Answering while the client
- * is still sending makes the server close a connection with unread data, which resets it: many clients
- * (Node's https.request among them) then report EPIPE/ECONNRESET instead of the 413 (DECISIONS.md).
- */
-function discardRest(req: Context['req']): Promise<void> {
-  const declared = Number(req.headers['content-length']);
-  if (req.complete || declared > DISCARD_LIMIT_BYTES) return Promise.resolve();
-  return new Promise((resolve) => {
-    let seen = 0;
-    const done = (): void => {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.off('end', done);
-      req.off('close', done);
-      req.off('error', done);
-      resolve();
-    };
-    const onData = (chunk: Buffer): void => {
-      seen += chunk.length;
-      if (seen > DISCARD_LIMIT_BYTES) done();
-    };
-    const timer = setTimeout(done, DISCARD_TIMEOUT_MS);
-    req.on('data', onData);
-    req.once('end', done);
-    req.once('close', done);
-    req.once('error', done);
-    req.resume();
-  });
-}
-
-/** Reads the body, 4 MiB at most, as one Buffer. */
-async function readBody(ctx: Context): Promise<Buffer> {
-  try {
-    return await getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null });
-  } catch (e: unknown) {
-    if (typeof e === 'object' && e !== null && (e as { type?: unknown }).type === 'entity.too.large') await discardRest(ctx.req);
-    throw e;
-  }
-}
-
-/** The body parsed as JSON whatever the Content-Type says (DECISIONS.md → Records). */
-const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
 
 export function datasetResponse(ds: DatasetSummary): Record<string, unknown> {
   const out: Record<string, unknown> = { id: ds.id, fields: ds.definition.fields };
@@ -282,7 +234,10 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
         });
       }
       await deps.authFailureLimiter.consume(address);
-      ctx.set('WWW-Authenticate', 'Basic realm="pushbase"');
+      // Not `Basic`: a browser answers that challenge with a login prompt and then attaches whatever was
+      // typed to every request to this origin, other sites' form posts included. A scheme no browser
+      // prompts for still tells a client (RFC 9110 §11.6.1) how to authenticate.
+      ctx.set('WWW-Authenticate', 'APIKey realm="pushbase", hint="HTTP Basic authentication with the key as user name"');
       throw new HttpError(401, 'Your API key is invalid', 'unauthorized');
     }
     ctx.state.principal = who;
@@ -319,6 +274,11 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     }
     await next();
   });
+
+  const uploads = new UploadBudget(deps.uploads);
+  const readBody = (ctx: Context): Promise<Buffer> => readWriteBody(ctx, uploads, ctx.state.rateKey as string);
+  // Parsed as JSON unless the Content-Type is a form's (uploads.ts): a missing one means JSON.
+  const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
 
   const ok = (ctx: Context, status = 200, body: unknown = {}): void => {
     ctx.status = status;

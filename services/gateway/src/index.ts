@@ -9,3 +9,4 @@ export * from './listener-config';
 export * from './read-api';
 export * from './read-side';
 export * from './ui';
+export * from './uploads';

@@ -81,6 +81,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       rateLimiter: new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix }),
       // Per gateway process, as in embedded mode: it bounds the noise one address makes here.
       authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
+    uploads: config.uploads,
       behindTlsProxy: config.behindTlsProxy,
       trustedProxies: config.trustedProxies.trust,
       requestScope,

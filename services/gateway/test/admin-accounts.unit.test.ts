@@ -104,7 +104,7 @@ describe('admin account and key routes', () => {
   const push = (key: string, method: string, path: string, body?: unknown) =>
     fetch(`${gateway.url}${path}`, {
       method,
-      headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` },
+      headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const definition = { fields: { n: { type: 'number', name: 'N' } } };

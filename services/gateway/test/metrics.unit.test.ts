@@ -64,7 +64,7 @@ describe('gateway metrics', () => {
   const call = (method: string, path: string, key: string | undefined = 'k', body?: unknown) =>
     fetch(`${gateway.url}${path}`, {
       method,
-      headers: key === undefined ? {} : { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` },
+      headers: { 'content-type': 'application/json', ...(key === undefined ? {} : { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` }) },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const count = async (labels: Record<string, string>): Promise<number | undefined> => sample(await registry.metrics(), 'pushbase_http_requests_total', labels);

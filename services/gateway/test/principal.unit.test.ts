@@ -64,7 +64,7 @@ describe('the principal of a key', () => {
   const call = (key: string, method: string, path: string, body?: unknown) =>
     fetch(`${base}${path}`, {
       method,
-      headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}` },
+      headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`, 'content-type': 'application/json' },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
   const definition = { fields: { n: { type: 'number', name: 'N' } } };

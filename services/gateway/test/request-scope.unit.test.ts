@@ -49,7 +49,7 @@ describe('gateway request scope', () => {
   const append = (headers: Record<string, string> = {}) =>
     fetch(`${base}/datasets/sales/data`, {
       method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from('k:').toString('base64')}`, ...headers },
+      headers: { authorization: `Basic ${Buffer.from('k:').toString('base64')}`, 'content-type': 'application/json', ...headers },
       body: '{"data":[]}',
     });
 

@@ -1,0 +1,150 @@
+/*
+ * How the gateway reads a write's body (uploads.ts): a deadline, a budget of bytes in flight per key and
+ * per process, form media types refused, and a 401 that no browser answers with a login prompt.
+ */
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createRecordService, createSchemaService, MemoryEventLog, MemoryProjection } from '@pushbase/app';
+import { BODY_LIMIT_BYTES, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter, UploadBudget, type UploadLimits } from '../src';
+
+const KEYS = { a: 'key-a-0123456789abcdefghij', a2: 'key-a2-0123456789abcdefghij', b: 'key-b-0123456789abcdefghij' };
+const basic = (key: string): string => `Basic ${Buffer.from(`${key}:`).toString('base64')}`;
+
+interface Answer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+async function gateway(uploads: UploadLimits) {
+  const log = new MemoryEventLog();
+  const projection = new MemoryProjection();
+  await log.start(projection.apply);
+  const keys = new MemoryKeyStore();
+  keys.add(hashApiKey(KEYS.a), 'acme');
+  keys.add(hashApiKey(KEYS.a2), 'acme');
+  keys.add(hashApiKey(KEYS.b), 'globex');
+  const clock = { now: () => 1_700_000_000_000 };
+  let n = 0;
+  const app = createGatewayApp({
+    schemas: createSchemaService({ log, store: projection, clock, ids: { newIncarnation: () => `inc-${n++}` } }),
+    records: createRecordService({ schemas: projection, log, clock }),
+    keys,
+    rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
+    authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
+    log: () => undefined,
+    uploads,
+  });
+  const handle = app.callback();
+  const server: Server = createServer((req, res) => void handle(req, res));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+
+  /** A request whose body is sent in `parts` (each after `gapMs`), or held open after them when `hold`. */
+  const send = (method: string, path: string, opts: { key?: string; headers?: Record<string, string>; parts?: string[]; gapMs?: number; hold?: boolean } = {}): Promise<Answer> =>
+    new Promise((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, method, path, headers: { ...(opts.key === undefined ? {} : { authorization: basic(opts.key) }), ...opts.headers } }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      });
+      req.on('error', reject);
+      const parts = [...(opts.parts ?? [])];
+      const next = (): void => {
+        const part = parts.shift();
+        if (part === undefined) {
+          if (opts.hold !== true) req.end();
+          return;
+        }
+        req.write(part);
+        setTimeout(next, opts.gapMs ?? 0);
+      };
+      next();
+    });
+  const create = async (): Promise<void> => {
+    const body = JSON.stringify({ fields: { n: { type: 'number', name: 'N' } } });
+    expect((await send('PUT', '/datasets/d', { key: KEYS.a, parts: [body] })).status).toBeLessThan(300);
+  };
+  return { send, create, projection, close: () => new Promise((r) => server.close(r)) };
+}
+
+const LIMITS: UploadLimits = { bodyTimeoutMs: 400, bytesPerKey: BODY_LIMIT_BYTES, bytesPerProcess: 2 * BODY_LIMIT_BYTES };
+let g: Awaited<ReturnType<typeof gateway>>;
+beforeAll(async () => {
+  g = await gateway(LIMITS);
+  await g.create();
+});
+afterAll(async () => {
+  await g.close();
+});
+
+describe('the body of a write', () => {
+  it('is abandoned with 408 JSON when it does not arrive within the deadline, and nothing is written', async () => {
+    const res = await g.send('POST', '/datasets/d/data', { key: KEYS.a, headers: { 'content-length': '100' }, parts: ['{"data":[{"n":1}'], hold: true });
+    expect(res.status).toBe(408);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'body_timeout', message: expect.stringContaining('0.4 s') } });
+    expect(res.headers.connection).toBe('close');
+    await expect(g.projection.listRecords('acme', 'd')).resolves.toEqual([]);
+  });
+
+  it('is refused with 415 when its type is one a cross-site form can send; no type, or JSON, is read as JSON', async () => {
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'TEXT/PLAIN;charset=utf-8']) {
+      const res = await g.send('POST', '/datasets/d/data', { key: KEYS.a, headers: { 'content-type': type }, parts: ['{"data":[{"n":1}]}'] });
+      expect({ type, status: res.status }).toEqual({ type, status: 415 });
+      expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'unsupported_media_type' } });
+    }
+    const put = await g.send('PUT', '/datasets/e', { key: KEYS.a, headers: { 'content-type': 'text/plain' }, parts: ['{"fields":{"n":{"type":"number","name":"N"}}}'] });
+    expect(put.status).toBe(415);
+    await expect(g.projection.listRecords('acme', 'd')).resolves.toEqual([]);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[{"n":1}]}'] })).status).toBe(200);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.a, headers: { 'content-type': 'application/json; charset=utf-8' }, parts: ['{"data":[{"n":2}]}'] })).status).toBe(200);
+    expect(await g.projection.listRecords('acme', 'd')).toHaveLength(2);
+  });
+
+  it('is refused with 429 while the key has its budget in flight, and 503 once the process has; others go on', async () => {
+    // Two keys of one account fill the process's 2 bodies' worth; a third upload is refused, whoever sends it.
+    const slow = (key: string) => g.send('POST', '/datasets/d/data', { key, headers: { 'content-length': String(BODY_LIMIT_BYTES) }, parts: ['{"data":['], hold: true });
+    const first = slow(KEYS.a);
+    await new Promise((r) => setTimeout(r, 50));
+    const sameKey = await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[]}'] });
+    expect(sameKey.status).toBe(429);
+    expect(JSON.parse(sameKey.body)).toMatchObject({ error: { code: 'uploads_in_flight' } });
+    expect(sameKey.headers['retry-after']).toBe('1');
+    const second = slow(KEYS.a2);
+    await new Promise((r) => setTimeout(r, 50));
+    const full = await g.send('POST', '/datasets/d/data', { key: KEYS.b, parts: ['{"data":[]}'] });
+    expect(full.status).toBe(503);
+    expect(JSON.parse(full.body)).toMatchObject({ error: { code: 'server_busy' } });
+    // The deadline ends the slow ones and frees the budget.
+    expect((await first).status).toBe(408);
+    expect((await second).status).toBe(408);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.b, parts: ['{"data":[]}'] })).status).toBe(404);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[]}'] })).status).toBe(200);
+  });
+});
+
+it('answers 401 without a Basic challenge, so a browser never prompts for a key and keeps it', async () => {
+  for (const key of [undefined, 'no-such-key-0123456789']) {
+    const res = await g.send('GET', '/', key === undefined ? {} : { key });
+    expect(res.status).toBe(401);
+    expect(String(res.headers['www-authenticate'])).not.toMatch(/^\s*basic\b/i);
+    expect(res.headers['www-authenticate']).toMatch(/^APIKey realm="pushbase"/);
+  }
+});
+
+describe('UploadBudget', () => {
+  it('reserves per key and per process, and a release is counted once', () => {
+    const b = new UploadBudget({ bodyTimeoutMs: 1, bytesPerKey: 10, bytesPerProcess: 15 });
+    const r1 = b.reserve('a', 8);
+    expect(typeof r1).toBe('function');
+    expect(b.reserve('a', 3)).toBe('key');
+    const r2 = b.reserve('b', 7);
+    expect(b.reserve('c', 1)).toBe('process');
+    (r1 as () => void)();
+    (r1 as () => void)();
+    expect(b.inFlight).toBe(7);
+    expect(typeof b.reserve('a', 8)).toBe('function');
+    (r2 as () => void)();
+  });
+});
