@@ -130,6 +130,12 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
   for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) expect({ probe, http: gc[probe]?.httpGet }).toEqual({ probe, http: { path: '/healthz', port: 'admin' } });
   const gatewayService = named(objects, 'Service', name('gateway'));
   expect(matches(gatewayService.spec.selector, gateway.spec.template.metadata.labels)).toBe(true);
+  // The public Service carries the public port only; the admin listener has a ClusterIP Service of its own.
+  expect(gatewayService.spec.ports.map((p: any) => p.targetPort)).toEqual([expect.stringMatching(/^https?$/)]);
+  const adminService = named(objects, 'Service', name('gateway-admin'));
+  expect(adminService.spec.type).toBe('ClusterIP');
+  expect(matches(adminService.spec.selector, gateway.spec.template.metadata.labels)).toBe(true);
+  expect(adminService.spec.ports).toEqual([{ name: 'admin', port: adminPort, targetPort: 'admin', protocol: 'TCP' }]);
   for (const svc of ['schema', 'records']) {
     const service = named(objects, 'Service', name(svc));
     const variable = svc === 'schema' ? 'PUSHBASE_SCHEMA_ADDRESS' : 'PUSHBASE_RECORDS_ADDRESS';
@@ -264,6 +270,16 @@ describe('helm/pushbase', () => {
       expect(c.env.map((e: any) => e.name)).not.toContain('PUSHBASE_BEHIND_TLS_PROXY');
       const policy = named(objects, 'NetworkPolicy', 'pb-pushbase-gateway');
       expect(policy.spec.ingress).toEqual([{ ports: [{ port: 'https', protocol: 'TCP' }] }, { ports: [{ port: 'admin', protocol: 'TCP' }], from: [MONITORING] }]);
+    });
+
+    it.each(['LoadBalancer', 'NodePort'])('with gateway.service.type %s, exposes the public port only; the admin Service stays ClusterIP', (type) => {
+      const exposed = render('pb', ['--set', `gateway.service.type=${type}`]);
+      expect(schemaProblems(exposed.filter((o) => o.kind === 'Service'))).toEqual([]);
+      const services = byKind(exposed, 'Service').filter((o) => component(o) === 'gateway');
+      expect(services.map((o) => [o.metadata.name, o.spec.type, o.spec.ports.map((p: any) => p.name)]).sort()).toEqual([
+        ['pb-pushbase-gateway', type, ['https']],
+        ['pb-pushbase-gateway-admin', 'ClusterIP', ['admin']],
+      ]);
     });
 
     it('admits scrapes of every metrics port from the monitoring namespace only, and none at all with metrics.scrapeFrom empty', () => {

@@ -2,12 +2,14 @@ import { randomUUID } from 'node:crypto';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import getRawBody from 'raw-body';
-import type { AccountAdmin, KeyStore, ReadModel } from '@pushbase/contracts';
+import type { AccountAdmin, KeyStore, RateLimiter, ReadModel } from '@pushbase/contracts';
 import { invalid, parseAccountName, parseJsonBody, parseKeyLabel, parseKeyScope, parseQuotaChange, parseQuotas, quoteValue } from '@pushbase/domain';
 import { METRICS_PATH, renderMetrics, type Registry } from '@pushbase/metrics';
 import { errorMiddleware, HttpError } from './errors';
-import { safeEqual } from './keys';
-import { apiKeyFromAuthorization } from './app';
+import { hashApiKey, safeEqual } from './keys';
+import { apiKeyFromAuthorization, applyRateDecision, DEFAULT_READ_RATE_PER_MINUTE, guardFailedAuth } from './app';
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from './listener-config';
+import { memoryRateLimiter, SlidingWindowRateLimiter, type FlexibleRateLimiter } from './rate-limit';
 import { ADMIN_SESSION, isReadPath, keyReadSession, pageRoutes, readRoutes } from './read-side';
 
 /** The admin listener's unauthenticated health route. */
@@ -27,6 +29,18 @@ export interface AdminDeps {
   readonly uiDir?: string | undefined;
   /** The accounts PUSHBASE_API_KEYS names: not deleted here (see the DELETE route). */
   readonly configuredAccounts?: ReadonlySet<string>;
+  /**
+   * Failed authentications per client address, as on the public listener (give it the same limiter, so
+   * guesses spread over both listeners count once); without it, one of this app's own at 100 a minute.
+   */
+  readonly authFailureLimiter?: FlexibleRateLimiter;
+  /**
+   * A key's reads here count as on the public listener, under `read:<key hash>` at `readRatePerMinute`
+   * (600 unless given): the public listener's limiter gives a key one read budget across both. Without
+   * one, this app's own in memory. The admin token is not limited.
+   */
+  readonly rateLimiter?: RateLimiter;
+  readonly readRatePerMinute?: number;
 }
 
 // An admin body is a name, a few quotas, a label: anything bigger is a mistake.
@@ -112,7 +126,10 @@ function accountRoutes(router: Router, accounts: AccountAdmin, configuredAccount
  * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
  * bearer token. The public API deliberately offers no read of records.
  */
-export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir, configuredAccounts = new Set() }: AdminDeps): Koa {
+export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir, configuredAccounts = new Set(), ...limits }: AdminDeps): Koa {
+  const authFailures = limits.authFailureLimiter ?? memoryRateLimiter(DEFAULT_AUTH_FAILURES_PER_MINUTE, 60, 'admin-authfail');
+  const readRate = limits.readRatePerMinute ?? DEFAULT_READ_RATE_PER_MINUTE;
+  const reads = limits.rateLimiter ?? new SlidingWindowRateLimiter(readRate, 60_000);
   const app = new Koa();
   app.use(async (ctx: Context, next: Next) => {
     ctx.state.requestId = randomUUID();
@@ -164,11 +181,15 @@ export function createAdminApp({ readModel, token, log, metrics, accounts, keys,
       return;
     }
     // The read routes also take an account's key (as Bearer, or Basic as the push API sends it).
-    const session = isReadPath(ctx.path) ? await keyReadSession(keys, bearer ?? apiKeyFromAuthorization(authorization || undefined)) : undefined;
+    const key = isReadPath(ctx.path) ? (bearer ?? apiKeyFromAuthorization(authorization || undefined)) : undefined;
+    const session = await keyReadSession(keys, key);
     if (session === undefined) {
+      // The public listener's guard: this listener is plain HTTP and may be reachable by more than operators.
+      await guardFailedAuth(authFailures, ctx.ip, 'Too many requests with invalid credentials from this address. Try again later.');
       ctx.set('WWW-Authenticate', 'Bearer realm="pushbase-admin"');
       throw new HttpError(401, isReadPath(ctx.path) ? 'A valid API key or the admin bearer token is required' : 'A valid admin bearer token is required', 'unauthorized');
     }
+    applyRateDecision(ctx, await reads.consume(`read:${hashApiKey(key as string)}`, readRate));
     ctx.state.readSession = session;
     await next();
   });

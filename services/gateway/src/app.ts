@@ -10,7 +10,7 @@ import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, pars
 import { hashApiKey } from './keys';
 import { readWriteBody, UploadBudget, type UploadLimits } from './uploads';
 import type { FlexibleRateLimiter } from './rate-limit';
-import type { RateLimiter } from '@pushbase/contracts';
+import type { RateDecision, RateLimiter } from '@pushbase/contracts';
 import { context, propagation, pushbaseTracer, SpanKind, SpanStatusCode, trace, type JsonLogger } from '@pushbase/telemetry';
 
 export interface GatewayDeps {
@@ -106,6 +106,28 @@ function inConnectionOrder() {
       if (previousOnSocket.get(socket) === mine) previousOnSocket.delete(socket);
     }
   };
+}
+
+/**
+ * The failed-authentication guard of both listeners, for a request that failed to authenticate: refused
+ * (429) without being counted while its address is over the limit, else counted (the caller answers 401).
+ */
+export async function guardFailedAuth(limiter: FlexibleRateLimiter, address: string, message: string, metrics?: HttpMetrics): Promise<void> {
+  const blocked = await limiter.isBlocked(address);
+  if (blocked !== undefined) {
+    metrics?.rateLimitRefused('auth_failures');
+    throw new HttpError(429, message, 'auth_rate_limited', { 'Retry-After': String(Math.max(1, Math.ceil(blocked.resetMs / 1000))) });
+  }
+  await limiter.consume(address);
+}
+
+/** The RateLimit-* headers of a per-key decision; a refused request is a 429 with Retry-After. */
+export function applyRateDecision(ctx: Context, d: RateDecision): void {
+  const resetSeconds = Math.max(0, Math.ceil(d.resetMs / 1000));
+  ctx.set('RateLimit-Limit', String(d.limit));
+  ctx.set('RateLimit-Remaining', String(d.remaining));
+  ctx.set('RateLimit-Reset', String(resetSeconds));
+  if (!d.allowed) throw new HttpError(429, rateLimitMessage(d.limit), 'rate_limited', { 'Retry-After': String(Math.max(1, resetSeconds)) });
 }
 
 /** Route label of a request never routed (refused before the router, or no route matched). */
@@ -226,14 +248,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     const who = key === undefined ? undefined : await deps.keys.resolve(key);
     if (who === undefined) {
       const address = (ctx.state.clientAddress as string | undefined) ?? ctx.ip;
-      const blocked = await deps.authFailureLimiter.isBlocked(address);
-      if (blocked !== undefined) {
-        deps.metrics?.rateLimitRefused('auth_failures');
-        throw new HttpError(429, 'Too many requests with an invalid API key from this address. Try again later.', 'auth_rate_limited', {
-          'Retry-After': String(Math.max(1, Math.ceil(blocked.resetMs / 1000))),
-        });
-      }
-      await deps.authFailureLimiter.consume(address);
+      await guardFailedAuth(deps.authFailureLimiter, address, 'Too many requests with an invalid API key from this address. Try again later.', deps.metrics);
       // Not `Basic`: a browser answers that challenge with a login prompt and then attaches whatever was
       // typed to every request to this origin, other sites' form posts included. A scheme no browser
       // prompts for still tells a client (RFC 9110 §11.6.1) how to authenticate.
@@ -254,14 +269,8 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     const d = reading
       ? await deps.rateLimiter.consume(`read:${ctx.state.rateKey as string}`, deps.read?.ratePerMinute ?? DEFAULT_READ_RATE_PER_MINUTE)
       : await deps.rateLimiter.consume(ctx.state.rateKey as string, principal(ctx).quotas.requests_per_minute);
-    const resetSeconds = String(Math.max(0, Math.ceil(d.resetMs / 1000)));
-    ctx.set('RateLimit-Limit', String(d.limit));
-    ctx.set('RateLimit-Remaining', String(d.remaining));
-    ctx.set('RateLimit-Reset', resetSeconds);
-    if (!d.allowed) {
-      deps.metrics?.rateLimitRefused('api_key');
-      throw new HttpError(429, rateLimitMessage(d.limit), 'rate_limited', { 'Retry-After': String(Math.max(1, Number(resetSeconds))) });
-    }
+    if (!d.allowed) deps.metrics?.rateLimitRefused('api_key');
+    applyRateDecision(ctx, d);
     await next();
   });
 

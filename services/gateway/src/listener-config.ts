@@ -14,6 +14,9 @@ const port = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().i
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
 const optionalString = z.preprocess(blankToUndefined, z.string().optional());
 
+/** Failed authentications per minute per client address, unless PUSHBASE_AUTH_FAILURES_PER_MINUTE says otherwise. */
+export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 100;
+
 export const listenerEnv = {
   PUSHBASE_PORT: port(8443),
   PUSHBASE_HOST: z.preprocess(blankToUndefined, z.string().default('0.0.0.0')),
@@ -41,7 +44,7 @@ export const listenerEnv = {
   PUSHBASE_RATE_LIMIT_PER_MINUTE: positive(60),
   // The read API on the public listener: per key, counted apart from the pushes (read-side.ts).
   PUSHBASE_READ_RATE_LIMIT_PER_MINUTE: positive(600),
-  PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(100),
+  PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(DEFAULT_AUTH_FAILURES_PER_MINUTE),
   PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
   // A write's body: its deadline, and the bytes being received at once per key and per process (uploads.ts).
   PUSHBASE_BODY_TIMEOUT_MS: positive(DEFAULT_UPLOAD_LIMITS.bodyTimeoutMs),

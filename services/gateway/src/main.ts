@@ -74,14 +74,16 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
     const uiDir = findUiDir();
     if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
+    const rateLimiter = new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix });
+    // Per gateway process, as in embedded mode: it bounds the noise one address makes here, on either listener.
+    const authFailureLimiter = memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail');
     const gateway = createGatewayApp({
       schemas,
       records,
       keys,
-      rateLimiter: new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix }),
-      // Per gateway process, as in embedded mode: it bounds the noise one address makes here.
-      authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
-    uploads: config.uploads,
+      rateLimiter,
+      authFailureLimiter,
+      uploads: config.uploads,
       behindTlsProxy: config.behindTlsProxy,
       trustedProxies: config.trustedProxies.trust,
       requestScope,
@@ -91,7 +93,20 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
     });
     const configuredAccounts = new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account));
-    const admin = createAdminApp({ readModel, token: adminToken, log: errorLog, metrics, accounts, keys, uiDir, configuredAccounts });
+    // A key's reads count once whichever listener they come to (one Redis counter per key).
+    const admin = createAdminApp({
+      readModel,
+      token: adminToken,
+      log: errorLog,
+      metrics,
+      accounts,
+      keys,
+      uiDir,
+      configuredAccounts,
+      authFailureLimiter,
+      rateLimiter,
+      readRatePerMinute: config.readRateLimitPerMinute,
+    });
     const listeners = await startListeners(gateway, admin, { ...config, tls });
     log('listening', {
       port: listeners.port,
