@@ -41,7 +41,11 @@ describe('a v1 data directory (written before the batch-framed log)', () => {
       return s;
     };
 
+    expect(existsSync(path.join(dataDir, 'FORMAT'))).toBe(false);
     const s = await start();
+    // Upgraded, then marked with the current format (and the guard that stops the releases before it).
+    expect(readFileSync(path.join(dataDir, 'FORMAT'), 'utf8')).toBe('1\n');
+    expect(existsSync(path.join(dataDir, 'events.log', 'README'))).toBe(true);
     expect(readFileSync(s.certFile, 'utf8')).toBe(readFileSync(path.join(FIXTURE, 'tls', 'cert.pem'), 'utf8'));
     const { api_key: _key, ...state } = expected;
     expect(await visible(s, token)).toEqual(state);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { connectClickHouse, migrate } from '@pushbase/clickhouse';
-import { compact, listSegments, loadConfig, lockDataDir, startEmbedded } from '@pushbase/embedded';
+import { compact, listSegments, loadConfig, lockDataDirOfKnownFormat, startEmbedded } from '@pushbase/embedded';
 import { ACCOUNTS_TOPIC_PARTITIONS, createKafka, ensureTopic } from '@pushbase/kafka';
 import { loadRecordsConfig, runRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema } from '@pushbase/schema';
@@ -81,7 +81,7 @@ const commandLog = (): JsonLogger => createLogger({ service: 'pushbase' });
  */
 async function compactOffline(): Promise<void> {
   const { dataDir } = loadConfig();
-  const lock = await lockDataDir(dataDir);
+  const lock = await lockDataDirOfKnownFormat(dataDir);
   const log = commandLog();
   try {
     const last = (await listSegments(dataDir)).at(-1);

@@ -3,6 +3,7 @@ import { hashApiKey, newApiKey, newKeyId, type KeyStore } from '@pushbase/contra
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent, type AccountsState, type QuotaLimits } from '@pushbase/domain';
 import { CombinedKeyStore, MemoryKeyStore, parseBootstrapKeys } from '@pushbase/gateway';
 import { FileAccountLog, type AccountLogOptions } from './account-log';
+import { checkDataDirFormat } from './data-dir-format';
 import { readLegacyKeys, retireLegacyKeys, showGeneratedKey } from './side-files';
 
 type Logger = (msg: string, fields?: Record<string, unknown>) => void;
@@ -28,7 +29,8 @@ const timeOf = (iso: string | undefined, fallback: number): number => {
  * Opens the data directory's account log and makes it the source of keys:
  *   - an `api-keys.json` of an older data directory is imported once, as events (its accounts created as
  *     needed), then renamed aside to `api-keys.json.imported`. A crash between the two imports nothing
- *     twice: a key whose hash is already in the log is skipped;
+ *     twice: a key whose hash is already in the log is skipped. Once the directory has a FORMAT file, one
+ *     found there is not imported (data-dir-format.ts);
  *   - on a first start (an empty account log and no PUSHBASE_API_KEYS) the account `default` and one key
  *     for it are created, as events, and the key is shown once, on the terminal or in a file, never in the
  *     log (showGeneratedKey);
@@ -42,7 +44,11 @@ export async function openAccounts(options: AccountLogOptions & { readonly apiKe
   log('account log replayed', { events: accountLog.size, accounts: replayed.accounts.size, keys: replayed.keysByHash.size });
   try {
     const legacy = await readLegacyKeys(logOptions.dataDir);
-    if (legacy !== undefined) {
+    if (legacy !== undefined && (await checkDataDirFormat(logOptions.dataDir)) !== undefined) {
+      // This directory was upgraded, so its keys were imported then: this file is from an older release that
+      // the guard stopped, with a key it generated and logged. Importing it would make that key work.
+      log('warning: api-keys.json is from a release older than this data directory, stopped at start; its keys are not imported. Delete it', { file: legacy.file });
+    } else if (legacy !== undefined) {
       const at = now();
       const events: AccountEvent[] = [];
       for (const k of legacy.keys) {

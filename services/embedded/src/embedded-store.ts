@@ -1,10 +1,10 @@
-import { existsSync, promises as fsp } from 'node:fs';
+import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { MemoryProjection } from '@pushbase/app';
 import { initialState } from '@pushbase/domain';
 import type { EventLogMetrics } from '@pushbase/metrics';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
-import { DEFAULT_SEGMENT_BYTES, FileEventLog, LEGACY_LOG_FILE, listSegments, type SegmentInfo } from './file-event-log';
+import { DEFAULT_SEGMENT_BYTES, FileEventLog, hasLegacyLog, listSegments, type SegmentInfo } from './file-event-log';
 import { errorText } from './frames';
 import { encodeDataset, type CapturedDataset } from './snapshot-codec';
 import type { SnapshotPool } from './snapshot-pool';
@@ -94,7 +94,7 @@ export interface StartReport {
  */
 async function loadStartSnapshot(dir: string, skipped: string[]): Promise<LoadedSnapshot | undefined> {
   const segments = await listSegments(dir);
-  const legacy = segments.length === 0 && existsSync(path.join(dir, LEGACY_LOG_FILE));
+  const legacy = segments.length === 0 && hasLegacyLog(dir);
   const firstBase = segments[0]?.base ?? (legacy ? 0 : undefined);
   const snapshots = await listSnapshots(dir);
   for (const snap of [...snapshots].reverse()) {

@@ -64,6 +64,9 @@ export const LEGACY_LOG_FILE = 'events.log';
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const DEFAULT_MAX_BATCH_BYTES = 8 * 1024 * 1024;
 
+/** A legacy single-file log to migrate: a file. A directory of that name is the guard of data-dir-format.ts. */
+export const hasLegacyLog = (dir: string): boolean => fs.statSync(path.join(dir, LEGACY_LOG_FILE), { throwIfNoEntry: false })?.isFile() === true;
+
 export const segmentDir = (dir: string): string => path.join(dir, SEGMENT_DIR);
 export const segmentFile = (dir: string, base: number): string => path.join(segmentDir(dir), positionName(base, SEGMENT_SUFFIX));
 
@@ -484,7 +487,7 @@ export class FileEventLog<E = DatasetEvent> implements EventLog<E> {
   /** A legacy single-file log becomes segment 0: renamed into place, both directories fsync'd. */
   private async migrateLegacy(): Promise<void> {
     const legacy = path.join(this.dir, LEGACY_LOG_FILE);
-    if (!fs.existsSync(legacy)) return;
+    if (!hasLegacyLog(this.dir)) return;
     const segments = await listSegments(this.dir);
     if (segments.length > 0) {
       throw new EventLogCorruptError(

@@ -5,4 +5,5 @@ export * from './embedded-store';
 export { compact } from './compaction';
 export { listSegments } from './file-event-log';
 export { lockDataDir } from './data-dir-lock';
+export { lockDataDirOfKnownFormat } from './data-dir-format';
 export { loadOrCreateAdminToken } from './side-files';

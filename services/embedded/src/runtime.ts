@@ -9,7 +9,8 @@ import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, parseBo
 import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
-import { lockDataDir, type DataDirLock } from './data-dir-lock';
+import type { DataDirLock } from './data-dir-lock';
+import { lockDataDirOfKnownFormat, markDataDirFormat } from './data-dir-format';
 import { loadOrCreateAdminToken } from './side-files';
 import { loadOrCreateTls } from './tls';
 import { createSnapshotPool } from './snapshot-pool';
@@ -32,7 +33,7 @@ type Logger = MessageLog;
  */
 export async function startEmbedded(config: EmbeddedConfig, logger: JsonLogger = createLogger({ service: 'pushbase', level: config.telemetry?.logLevel ?? 'info' })): Promise<RunningEmbedded> {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  const lock = await lockDataDir(config.dataDir);
+  const lock = await lockDataDirOfKnownFormat(config.dataDir);
   try {
     return await startLocked(config, logger, lock);
   } catch (e: unknown) {
@@ -74,6 +75,8 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
     metrics: eventLogMetrics(metrics),
     ...(snapshotPool === undefined ? {} : { snapshotPool }),
   });
+  // Both logs are open, with a segment each: the guard against older releases holds (data-dir-format.ts).
+  await markDataDirFormat(config.dataDir);
   const { projection, eventLog } = store;
   const logStats = eventLog.stats();
   log('event log replayed', {

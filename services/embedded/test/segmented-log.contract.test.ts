@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { runUntilKilled } from './crash-child';
@@ -218,6 +218,14 @@ describe('segmented FileEventLog', () => {
     await writeSeq(3);
     await writeFile(path.join(dir, 'events.log'), Buffer.alloc(0));
     await expect(open(SMALL)).rejects.toThrow(/legacy event log/);
+  });
+
+  it('takes a directory named events.log for the guard against older releases, not for a legacy log', async () => {
+    await writeSeq(3);
+    await mkdir(path.join(dir, 'events.log'));
+    const { batches } = await open(SMALL);
+    expect(seqsOf(batches)).toEqual(range(0, 3));
+    expect(existsSync(path.join(dir, 'events.log'))).toBe(true);
   });
 });
 
