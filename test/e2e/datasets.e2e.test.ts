@@ -210,6 +210,7 @@ describe('invalid definitions are refused with 400 naming the rule', () => {
     ['a money field with an invalid time_unit', { fields: { m: field('money', 'M', { currency_code: 'EUR', time_unit: 5 }) } }, /"m" has an invalid time_unit 5/],
     ['a duration field with an invalid currency_code', { fields: { d: field('duration', 'D', { time_unit: 'hours', currency_code: 'AAA' }) } }, /"d" has an invalid currency_code "AAA"/],
     ['unique_by holding a non-string', { fields: { n }, unique_by: [1] }, /unique_by/],
+    ['a field name holding a lone surrogate', { fields: { n: field('number', 'N\ud800') } }, /^Field "n": the name must be well-formed Unicode text, without a lone UTF-16 surrogate \(such as "\\ud800"\)$/],
   ];
   it.each(cases)('%s', async (_name, body, message) => {
     const id = uid('bad-def');

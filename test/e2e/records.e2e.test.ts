@@ -405,3 +405,29 @@ describe('delete_by', () => {
     expectError(await append(uid('no-such'), { data: [rec], delete_by: 'day' }), 404, 'Dataset not found');
   });
 });
+
+describe('malformed input: the same 400 in both modes', () => {
+  const NOT_WELL_FORMED = 'must be well-formed Unicode text, without a lone UTF-16 surrogate (such as "\\ud800")';
+
+  // ClickHouse keeps text as UTF-8, where "\ud800" and "\ud801" both became U+FFFD: two unique keys, one row.
+  it('refuses a string value holding a lone surrogate, naming the record and field', async () => {
+    const id = uid('surrogate');
+    await createDataset(s, key, id, { s: field('string', 'S') }, ['s']);
+    for (const [i, lone] of ['\ud800', '\ud801', 'a\udc00'].entries()) {
+      const res = await append(id, { data: [{ s: '😀' }, { s: lone }] });
+      expectError(res, 400, `Record 1 (data[1]): the field "s" ${NOT_WELL_FORMED}; got ${JSON.stringify(lone)}`);
+      expect([i, res.body.error.path]).toEqual([i, 'data[1].s']);
+      expectError(await replace(id, { data: [{ s: lone }] }), 400, /well-formed Unicode/);
+    }
+    expectOk(await append(id, { data: [{ s: '😀' }, { s: '\ud83d\ude01' }] }));
+    expect(await records(id)).toEqual([{ s: '😀' }, { s: '😁' }]);
+  });
+
+  it('names an unknown key holding a lone surrogate as well-formed text (gRPC carries the message as UTF-8)', async () => {
+    const id = uid('surrogate-key');
+    await createDataset(s, key, id, { s: field('string', 'S') });
+    const res = await append(id, { data: [{ s: 'a', '\ud800': 1 }] });
+    expectError(res, 400, 'Record 0 (data[0]) has the unknown field "\ufffd"; the dataset defines s');
+    expect(res.body.error.path).toBe('data[0].\ufffd');
+  });
+});

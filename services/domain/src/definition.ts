@@ -1,5 +1,6 @@
 import { code as currencyByCode } from 'currency-codes';
-import { describeValue, invalid, quoteValue } from './errors';
+import { clip, describeValue, invalid, quoteValue } from './errors';
+import { NOT_WELL_FORMED } from './text';
 import {
   FIELD_TYPES,
   LIMITS,
@@ -24,7 +25,7 @@ export const fieldOf = (fields: Readonly<Record<string, FieldDefinition>>, key: 
 export function parseDatasetId(id: string): string {
   if (!DATASET_ID.test(id)) {
     throw invalid(
-      `Invalid dataset id "${id.slice(0, 120)}": use 1 to ${LIMITS.datasetIdLength} characters of a-z, 0-9, ".", "_" and "-", starting and ending with a letter or digit`,
+      `Invalid dataset id "${clip(id, 120)}": use 1 to ${LIMITS.datasetIdLength} characters of a-z, 0-9, ".", "_" and "-", starting and ending with a letter or digit`,
       'id',
     );
   }
@@ -37,10 +38,10 @@ export function isCurrencyCode(code: string): boolean {
 }
 
 function parseField(key: string, raw: unknown): FieldDefinition {
-  const path = `fields.${key}`;
+  const path = `fields.${clip(key)}`;
   if (!FIELD_KEY.test(key)) {
     throw invalid(
-      `Invalid field key "${key.slice(0, 60)}": field keys are lower case, start with a letter and hold only a-z, 0-9 and "_" (at most 50 characters)`,
+      `Invalid field key "${clip(key)}": field keys are lower case, start with a letter and hold only a-z, 0-9 and "_" (at most 50 characters)`,
       path,
     );
   }
@@ -53,6 +54,7 @@ function parseField(key: string, raw: unknown): FieldDefinition {
   if (typeof name !== 'string' || name === '') {
     throw invalid(`Field "${key}" needs a name: a non-empty string`, `${path}.name`);
   }
+  if (!name.isWellFormed()) throw invalid(`Field "${key}": the name must be ${NOT_WELL_FORMED}`, `${path}.name`);
   if (optional !== undefined && typeof optional !== 'boolean') {
     throw invalid(`Field "${key}": optional must be true or false`, `${path}.optional`);
   }
@@ -121,7 +123,7 @@ export function parseDefinition(body: unknown): DatasetDefinition {
       if (typeof key !== 'string') throw invalid(`"unique_by"[${i}] must be a field key string`, `unique_by[${i}]`);
       const field = fieldOf(fields, key);
       if (field === undefined) {
-        throw invalid(`"unique_by" names the unknown field "${key}"; the defined fields are ${keys.join(', ')}`, `unique_by[${i}]`);
+        throw invalid(`"unique_by" names the unknown field "${clip(key)}"; the defined fields are ${keys.join(', ')}`, `unique_by[${i}]`);
       }
       if (uniqueFields.has(key)) throw invalid(`"unique_by" lists the field "${key}" twice`, `unique_by[${i}]`);
       uniqueFields.set(key, field);

@@ -28,6 +28,13 @@ export const invalid = (message: string, path?: string): DomainError => new Doma
 export const describeValue = (v: unknown): string => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
 
 /**
+ * At most `max` UTF-16 units of a client's text (a key, an id), as well-formed Unicode, for a message or a
+ * path. gRPC carries both as UTF-8, where a lone surrogate (sent, or left by the cut) cannot go: made
+ * U+FFFD here, the two modes answer alike.
+ */
+export const clip = (s: string, max = 60): string => s.slice(0, max).toWellFormed();
+
+/**
  * A short, safe rendering of a client's value for an error message: strings quoted and cut to 60
  * characters, numbers and booleans as they are, anything else only by kind — never serialised whole
  * (a 4 MiB or deeply nested value must not cost a stack overflow or megabytes of message).

@@ -1,6 +1,7 @@
 import { fieldOf } from './definition';
-import { describeValue, invalid, quoteValue } from './errors';
+import { clip, describeValue, invalid, quoteValue } from './errors';
 import { recordShape, type RecordShape } from './positional';
+import { longerThan, NOT_WELL_FORMED } from './text';
 import { isCalendarDate, normaliseDateTime } from './time';
 import { LIMITS, type DatasetDefinition, type DatasetRecord, type FieldDefinition, type FieldValue } from './types';
 
@@ -11,23 +12,6 @@ class Refusal {
 }
 
 const MAX_MONEY = 2 ** 53;
-
-function codePointLength(s: string): number {
-  // A fast path only (code points ≤ UTF-16 units): the loop below gives the same count.
-  if (s.length <= LIMITS.stringLength) return s.length;
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    // A high surrogate and the low one after it are one code point; a lone one counts alone. (Past the end,
-    // charCodeAt gives NaN, which is no low surrogate.)
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const next = s.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) i++;
-    }
-    n++;
-  }
-  return n;
-}
 
 // Number.isFinite is false for anything but a number, so past it v is one.
 const finiteNumber = (kind: string): Normaliser => (v) =>
@@ -50,7 +34,8 @@ function normaliserFor(field: FieldDefinition): Normaliser {
     case 'string':
       return (v) => {
         if (typeof v !== 'string') return new Refusal('must be a string');
-        if (codePointLength(v) > LIMITS.stringLength) return new Refusal(`must be at most ${LIMITS.stringLength} characters long`);
+        if (longerThan(v, LIMITS.stringLength)) return new Refusal(`must be at most ${LIMITS.stringLength} characters long`);
+        if (!v.isWellFormed()) return new Refusal(`must be ${NOT_WELL_FORMED}`);
         return v;
       };
     case 'date':
@@ -112,8 +97,8 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
   for (const key in obj) {
     if (!c.keys.has(key)) {
       throw invalid(
-        `Record ${index} (${at(index)}) has the unknown field "${key.slice(0, 60)}"; the dataset defines ${[...c.keys].join(', ')}`,
-        `${at(index)}.${key.slice(0, 60)}`,
+        `Record ${index} (${at(index)}) has the unknown field "${clip(key)}"; the dataset defines ${[...c.keys].join(', ')}`,
+        `${at(index)}.${clip(key)}`,
       );
     }
   }
@@ -203,7 +188,7 @@ function deleteByField(def: DatasetDefinition, raw: unknown, name: 'delete_by' |
   if (key === null) return null;
   const field = fieldOf(def.fields, key);
   if (field === undefined) {
-    throw invalid(`"${name}" names the unknown field "${key.slice(0, 60)}"; it must be a date or datetime field of the dataset`, name);
+    throw invalid(`"${name}" names the unknown field "${clip(key)}"; it must be a date or datetime field of the dataset`, name);
   }
   if (field.type !== 'date' && field.type !== 'datetime') {
     throw invalid(`"${name}" must name a date or datetime field; "${key}" is of type ${field.type}`, name);

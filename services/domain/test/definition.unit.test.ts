@@ -215,6 +215,21 @@ describe('field definitions', () => {
     given([]).when(defineDataset('ds', oneField({ type: 'number', name: '   ' }))).thenState((s) => expect(s.get(ACCOUNT)?.get('ds')?.definition.fields.value?.name).toBe('   '));
   });
 
+  // Text is UTF-8 wherever a definition goes (Redis, Kafka's consumers, ClickHouse, gRPC): a lone surrogate
+  // would come back as U+FFFD, a different name than the one stored, and the next find a conflict.
+  it.each(['\ud800', 'Day\udc00', '\ude00\ud83d'])('refuses the name %j: it is not well-formed Unicode', (name) => {
+    given([])
+      .when(defineDataset('ds', oneField({ type: 'number', name })))
+      .thenThrows('invalid', 'Field "value": the name must be well-formed Unicode text, without a lone UTF-16 surrogate (such as "\\ud800")', 'fields.value.name');
+  });
+
+  it('names a refused key or unique_by entry as well-formed text, whatever surrogates it holds', () => {
+    const key = '\ud800';
+    const bad = given([]).when(defineDataset('ds', bodyWith({ [key]: { type: 'number', name: 'N' } }))).thenThrows('invalid', 'Invalid field key "\ufffd"', 'fields.\ufffd');
+    const unknown = given([]).when(defineDataset('ds', { ...oneField({ type: 'number', name: 'N' }), unique_by: [`${'u'.repeat(59)}😀${'x'.repeat(1000)}`] })).thenThrows('invalid', `unknown field "${'u'.repeat(59)}\ufffd"`, 'unique_by[0]');
+    expect([bad.message, bad.path, unknown.message].map((t) => t?.isWellFormed())).toStrictEqual([true, true, true]);
+  });
+
   it('defaults optional to false and stores it explicitly', () => {
     given([])
       .when(defineDataset('ds', oneField({ type: 'number', name: 'Value' })))

@@ -126,6 +126,14 @@ describe('record shape', () => {
     expect(err.message).not.toContain('overflow');
   });
 
+  it('names an unknown key with a lone surrogate, or one cut inside a pair, as well-formed text in the message and the path', () => {
+    for (const key of ['\ud800', `${'k'.repeat(59)}😀overflow`]) {
+      const err = given(ordersDefined).when(appendRecords('orders', { data: [{ ...order(0), [key]: 1 }] })).thenThrows('invalid', 'unknown field');
+      expect([err.message.isWellFormed(), err.path?.isWellFormed()]).toStrictEqual([true, true]);
+    }
+    given(ordersDefined).when(appendRecords('orders', { data: [{ ...order(0), 'a\udc00': 1 }] })).thenThrows('invalid', 'unknown field "a\ufffd"', 'data[0].a\ufffd');
+  });
+
   it('refuses an own "__proto__" key as sent in JSON', () => {
     const record: unknown = JSON.parse('{"day": "2024-03-01", "item": "x", "qty": 1, "__proto__": {"qty": 2}}');
     given(ordersDefined).when(appendRecords('orders', { data: [record] })).thenThrows('invalid', 'unknown field "__proto__"');
@@ -190,12 +198,25 @@ describe('string: at most 100 characters counted as code points', () => {
     ['100 astral characters (200 UTF-16 units)', '😀'.repeat(100)],
     ['99 letters and one emoji', `${'x'.repeat(99)}😀`],
     ['100 CJK characters', '漢'.repeat(100)],
-    ['a lone surrogate', '\ud800'],
     ['100 characters at both ends of the astral planes', '\u{10000}\u{10ffff}'.repeat(50)],
-    ['99 emoji and a lone high surrogate at the end (100 code points)', `${'😀'.repeat(99)}\ud800`],
-    ['98 emoji and two lone high surrogates (100 code points)', `${'😀'.repeat(98)}\udbff\ud800`],
     ['control characters', '\u0000\n\t'],
   ])('accepts %s', (_label, v) => accepts(str, v));
+
+  // ClickHouse (and gRPC) keep text as UTF-8, where a lone surrogate becomes U+FFFD: "\ud800" and "\ud801"
+  // would be stored as one value, so two unique keys as one row.
+  it.each([
+    ['a lone high surrogate', '\ud800'],
+    ['a lone low surrogate', 'a\udc00b'],
+    ['a low surrogate before a high one', '\ude00\ud83d'],
+    ['99 emoji and a lone high surrogate at the end (100 code points)', `${'😀'.repeat(99)}\ud800`],
+    ['98 emoji and two lone high surrogates (100 code points)', `${'😀'.repeat(98)}\udbff\ud800`],
+  ])('refuses %s: it is not well-formed Unicode', (_label, v) => refuses(str, v, 'must be well-formed Unicode text, without a lone UTF-16 surrogate (such as "\\ud800"); got "'));
+
+  it('refuses a lone surrogate with a message that is well-formed itself (gRPC carries it as UTF-8)', () => {
+    const err = givenField(str).when(appendRecords('ds', { data: [{ value: `${'x'.repeat(59)}😀` }, { value: '\ud800' }] })).thenThrows('invalid', 'Record 1', 'data[1].value');
+    expect(err.message).toContain('got "\\ud800"');
+    expect(err.message.isWellFormed()).toBe(true);
+  });
 
   it.each([
     ['101 ASCII characters', 'x'.repeat(101)],
