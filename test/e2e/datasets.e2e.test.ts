@@ -210,11 +210,28 @@ describe('invalid definitions are refused with 400 naming the rule', () => {
     ['a money field with an invalid time_unit', { fields: { m: field('money', 'M', { currency_code: 'EUR', time_unit: 5 }) } }, /"m" has an invalid time_unit 5/],
     ['a duration field with an invalid currency_code', { fields: { d: field('duration', 'D', { time_unit: 'hours', currency_code: 'AAA' }) } }, /"d" has an invalid currency_code "AAA"/],
     ['unique_by holding a non-string', { fields: { n }, unique_by: [1] }, /unique_by/],
+    ['a field name of 251 characters', { fields: { n: field('number', 'N'.repeat(251)) } }, /^Field "n" has a name longer than 250 characters: a field name is at most 250 characters \(Unicode code points\)$/],
+    ['a field name of 251 emoji', { fields: { n: field('number', '😀'.repeat(251)) } }, /"n" has a name longer than 250 characters/],
     ['a field name holding a lone surrogate', { fields: { n: field('number', 'N\ud800') } }, /^Field "n": the name must be well-formed Unicode text, without a lone UTF-16 surrogate \(such as "\\ud800"\)$/],
   ];
   it.each(cases)('%s', async (_name, body, message) => {
     const id = uid('bad-def');
     expectError(await put(id, body), 400, message);
+    expect(await listing(s, 'acme', id)).toBeUndefined();
+  });
+
+  it('takes a name of 250 characters, an emoji counting as one, and answers it unchanged', async () => {
+    const names = { a: 'N'.repeat(250), b: '😀'.repeat(250) };
+    const res = await put(uid('long-names'), { fields: { a: field('number', names.a), b: field('string', names.b) } });
+    expectOk(res, 201, ANY_BODY);
+    expect([res.body.fields.a.name, res.body.fields.b.name]).toEqual([names.a, names.b]);
+  });
+
+  it('refuses a 4 MB field name with 400 and the path of the name', async () => {
+    const id = uid('huge-name');
+    const res = await put(id, { fields: { n: field('number', 'N'.repeat(4_000_000)) } });
+    expectError(res, 400, /"n" has a name longer than 250 characters/);
+    expect(res.body.error.path).toBe('fields.n.name');
     expect(await listing(s, 'acme', id)).toBeUndefined();
   });
 

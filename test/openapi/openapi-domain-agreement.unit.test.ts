@@ -48,6 +48,17 @@ describe('docs/openapi.yaml and the domain agree', () => {
     expect(disagreements).toEqual([]);
   });
 
+  it('on the length of a field name, counted in code points by both', () => {
+    const disagreements: string[] = [];
+    for (const name of ['', 'N', 'N'.repeat(250), 'N'.repeat(251), '😀'.repeat(250), '😀'.repeat(251), `${'e'.repeat(249)}\u0301`, `${'e'.repeat(250)}\u0301`]) {
+      const body = { fields: { value: { type: 'number', name } } };
+      const documented = validateRequestBody('PUT', '/datasets/{id}', body).length === 0;
+      const taken = serverTakes(() => parseDefinition(body));
+      if (documented !== taken) disagreements.push(`a name of ${name.length} UTF-16 units: document ${documented ? 'allows' : 'refuses'}, server ${taken ? 'takes' : 'refuses'}`);
+    }
+    expect(disagreements).toEqual([]);
+  });
+
   it('on delete_by and deleteBy: what the document refuses, the server refuses', () => {
     const def: DatasetDefinition = parseDefinition({ fields: { day: { type: 'date', name: 'Day' }, at: { type: 'datetime', name: 'At' }, n: { type: 'number', name: 'N' } } });
     const values: unknown[] = [ABSENT, null, '', 'day', 'at', ['day'], [''], [], ['day', 'day'], [null], [5], 5, false, {}, 'Day', 'no such'];

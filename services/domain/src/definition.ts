@@ -1,6 +1,6 @@
 import { code as currencyByCode } from 'currency-codes';
 import { clip, describeValue, invalid, quoteValue } from './errors';
-import { NOT_WELL_FORMED } from './text';
+import { longerThan, NOT_WELL_FORMED } from './text';
 import {
   FIELD_TYPES,
   LIMITS,
@@ -53,6 +53,11 @@ function parseField(key: string, raw: unknown): FieldDefinition {
   }
   if (typeof name !== 'string' || name === '') {
     throw invalid(`Field "${key}" needs a name: a non-empty string`, `${path}.name`);
+  }
+  // A label, shown and sent back with every answer: a few hundred characters are plenty, and the bound
+  // keeps a stored definition small (see LIMITS).
+  if (longerThan(name, LIMITS.fieldNameLength)) {
+    throw invalid(`Field "${key}" has a name longer than ${LIMITS.fieldNameLength} characters: a field name is at most ${LIMITS.fieldNameLength} characters (Unicode code points)`, `${path}.name`);
   }
   if (!name.isWellFormed()) throw invalid(`Field "${key}": the name must be ${NOT_WELL_FORMED}`, `${path}.name`);
   if (optional !== undefined && typeof optional !== 'boolean') {

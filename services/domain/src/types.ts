@@ -35,4 +35,9 @@ export const LIMITS = Object.freeze({
   datasetsPerAccount: 100,
   stringLength: 100,
   datasetIdLength: 100,
+  /**
+   * A field's name (its label), in Unicode code points. With the other limits it bounds what a definition
+   * stores: 10 fields of a 50-character key and a 250-character name are at most about 17 KB of JSON.
+   */
+  fieldNameLength: 250,
 });

@@ -215,6 +215,25 @@ describe('field definitions', () => {
     given([]).when(defineDataset('ds', oneField({ type: 'number', name: '   ' }))).thenState((s) => expect(s.get(ACCOUNT)?.get('ds')?.definition.fields.value?.name).toBe('   '));
   });
 
+  it.each([
+    ['250 ASCII characters', 'N'.repeat(250)],
+    ['250 emoji (500 UTF-16 units)', '😀'.repeat(250)],
+    ['249 letters and a combining accent', `${'e'.repeat(249)}\u0301`],
+  ])('accepts a name of %s: the limit is 250 code points', (_label, name) => {
+    given([]).when(defineDataset('ds', oneField({ type: 'number', name }))).thenState((s) => expect(s.get(ACCOUNT)?.get('ds')?.definition.fields.value?.name).toBe(name));
+  });
+
+  it.each([
+    ['251 ASCII characters', 'N'.repeat(251)],
+    ['251 emoji', '😀'.repeat(251)],
+    ['4 MB', 'N'.repeat(4 * 1024 * 1024)],
+  ])('refuses a name of %s, naming the field and the limit', (_label, name) => {
+    expect(LIMITS.fieldNameLength).toBe(250);
+    given([])
+      .when(defineDataset('ds', bodyWith({ ok: { type: 'number', name: 'OK' }, value: { type: 'number', name } })))
+      .thenThrows('invalid', 'Field "value" has a name longer than 250 characters: a field name is at most 250 characters (Unicode code points)', 'fields.value.name');
+  });
+
   // Text is UTF-8 wherever a definition goes (Redis, Kafka's consumers, ClickHouse, gRPC): a lone surrogate
   // would come back as U+FFFD, a different name than the one stored, and the next find a conflict.
   it.each(['\ud800', 'Day\udc00', '\ude00\ud83d'])('refuses the name %j: it is not well-formed Unicode', (name) => {
