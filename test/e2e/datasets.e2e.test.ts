@@ -235,6 +235,17 @@ describe('invalid definitions are refused with 400 naming the rule', () => {
     expect(await listing(s, 'acme', id)).toBeUndefined();
   });
 
+  // The distributed gateway re-serialised the parsed body to forward it over gRPC, and JSON.stringify
+  // overflowed the stack: a 500 there, while the embedded server took an ignored deep key (201).
+  it('refuses a definition nested a million levels deep with 400, wherever the nesting is', async () => {
+    const deep = `${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}`;
+    const id = uid('deep');
+    for (const raw of [`{"fields":${deep}}`, `{"fields":{"n":{"type":"number","name":"N","x":${deep}}}}`, `{"fields":{"n":{"type":"number","name":"N"}},"id":${deep}}`]) {
+      expectError(await s.request('PUT', `/datasets/${id}`, { key: acme, raw }), 400, 'The request body nests arrays and objects more than 32 levels deep; a valid body needs at most 3');
+    }
+    expect(await listing(s, 'acme', id)).toBeUndefined();
+  });
+
   it('names the unknown unique_by key and lists the defined keys', async () => {
     const res = await put(uid('bad-unique'), { fields: { day: field('date', 'Day'), amount: field('number', 'Amount') }, unique_by: ['dya'] });
     expectError(res, 400, /dya/);

@@ -408,6 +408,7 @@ describe('delete_by', () => {
 
 describe('malformed input: the same 400 in both modes', () => {
   const NOT_WELL_FORMED = 'must be well-formed Unicode text, without a lone UTF-16 surrogate (such as "\\ud800")';
+  const deep = (levels: number): string => `${'['.repeat(levels)}${']'.repeat(levels)}`;
 
   // ClickHouse keeps text as UTF-8, where "\ud800" and "\ud801" both became U+FFFD: two unique keys, one row.
   it('refuses a string value holding a lone surrogate, naming the record and field', async () => {
@@ -429,5 +430,16 @@ describe('malformed input: the same 400 in both modes', () => {
     const res = await append(id, { data: [{ s: 'a', '\ud800': 1 }] });
     expectError(res, 400, 'Record 0 (data[0]) has the unknown field "\ufffd"; the dataset defines s');
     expect(res.body.error.path).toBe('data[0].\ufffd');
+  });
+
+  it('refuses a body nested a million levels deep, wherever the nesting is', async () => {
+    const id = uid('deep');
+    await createDataset(s, key, id, { s: field('string', 'S') });
+    const message = 'The request body nests arrays and objects more than 32 levels deep; a valid body needs at most 3';
+    for (const raw of [`{"data":[{"s":${deep(1_000_000)}}]}`, `{"data":[],"x":${deep(1_000_000)}}`, `{"data":${deep(33)}}`]) {
+      expectError(await s.request('POST', `/datasets/${id}/data`, { key, raw }), 400, message);
+      expectError(await s.request('PUT', `/datasets/${id}/data`, { key, raw }), 400, message);
+    }
+    expect(await records(id)).toEqual([]);
   });
 });

@@ -28,12 +28,28 @@ const BYTE_ORDER_MARK = 0xfeff;
 export function parseJsonBody(body: string | Uint8Array): unknown {
   const decoded = typeof body === 'string' ? body : utf8.decode(body);
   const text = decoded.charCodeAt(0) === BYTE_ORDER_MARK ? decoded.slice(1) : decoded;
+  let value: unknown;
   try {
-    return JSON.parse(text) as unknown;
+    value = JSON.parse(text) as unknown;
   } catch (e: unknown) {
     if (text.trim() === '') return undefined;
     throw invalid(`The request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
+  // JSON.parse takes any depth, but whatever walks the value recursively later (JSON.stringify to forward a
+  // definition over gRPC, structured clone) overflows the stack on a million levels: refused here, once.
+  if (nestedDeeper(value, LIMITS.jsonDepth)) {
+    throw invalid(`The request body nests arrays and objects more than ${LIMITS.jsonDepth} levels deep; a valid body needs at most 3`);
+  }
+  return value;
+}
+
+/** Whether `v` holds arrays and objects more than `levels` deep; recurses at most `levels` times. */
+function nestedDeeper(v: unknown, levels: number): boolean {
+  if (typeof v !== 'object' || v === null) return false;
+  if (levels === 0) return true;
+  if (Array.isArray(v)) return v.some((x) => nestedDeeper(x, levels - 1));
+  for (const key in v) if (nestedDeeper((v as Record<string, unknown>)[key], levels - 1)) return true;
+  return false;
 }
 
 const asBody = (body: unknown): Readonly<Record<string, unknown>> => {

@@ -40,4 +40,6 @@ export const LIMITS = Object.freeze({
    * stores: 10 fields of a 50-character key and a 250-character name are at most about 17 KB of JSON.
    */
   fieldNameLength: 250,
+  /** Levels of arrays and objects in a request body; a valid body has 3. */
+  jsonDepth: 32,
 });
