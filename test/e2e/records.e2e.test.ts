@@ -1,3 +1,6 @@
+import { EVENT_SCHEMA_VERSION } from '@pushbase/domain';
+import { encodeSchemaIntent, schemaIntentKey, type SchemaChangeEvent } from '@pushbase/redis';
+import { connectTestRedis } from '../helpers/redis';
 import { TestServer } from '../helpers/server';
 import { ANY_BODY, appendAll, createDataset, day, expectError, expectOk, field, uid, UNLIMITED } from './support';
 
@@ -406,7 +409,7 @@ describe('delete_by', () => {
   });
 });
 
-describe('malformed input: the same 400 in both modes', () => {
+describe('malformed input: the same 400 in both modes, whatever the state of the dataset', () => {
   const NOT_WELL_FORMED = 'must be well-formed Unicode text, without a lone UTF-16 surrogate (such as "\\ud800")';
   const deep = (levels: number): string => `${'['.repeat(levels)}${']'.repeat(levels)}`;
 
@@ -442,4 +445,48 @@ describe('malformed input: the same 400 in both modes', () => {
     }
     expect(await records(id)).toEqual([]);
   });
+
+  it('refuses a malformed body 400 even when the dataset does not exist, and 404 only a well-formed one', async () => {
+    const id = uid('missing');
+    const refused = await append(id, { data: 0, delete_by: 'day' });
+    expectError(refused, 400, '"data" must be an array of records, not number');
+    expect(refused.body.error.path).toBe('data');
+    expectError(await replace(id, { data: [{ n: 1 }, 'n'] }), 400, 'Record 1 (data[1]) must be an object, not string');
+    expectError(await append(id, { data: [], deleteBy: 5 }), 400, /"deleteBy" must be the key of a date or datetime field/);
+    expectError(await append(id, { data: [{ n: 1 }], delete_by: 'day' }), 404, 'Dataset not found');
+  });
+
+  it('refuses a malformed body 400, not 503, while a change of its dataset is pending (distributed: a schema service died mid-change)', async () => {
+    const id = uid('pending');
+    await createDataset(s, key, id, { day: field('date', 'Day') });
+    const settle = s.distributed ? await leaveChangePending('acme', id) : () => Promise.resolve();
+    try {
+      expectError(await append(id, { data: 0, delete_by: 'day' }), 400, '"data" must be an array of records, not number');
+      expectError(await replace(id, { data: [5] }), 400, 'Record 0 (data[0]) must be an object, not number');
+      const wellFormed = await append(id, { data: [{ day: '2024-01-01' }], delete_by: 'day' });
+      if (s.distributed) expectError(wellFormed, 503, /.+/);
+      else expectOk(wellFormed);
+    } finally {
+      await settle();
+    }
+  });
 });
+
+/**
+ * What a schema service that died between Kafka and Redis while re-creating `id` leaves in Redis: the
+ * account's intent and its lease, held by nobody alive (so the sweep cannot roll the intent forward).
+ * Resolves to the function that removes both, as if the change had never begun.
+ */
+async function leaveChangePending(account: string, id: string): Promise<() => Promise<void>> {
+  const prefix = s.names!.redisPrefix;
+  const redis = await connectTestRedis();
+  const keys = [schemaIntentKey(prefix, account), `${prefix}schema-lock:${account}`];
+  const definition = { fields: { day: { type: 'date', name: 'Day', optional: false } }, unique_by: [] } as const;
+  const event: SchemaChangeEvent = { type: 'DatasetDefined', schema_version: EVENT_SCHEMA_VERSION, account, dataset: id, incarnation: 'e2e-pending', at: Date.now(), definition };
+  await redis.set(keys[1]!, 'dead-holder', 'PX', 120_000);
+  await redis.set(keys[0]!, encodeSchemaIntent({ token: 'dead-holder', event }));
+  return async () => {
+    await redis.del(...keys);
+    redis.disconnect();
+  };
+}

@@ -1,5 +1,17 @@
 import type { DatasetBody, DatasetRef, EventAppender, EventLog, FindOrCreateResult, QuotaSource, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
-import { decideDefine, decideDelete, LIMITS, notFound, parseDatasetId, type DatasetDefined, type DefineDecision, type DatasetDeleted, type DatasetSummary } from '@pushbase/domain';
+import {
+  decideDefine,
+  decideDelete,
+  DomainError,
+  LIMITS,
+  notFound,
+  parseDatasetId,
+  parseDefinition,
+  type DatasetDefined,
+  type DefineDecision,
+  type DatasetDeleted,
+  type DatasetSummary,
+} from '@pushbase/domain';
 import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
 
@@ -85,6 +97,9 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   return {
     findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
       const safeId = parseDatasetId(id);
+      // Checked before anything is read, so an invalid definition is its 400 whatever the store's state
+      // (decideDefine checks it again; a definition is small).
+      parseDefinition(body);
       const decide = async () => {
         const [existing, count, limit] = await Promise.all([store.get(account, safeId), store.count(account), datasetLimit(account)]);
         return { existing, decision: (): DefineDecision => decideDefine({ account, id: safeId, body, at: clock.now(), newIncarnation: ids.newIncarnation() }, existing, count, limit) };
@@ -138,7 +153,14 @@ export function createRecordService({ schemas, log, clock, decider = inProcessDe
   const write =
     (kind: WriteKind) =>
     async ({ account, id, json }: RawDatasetBody): Promise<void> => {
-      const dataset = await schemas.get(account, parseDatasetId(id));
+      const dataset = await schemas.get(account, parseDatasetId(id)).catch(async (e: unknown) => {
+        // The store cannot answer (distributed: a change of this dataset pending, Redis down). A malformed
+        // request is still its 400: decided without a dataset it fails on its body before "not found".
+        await decider({ kind, account, id, json, at: clock.now() }, undefined).catch((refusal: unknown) => {
+          if (refusal instanceof DomainError && refusal.code === 'invalid') throw refusal;
+        });
+        throw e;
+      });
       const { events, encoded } = await decider({ kind, account, id, json, at: clock.now() }, dataset);
       await log.append(events, encoded);
     };

@@ -2,7 +2,7 @@ import { definitionDifferences, parseDatasetId, parseDefinition } from './defini
 import { DomainError, invalid } from './errors';
 import { EVENT_SCHEMA_VERSION, type DatasetDefined, type DatasetDeleted, type RecordsAppended, type RecordsReplaced } from './events';
 import type { DatasetSummary } from './fold';
-import { parseDeleteBy, parseRecords } from './records';
+import { checkWriteBody, parseDeleteBy, parseRecords } from './records';
 import { LIMITS } from './types';
 
 /*
@@ -119,8 +119,9 @@ const about = (cmd: { readonly account: string; readonly at: number }, dataset: 
 /** Append (`POST /datasets/:id/data`). */
 export function decideAppend(cmd: WriteCommand, dataset: DatasetSummary | undefined): RecordsAppended {
   parseDatasetId(cmd.id);
-  if (dataset === undefined) throw notFound();
   const body = asBody(cmd.body);
+  checkWriteBody(body, 'append');
+  if (dataset === undefined) throw notFound();
   const records = parseRecords(dataset.definition, body.data);
   const delete_by = parseDeleteBy(dataset.definition, body);
   return {
@@ -134,8 +135,9 @@ export function decideAppend(cmd: WriteCommand, dataset: DatasetSummary | undefi
 /** Replace (`PUT /datasets/:id/data`); `data: []` clears the dataset and keeps its schema. */
 export function decideReplace(cmd: WriteCommand, dataset: DatasetSummary | undefined): RecordsReplaced {
   parseDatasetId(cmd.id);
-  if (dataset === undefined) throw notFound();
   const body = asBody(cmd.body);
+  checkWriteBody(body, 'replace');
+  if (dataset === undefined) throw notFound();
   const records = parseRecords(dataset.definition, body.data);
   return {
     type: 'RecordsReplaced',

@@ -134,6 +134,16 @@ function parseCompiled(c: CompiledDefinition, raw: unknown, index: number): Data
  * written: the first failing record is named by index and field.
  */
 export function parseRecords(def: DatasetDefinition, data: unknown): DatasetRecord[] {
+  checkRecordList(data);
+  const c = compile(def);
+  // Stryker disable next-line ArrayDeclaration: the length only preallocates; every slot is filled below
+  const out = new Array<DatasetRecord>(data.length);
+  for (let i = 0; i < data.length; i++) out[i] = parseCompiled(c, data[i], i);
+  return out;
+}
+
+/** What parseRecords checks of `data` without the definition: an array of at most 500 objects. */
+function checkRecordList(data: unknown): asserts data is unknown[] {
   if (data === undefined) throw invalid('"data" is required: an array of records', 'data');
   if (!Array.isArray(data)) throw invalid(`"data" must be an array of records, not ${describe(data)}`, 'data');
   if (data.length > LIMITS.recordsPerRequest) {
@@ -142,11 +152,25 @@ export function parseRecords(def: DatasetDefinition, data: unknown): DatasetReco
       'data',
     );
   }
-  const c = compile(def);
-  // Stryker disable next-line ArrayDeclaration: the length only preallocates; every slot is filled below
-  const out = new Array<DatasetRecord>(data.length);
-  for (let i = 0; i < data.length; i++) out[i] = parseCompiled(c, data[i], i);
-  return out;
+  for (let i = 0; i < data.length; i++) {
+    const raw: unknown = data[i];
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      throw invalid(`Record ${i} (${at(i)}) must be an object, not ${describe(raw)}`, at(i));
+    }
+  }
+}
+
+/**
+ * What can be checked of an append or replace body without its dataset: `data` (an array of at most 500
+ * objects) and, on append, the shape of `delete_by` / `deleteBy`. Checked before the dataset is looked up,
+ * so a malformed request is refused whatever the dataset's state (missing, or a change of it pending).
+ */
+export function checkWriteBody(body: Readonly<Record<string, unknown>>, kind: 'append' | 'replace'): void {
+  checkRecordList(body.data);
+  if (kind === 'append') {
+    deleteByKey(body.delete_by, 'delete_by');
+    deleteByKey(body.deleteBy, 'deleteBy');
+  }
 }
 
 /** One of `delete_by` / `deleteBy` as sent: a field key, or null for none (absent, null or ""). */

@@ -73,6 +73,24 @@ describe('append and replace bodies', () => {
     given(ordersDefined).when(replaceRecords('orders', { data })).thenThrows('invalid', '"data" must be an array', 'data');
   });
 
+  it('checks what it can of a body without the dataset first: a malformed request is refused even when the dataset does not exist', () => {
+    const tooMany = Array.from({ length: 501 }, () => ({}));
+    for (const [body, fragment, path] of [
+      [{ data: 0, delete_by: 'day' }, '"data" must be an array', 'data'],
+      [{}, '"data" is required', 'data'],
+      [{ data: tooMany }, 'at most 500 records', 'data'],
+      [{ data: [{ nope: 1 }, 5] }, 'Record 1 (data[1]) must be an object', 'data[1]'],
+    ] as const) {
+      given([]).when(appendRecords('orders', body)).thenThrows('invalid', fragment, path);
+      given([]).when(replaceRecords('orders', body)).thenThrows('invalid', fragment, path);
+    }
+    given([]).when(appendRecords('orders', { data: [], delete_by: 5 })).thenThrows('invalid', '"delete_by" must be the key', 'delete_by');
+    given([]).when(appendRecords('orders', { data: [], deleteBy: ['day', 'at'] })).thenThrows('invalid', '"deleteBy" must be the key', 'deleteBy');
+    // What only the dataset can tell (a record's fields, whether delete_by names a date field) comes after it.
+    given([]).when(appendRecords('orders', { data: [{ nope: 1 }], delete_by: 'nope' })).thenThrows('not_found', 'Dataset not found');
+    given([]).when(replaceRecords('orders', { data: [{ nope: 1 }], delete_by: 5 })).thenThrows('not_found', 'Dataset not found');
+  });
+
   it('takes an empty append as a no-op', () => {
     const events = [...ordersDefined, recordsAppended('orders', [stored(1)])];
     given(events).when(appendRecords('orders', { data: [] })).then([recordsAppended('orders', [])]);
