@@ -1,4 +1,5 @@
 import { request as httpsRequest } from 'node:https';
+import { validateResponse } from '../helpers/openapi';
 import { TestServer } from '../helpers/server';
 import { createDataset, expectError, expectOk, field, uid, UNLIMITED } from './support';
 
@@ -41,7 +42,7 @@ describe('keys outside ASCII in a body', () => {
 
 describe('a body sent slowly', () => {
   /** Sends the headers and the first bytes of a body, then nothing more; resolves with the answer. */
-  const trickle = (path: string): Promise<{ status: number; body: string; closed: boolean }> =>
+  const trickle = (path: string): Promise<{ status: number; body: string; closed: boolean; headers: Record<string, string | string[] | undefined> }> =>
     new Promise((resolve, reject) => {
       const req = httpsRequest(
         {
@@ -58,7 +59,7 @@ describe('a body sent slowly', () => {
           let body = '';
           res.setEncoding('utf8');
           res.on('data', (c: string) => (body += c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, closed: res.headers.connection === 'close' }));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body, closed: res.headers.connection === 'close', headers: res.headers }));
         },
       );
       req.on('error', reject);
@@ -72,6 +73,7 @@ describe('a body sent slowly', () => {
     expect(res.status).toBe(408);
     expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'body_timeout' } });
     expect(res.closed).toBe(true);
+    expect(validateResponse('POST', '/datasets/{id}/data', res.status, res.headers, JSON.parse(res.body))).toEqual([]);
     expectOk(await s.request('POST', `/datasets/${id}/data`, { key, body: { data: [{ n: 2 }] } }));
     expect(await s.records('hostile', id)).toEqual([{ n: 2 }]);
   });

@@ -117,6 +117,7 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
     keys,
     rateLimiter: new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000),
     authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
+    uploads: config.uploads,
     behindTlsProxy: config.behindTlsProxy,
     trustedProxies: config.trustedProxies.trust,
     logger,
