@@ -42,7 +42,7 @@ export interface GatewayDeps {
   readonly logger?: JsonLogger;
   /** The read API and the dataset browser page for the accounts' keys (read-side.ts); absent: neither. */
   readonly read?: ReadSideDeps;
-  /** The deadline of a write's body and the bytes in flight per key and per process (uploads.ts). */
+  /** The deadline of a write's body and the bytes in flight per account and per process (uploads.ts). */
   readonly uploads?: UploadLimits;
 }
 
@@ -285,7 +285,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   });
 
   const uploads = new UploadBudget(deps.uploads);
-  const readBody = (ctx: Context): Promise<Buffer> => readWriteBody(ctx, uploads, ctx.state.rateKey as string);
+  const readBody = (ctx: Context): Promise<Buffer> => readWriteBody(ctx, uploads, account(ctx));
   // Parsed as JSON unless the Content-Type is a form's (uploads.ts): a missing one means JSON.
   const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
 

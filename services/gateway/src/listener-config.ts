@@ -46,9 +46,9 @@ export const listenerEnv = {
   PUSHBASE_READ_RATE_LIMIT_PER_MINUTE: positive(600),
   PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(DEFAULT_AUTH_FAILURES_PER_MINUTE),
   PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
-  // A write's body: its deadline, and the bytes being received at once per key and per process (uploads.ts).
+  // A write's body: its deadline, and the bytes being received at once per account and per process (uploads.ts).
   PUSHBASE_BODY_TIMEOUT_MS: positive(DEFAULT_UPLOAD_LIMITS.bodyTimeoutMs),
-  PUSHBASE_UPLOAD_BYTES_PER_KEY: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerKey)),
+  PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerAccount)),
   PUSHBASE_UPLOAD_BYTES_PER_PROCESS: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerProcess)),
   // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
   PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
@@ -107,7 +107,7 @@ export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
   readRateLimitPerMinute: c.PUSHBASE_READ_RATE_LIMIT_PER_MINUTE,
   authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
   shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
-  uploads: Object.freeze({ bodyTimeoutMs: c.PUSHBASE_BODY_TIMEOUT_MS, bytesPerKey: c.PUSHBASE_UPLOAD_BYTES_PER_KEY, bytesPerProcess: c.PUSHBASE_UPLOAD_BYTES_PER_PROCESS }),
+  uploads: Object.freeze({ bodyTimeoutMs: c.PUSHBASE_BODY_TIMEOUT_MS, bytesPerAccount: c.PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT, bytesPerProcess: c.PUSHBASE_UPLOAD_BYTES_PER_PROCESS }),
   behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
   trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
 });

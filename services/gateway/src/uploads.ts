@@ -4,7 +4,7 @@ import { HttpError } from './errors';
 
 /*
  * How a write's body is read: whole, 4 MiB at most, within a deadline, and only while the bytes being
- * uploaded fit a budget per key and per process. Bodies are buffered whole (a record batch is validated
+ * uploaded fit a budget per account and per process. Bodies are buffered whole (a record batch is validated
  * before anything is written), so without these a client trickling bodies could hold memory for as long
  * as Node's request timeout, and one tenant could fill the process for everyone.
  */
@@ -14,15 +14,18 @@ export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
 export interface UploadLimits {
   /** How long a body may take to arrive once its request was authenticated. */
   readonly bodyTimeoutMs: number;
-  /** Bytes one key may have in flight at once (bodies being received); beyond it, 429. */
-  readonly bytesPerKey: number;
+  /**
+   * Bytes one account may have in flight at once (bodies being received); beyond it, 429. Per account,
+   * not per key: a tenant with many keys still gets one share of the process.
+   */
+  readonly bytesPerAccount: number;
   /** Bytes the process may have in flight at once, every key together; beyond it, 503. */
   readonly bytesPerProcess: number;
 }
 
 export const DEFAULT_UPLOAD_LIMITS: UploadLimits = Object.freeze({
   bodyTimeoutMs: 30_000,
-  bytesPerKey: 4 * BODY_LIMIT_BYTES,
+  bytesPerAccount: 4 * BODY_LIMIT_BYTES,
   bytesPerProcess: 64 * BODY_LIMIT_BYTES,
 });
 
@@ -71,28 +74,28 @@ const FORM_MEDIA_TYPES = new Set(['application/x-www-form-urlencoded', 'multipar
 
 const mediaType = (header: string): string => (header.split(';')[0] ?? '').trim().toLowerCase();
 
-/** The bytes each key and the whole process are receiving now; a request reserves before it reads. */
+/** The bytes each account and the whole process are receiving now; a request reserves before it reads. */
 export class UploadBudget {
   private total = 0;
-  private readonly byKey = new Map<string, number>();
+  private readonly byAccount = new Map<string, number>();
 
   constructor(readonly limits: UploadLimits = DEFAULT_UPLOAD_LIMITS) {}
 
   /** The reservation's release, or which budget refused it. */
-  reserve(key: string, bytes: number): (() => void) | 'key' | 'process' {
-    const mine = this.byKey.get(key) ?? 0;
-    if (mine + bytes > this.limits.bytesPerKey) return 'key';
+  reserve(account: string, bytes: number): (() => void) | 'account' | 'process' {
+    const mine = this.byAccount.get(account) ?? 0;
+    if (mine + bytes > this.limits.bytesPerAccount) return 'account';
     if (this.total + bytes > this.limits.bytesPerProcess) return 'process';
-    this.byKey.set(key, mine + bytes);
+    this.byAccount.set(account, mine + bytes);
     this.total += bytes;
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.total -= bytes;
-      const left = (this.byKey.get(key) ?? 0) - bytes;
-      if (left > 0) this.byKey.set(key, left);
-      else this.byKey.delete(key);
+      const left = (this.byAccount.get(account) ?? 0) - bytes;
+      if (left > 0) this.byAccount.set(account, left);
+      else this.byAccount.delete(account);
     };
   }
 
@@ -106,7 +109,7 @@ export class UploadBudget {
  * A write's body: refused before a byte is read when its type is a form's or the budget is full, and
  * abandoned (408, connection closed) when it does not arrive within the deadline.
  */
-export async function readWriteBody(ctx: Context, budget: UploadBudget, key: string): Promise<Buffer> {
+export async function readWriteBody(ctx: Context, budget: UploadBudget, account: string): Promise<Buffer> {
   const type = ctx.get('content-type');
   if (type !== '' && FORM_MEDIA_TYPES.has(mediaType(type))) {
     await discardRest(ctx.req);
@@ -115,11 +118,11 @@ export async function readWriteBody(ctx: Context, budget: UploadBudget, key: str
   const declared = Number(ctx.get('content-length') || Number.NaN);
   // Unknown length (chunked): the most it may be. Over the limit: raw-body refuses it before reading.
   const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, BODY_LIMIT_BYTES) : BODY_LIMIT_BYTES;
-  const release = budget.reserve(key, bytes);
+  const release = budget.reserve(account, bytes);
   // Refused bodies are read and dropped (never kept), so the sender sees the answer rather than a reset.
-  if (release === 'key') {
+  if (release === 'account') {
     await discardRest(ctx.req);
-    throw new HttpError(429, 'This API key is already uploading as much as it may at once; wait for its other requests to finish', 'uploads_in_flight', { 'Retry-After': '1' });
+    throw new HttpError(429, 'This account is already uploading as much as it may at once; wait for its other requests to finish', 'uploads_in_flight', { 'Retry-After': '1' });
   }
   if (release === 'process') {
     await discardRest(ctx.req);

@@ -7,7 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { createRecordService, createSchemaService, MemoryEventLog, MemoryProjection } from '@pushbase/app';
 import { BODY_LIMIT_BYTES, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter, UploadBudget, type UploadLimits } from '../src';
 
-const KEYS = { a: 'key-a-0123456789abcdefghij', a2: 'key-a2-0123456789abcdefghij', b: 'key-b-0123456789abcdefghij' };
+const KEYS = { a: 'key-a-0123456789abcdefghij', a2: 'key-a2-0123456789abcdefghij', b: 'key-b-0123456789abcdefghij', c: 'key-c-0123456789abcdefghij' };
 const basic = (key: string): string => `Basic ${Buffer.from(`${key}:`).toString('base64')}`;
 
 interface Answer {
@@ -24,6 +24,7 @@ async function gateway(uploads: UploadLimits) {
   keys.add(hashApiKey(KEYS.a), 'acme');
   keys.add(hashApiKey(KEYS.a2), 'acme');
   keys.add(hashApiKey(KEYS.b), 'globex');
+  keys.add(hashApiKey(KEYS.c), 'initech');
   const clock = { now: () => 1_700_000_000_000 };
   let n = 0;
   const app = createGatewayApp({
@@ -69,7 +70,7 @@ async function gateway(uploads: UploadLimits) {
   return { send, create, projection, close: () => new Promise((r) => server.close(r)) };
 }
 
-const LIMITS: UploadLimits = { bodyTimeoutMs: 400, bytesPerKey: BODY_LIMIT_BYTES, bytesPerProcess: 2 * BODY_LIMIT_BYTES };
+const LIMITS: UploadLimits = { bodyTimeoutMs: 400, bytesPerAccount: BODY_LIMIT_BYTES, bytesPerProcess: 2 * BODY_LIMIT_BYTES };
 let g: Awaited<ReturnType<typeof gateway>>;
 beforeAll(async () => {
   g = await gateway(LIMITS);
@@ -102,24 +103,25 @@ describe('the body of a write', () => {
     expect(await g.projection.listRecords('acme', 'd')).toHaveLength(2);
   });
 
-  it('is refused with 429 while the key has its budget in flight, and 503 once the process has; others go on', async () => {
-    // Two keys of one account fill the process's 2 bodies' worth; a third upload is refused, whoever sends it.
+  it('is refused with 429 while the account has its budget in flight, and 503 once the process has; others go on', async () => {
+    // Each account may have one body's worth in flight, the process two: acme and globex fill it.
     const slow = (key: string) => g.send('POST', '/datasets/d/data', { key, headers: { 'content-length': String(BODY_LIMIT_BYTES) }, parts: ['{"data":['], hold: true });
     const first = slow(KEYS.a);
     await new Promise((r) => setTimeout(r, 50));
-    const sameKey = await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[]}'] });
-    expect(sameKey.status).toBe(429);
-    expect(JSON.parse(sameKey.body)).toMatchObject({ error: { code: 'uploads_in_flight' } });
-    expect(sameKey.headers['retry-after']).toBe('1');
-    const second = slow(KEYS.a2);
+    // Another key of the same account shares its budget: many keys do not make a tenant more shares.
+    const sameAccount = await g.send('POST', '/datasets/d/data', { key: KEYS.a2, parts: ['{"data":[]}'] });
+    expect(sameAccount.status).toBe(429);
+    expect(JSON.parse(sameAccount.body)).toMatchObject({ error: { code: 'uploads_in_flight' } });
+    expect(sameAccount.headers['retry-after']).toBe('1');
+    const second = slow(KEYS.b);
     await new Promise((r) => setTimeout(r, 50));
-    const full = await g.send('POST', '/datasets/d/data', { key: KEYS.b, parts: ['{"data":[]}'] });
+    const full = await g.send('POST', '/datasets/d/data', { key: KEYS.c, parts: ['{"data":[]}'] });
     expect(full.status).toBe(503);
     expect(JSON.parse(full.body)).toMatchObject({ error: { code: 'server_busy' } });
     // The deadline ends the slow ones and frees the budget.
     expect((await first).status).toBe(408);
     expect((await second).status).toBe(408);
-    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.b, parts: ['{"data":[]}'] })).status).toBe(404);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.c, parts: ['{"data":[]}'] })).status).toBe(404);
     expect((await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[]}'] })).status).toBe(200);
   });
 });
@@ -134,11 +136,11 @@ it('answers 401 without a Basic challenge, so a browser never prompts for a key 
 });
 
 describe('UploadBudget', () => {
-  it('reserves per key and per process, and a release is counted once', () => {
-    const b = new UploadBudget({ bodyTimeoutMs: 1, bytesPerKey: 10, bytesPerProcess: 15 });
+  it('reserves per account and per process, and a release is counted once', () => {
+    const b = new UploadBudget({ bodyTimeoutMs: 1, bytesPerAccount: 10, bytesPerProcess: 15 });
     const r1 = b.reserve('a', 8);
     expect(typeof r1).toBe('function');
-    expect(b.reserve('a', 3)).toBe('key');
+    expect(b.reserve('a', 3)).toBe('account');
     const r2 = b.reserve('b', 7);
     expect(b.reserve('c', 1)).toBe('process');
     (r1 as () => void)();
