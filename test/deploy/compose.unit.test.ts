@@ -76,13 +76,21 @@ describe('deploy/compose.yaml', () => {
     expect(services.gateway!.healthcheck?.test.join(' ')).toContain(`127.0.0.1:${gateway.PUSHBASE_ADMIN_PORT}/healthz`);
   });
 
+  it('takes the services’ gRPC token from the shell or deploy/.env, and refuses to start without it', () => {
+    for (const name of ['schema', 'records', 'gateway']) expect({ name, token: services[name]!.environment!.PUSHBASE_GRPC_TOKEN }).toEqual({ name, token: expect.stringMatching(/^\$\{PUSHBASE_GRPC_TOKEN:\?/) });
+  });
+
   it("gives each service an environment its own configuration accepts", () => {
-    const env = (name: string): NodeJS.ProcessEnv => services[name]!.environment!;
+    // Compose fills ${VAR:?…} in from the shell or deploy/.env: here, a value an operator would have put there.
+    const shell: Record<string, string> = { PUSHBASE_GRPC_TOKEN: 'a-token-the-operator-generated-0123456789' };
+    const env = (name: string): NodeJS.ProcessEnv =>
+      Object.fromEntries(Object.entries(services[name]!.environment!).map(([k, v]) => [k, v.replace(/\$\{(\w+):\?[^}]*\}/g, (_, variable: string) => shell[variable]!)]));
     expect(loadMigrateConfig(env('migrate')).kafka).toMatchObject({ partitions: 6, replicationFactor: 1 });
     expect(loadProjectorConfig(env('projector')).clickhouse.url).toBe('http://clickhouse:8123');
-    expect(loadSchemaConfig(env('schema')).grpc).toEqual({ host: '0.0.0.0', port: 50051, drainMs: 2000 });
-    expect(loadRecordsConfig(env('records')).grpc).toEqual({ host: '0.0.0.0', port: 50052, drainMs: 2000 });
+    expect(loadSchemaConfig(env('schema')).grpc).toEqual({ host: '0.0.0.0', port: 50051, drainMs: 2000, token: shell.PUSHBASE_GRPC_TOKEN });
+    expect(loadRecordsConfig(env('records')).grpc).toEqual({ host: '0.0.0.0', port: 50052, drainMs: 2000, token: shell.PUSHBASE_GRPC_TOKEN });
     const gateway = loadGatewayConfig({ ...env('gateway'), PUSHBASE_DATA_DIR: '/var/lib/pushbase' });
+    expect(gateway.grpcToken).toBe(shell.PUSHBASE_GRPC_TOKEN);
     expect({ port: gateway.port, adminPort: gateway.adminPort, adminHost: gateway.adminHost }).toEqual({ port: 8443, adminPort: 8444, adminHost: '0.0.0.0' });
   });
 });

@@ -92,7 +92,7 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
     // Readiness sees NOT_SERVING before the drain ends, so the pod leaves the Service while it still serves.
     expect(c.readinessProbe.periodSeconds * (c.readinessProbe.failureThreshold ?? 3) * 1000).toBeLessThan(drainMs);
     const config = svc === 'schema' ? loadSchemaConfig(env) : loadRecordsConfig(env);
-    expect(config.grpc).toEqual({ host: '0.0.0.0', port, drainMs });
+    expect(config.grpc).toEqual({ host: '0.0.0.0', port, drainMs, token: expect.stringMatching(/^[!-~]{32,}$/) });
     const service = named(objects, 'Service', name(svc));
     expect(matches(service.spec.selector, d.spec.template.metadata.labels)).toBe(true);
     expect(service.spec.ports).toEqual([expect.objectContaining({ name: 'grpc', port, targetPort: 'grpc' })]);
@@ -153,6 +153,19 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
   expect(gatewayConfig.adminPort).toBe(adminPort);
   expect(gatewayConfig.adminToken).toBe('a-generated-admin-token-0123456789');
 
+  // The gRPC token: one key of one Secret, sent by the gateway and required by both services, which roll
+  // with the gateways when the chart's Secret changes.
+  const grpcTokenRef = gc.env.find((e: any) => e.name === 'PUSHBASE_GRPC_TOKEN')?.valueFrom?.secretKeyRef;
+  expect(grpcTokenRef).toEqual({ name: tokenRef.name, key: expect.any(String) });
+  expect(gatewayConfig.grpcToken).toMatch(/^[!-~]{32,}$/);
+  for (const svc of ['schema', 'records']) {
+    const pod = named(objects, 'Deployment', name(svc)).spec.template;
+    const c = pod.spec.containers[0];
+    expect({ svc, ref: c.env.find((e: any) => e.name === 'PUSHBASE_GRPC_TOKEN')?.valueFrom?.secretKeyRef }).toEqual({ svc, ref: grpcTokenRef });
+    expect((svc === 'schema' ? loadSchemaConfig : loadRecordsConfig)(envOf(c, secrets)).grpc.token).toBe(gatewayConfig.grpcToken);
+    expect(pod.metadata.annotations['checksum/auth']).toMatch(/^[0-9a-f]{64}$/);
+  }
+
   // The projector: no more replicas than the topic's partitions (as migrate creates it), its config parses.
   const projector = named(objects, 'Deployment', name('projector'));
   const migrateJob = named(objects, 'Job', name('migrate'));
@@ -212,6 +225,10 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
   expect(migratePolicy.spec.ingress ?? []).toEqual([]);
 }
 
+/** A rendered Secret's values as envOf reads them ('<Secret>/<key>' → value). */
+const secretValues = (secret: K8sObject): Record<string, string> =>
+  Object.fromEntries(Object.entries(secret.data ?? {}).map(([key, value]) => [`${secret.metadata.name}/${key}`, Buffer.from(value, 'base64').toString()]));
+
 /** The scrapers metrics.scrapeFrom admits by default: Prometheus's usual namespace. */
 const MONITORING = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } };
 
@@ -253,15 +270,20 @@ describe('helm/pushbase', () => {
     });
 
     it('carries probes, resources, hardened security contexts, HPAs, PDBs, NetworkPolicies and the migrate hook', () => {
-      checkCommon(objects, 'pb', {});
+      checkCommon(objects, 'pb', secretValues(named(objects, 'Secret', 'pb-pushbase-auth')));
     });
 
-    it('creates the Secret the gateway reads its admin token from, with a generated token', () => {
+    it('creates the Secret the gateway reads its admin token from, and the gRPC token of gateway, schema and records, both generated', () => {
       const secret = named(objects, 'Secret', 'pb-pushbase-auth');
       const token = Buffer.from(secret.data!['admin-token']!, 'base64').toString();
       expect(token).toMatch(/^[A-Za-z0-9]{40}$/);
       const ref = named(objects, 'Deployment', 'pb-pushbase-gateway').spec.template.spec.containers[0].env.find((e: any) => e.name === 'PUSHBASE_ADMIN_TOKEN').valueFrom.secretKeyRef;
       expect(ref).toEqual({ name: 'pb-pushbase-auth', key: 'admin-token' });
+      expect(Buffer.from(secret.data!['grpc-token']!, 'base64').toString()).toMatch(/^[A-Za-z0-9]{48}$/);
+      for (const svc of ['gateway', 'schema', 'records']) {
+        const env = named(objects, 'Deployment', `pb-pushbase-${svc}`).spec.template.spec.containers[0].env;
+        expect({ svc, ref: env.find((e: any) => e.name === 'PUSHBASE_GRPC_TOKEN')?.valueFrom?.secretKeyRef }).toEqual({ svc, ref: { name: 'pb-pushbase-auth', key: 'grpc-token' } });
+      }
     });
 
     it('without an ingress: the gateway serves HTTPS itself, its public port open to any client, its admin port only to the scrapers', () => {
@@ -305,6 +327,7 @@ describe('helm/pushbase', () => {
     // What the operator's Secrets would hold.
     const secrets = {
       'pushbase-auth/admin-token': 'an-admin-token-of-the-operator-0123',
+      'pushbase-auth/grpc-token': 'a-grpc-token-of-the-operator-0123456789',
       'pushbase-auth/api-keys': `${'k'.repeat(24)}:acme`,
       'pushbase-datastores/clickhouse-url': 'http://u:p@clickhouse.data:8123',
       'pushbase-datastores/redis-url': 'redis://:p@redis-master.data:6379',
@@ -323,6 +346,7 @@ describe('helm/pushbase', () => {
       const env = named(objects, 'Deployment', 'prod-pushbase-gateway').spec.template.spec.containers[0].env;
       const ref = (n: string): unknown => env.find((e: any) => e.name === n)?.valueFrom?.secretKeyRef;
       expect(ref('PUSHBASE_ADMIN_TOKEN')).toEqual({ name: 'pushbase-auth', key: 'admin-token' });
+      expect(ref('PUSHBASE_GRPC_TOKEN')).toEqual({ name: 'pushbase-auth', key: 'grpc-token' });
       expect(ref('PUSHBASE_API_KEYS')).toEqual({ name: 'pushbase-auth', key: 'api-keys', optional: true });
       expect(ref('PUSHBASE_CLICKHOUSE_URL')).toEqual({ name: 'pushbase-datastores', key: 'clickhouse-url' });
       expect(ref('PUSHBASE_REDIS_URL')).toEqual({ name: 'pushbase-datastores', key: 'redis-url' });
@@ -366,6 +390,7 @@ describe('helm/pushbase', () => {
       ['a misspelt value', ['gateway.replica=3'], /\/gateway.*additional properties 'replica' not allowed/],
       ['the ingress without a host and a TLS Secret', ['ingress.enabled=true'], /\/ingress\/host.*minLength/s],
       ['a short admin token', ['auth.adminToken=short'], /\/auth\/adminToken.*does not match pattern/],
+      ['a gRPC token under 32 characters', [`auth.grpcToken=${'x'.repeat(31)}`], /\/auth\/grpcToken.*does not match pattern/],
       ['the root user', ['podSecurity.runAsUser=0'], /\/podSecurity\/runAsUser.*minimum/],
       ['a service without resource limits', ['schema.resources.limits=null'], /\/schema\/resources.*limits/],
       ['trusting every peer', ['gateway.trustedProxies=0.0.0.0/0'], /\/gateway\/trustedProxies/],

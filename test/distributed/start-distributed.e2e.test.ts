@@ -107,6 +107,11 @@ it('serves the API once it says listening, and a SIGTERM stops all four services
   const { listening, proc } = running;
   const services = childPids(proc.pid!);
   expect(services).toHaveLength(4);
+  // No PUSHBASE_GRPC_TOKEN given: the supervisor made one, and the gateway and both services have it.
+  for (const service of ['gateway', 'schema', 'records']) {
+    const line = running.lines.map((l) => new RegExp(`^${service} +\\| (\\{.*"msg":"listening".*\\})$`).exec(l)?.[1]).find((l) => l !== undefined);
+    expect({ service, grpc_token: (JSON.parse(line ?? '{}') as { grpc_token?: unknown }).grpc_token }).toEqual({ service, grpc_token: true });
+  }
 
   const gateway = { port: listening.port, ca: readFileSync(listening.cert_file, 'utf8'), plainHttp: false };
   const created = await requestTo(gateway, 'PUT', '/datasets/sales.by.day', { key, body: { fields: { day: { type: 'date', name: 'Day' } } } });

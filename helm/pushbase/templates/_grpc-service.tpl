@@ -26,7 +26,9 @@ spec:
     metadata:
       labels:
         {{- include "pushbase.componentLabels" $ctx | nindent 8 }}
-      {{- $annotations := merge (dict) ($svc.podAnnotations | default dict) (include "pushbase.metricsAnnotations" (dict "root" $root "port" $root.Values.metrics.port) | fromYaml | default dict) }}
+      {{- /* A changed gRPC token in the chart's Secret rolls these pods with the gateways (all read it at start). */}}
+      {{- $checksum := dict "checksum/auth" (include (print $root.Template.BasePath "/secret.yaml") $root | sha256sum) }}
+      {{- $annotations := merge (dict) ($svc.podAnnotations | default dict) (include "pushbase.metricsAnnotations" (dict "root" $root "port" $root.Values.metrics.port) | fromYaml | default dict) $checksum }}
       {{- with $annotations }}
       annotations:
         {{- toYaml . | nindent 8 }}
@@ -55,6 +57,7 @@ spec:
               value: {{ $svc.drainMs | quote }}
             - name: PUSHBASE_SHUTDOWN_TIMEOUT_MS
               value: {{ $svc.shutdownTimeoutMs | quote }}
+            {{- include "pushbase.grpcTokenEnv" $root | nindent 12 }}
             {{- with .env }}
             {{- toYaml . | nindent 12 }}
             {{- end }}

@@ -54,9 +54,21 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
-{{/* The Secret holding the admin token and the bootstrap API keys. */}}
+{{/* The Secret holding the admin token, the gRPC token and the bootstrap API keys. */}}
 {{- define "pushbase.secretName" -}}
 {{- default (printf "%s-auth" (include "pushbase.fullname" .)) .Values.auth.existingSecret }}
+{{- end }}
+
+{{/*
+PUSHBASE_GRPC_TOKEN, the same for the gateway (it sends it) and the gRPC services (they refuse calls
+without it; listening on 0.0.0.0, they refuse to start without it).
+*/}}
+{{- define "pushbase.grpcTokenEnv" -}}
+- name: PUSHBASE_GRPC_TOKEN
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "pushbase.secretName" . }}
+      key: {{ .Values.auth.grpcTokenKey }}
 {{- end }}
 
 {{- define "pushbase.image" -}}

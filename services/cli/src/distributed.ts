@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 
 /*
@@ -14,10 +15,11 @@ import { createInterface } from 'node:readline';
  *       `pushbase gateway` with PUSHBASE_SCHEMA_ADDRESS / PUSHBASE_RECORDS_ADDRESS pointing at them.
  *       Resolves once every service is ready: the three servers wrote their "listening" line, the
  *       projector was assigned its partitions. `env` is the environment of every process (all PUSHBASE_*:
- *       topic, ClickHouse database, Redis prefix, ports, TLS, keys, limits).
+ *       topic, ClickHouse database, Redis prefix, ports, TLS, keys, limits); without a PUSHBASE_GRPC_TOKEN
+ *       in it, one is generated for the stack.
  *   stack.gateway            { port, adminPort, certFile } of the running gateway (certFile null behind a TLS proxy)
  *   stack.addresses          { schema, records }: host:port of the gRPC services
- *   stack.env                the environment the services got (with the gRPC addresses filled in)
+ *   stack.env                the environment the services got (with the gRPC addresses and token filled in)
  *   stack.metricsPort(s)     the port of a service's GET /metrics: the gateway's admin port, the others'
  *                            metrics_port from their "listening" line (PUSHBASE_METRICS_PORT, 0 = picked)
  *   stack.pid(service)       the pid of a running service, undefined when it is not running
@@ -186,7 +188,10 @@ export class DistributedStack {
   gateway: GatewayEndpoint = { port: 0, adminPort: 0, certFile: null };
 
   private constructor(private readonly options: StackOptions) {
-    this.env = { ...options.env };
+    // The gateway and the gRPC services share a secret (PUSHBASE_GRPC_TOKEN); unless one is given, a fresh
+    // one per stack, which restarts and extra services started with `env` keep.
+    const given = options.env.PUSHBASE_GRPC_TOKEN;
+    this.env = { ...options.env, PUSHBASE_GRPC_TOKEN: given !== undefined && given.trim() !== '' ? given : randomBytes(32).toString('base64url') };
   }
 
   static async start(options: StackOptions): Promise<DistributedStack> {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { clickhouseEnv } from '@pushbase/clickhouse';
+import { GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM } from '@pushbase/grpc';
 import { redisEnv } from '@pushbase/redis';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
@@ -25,12 +26,16 @@ const schema = z
     ...telemetryEnv,
     PUSHBASE_SCHEMA_ADDRESS: address('PUSHBASE_SCHEMA_ADDRESS'),
     PUSHBASE_RECORDS_ADDRESS: address('PUSHBASE_RECORDS_ADDRESS'),
+    // Sent with every gRPC call; the services' own (they refuse calls without it when they have one).
+    PUSHBASE_GRPC_TOKEN: z.preprocess(blankToUndefined, z.string().regex(GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM).optional()),
   })
   .refine(...tlsPairRefinement);
 
 export interface GatewayConfig extends ListenerConfig {
   readonly schemaAddress: string;
   readonly recordsAddress: string;
+  /** PUSHBASE_GRPC_TOKEN; undefined when the services take calls without one (on loopback). */
+  readonly grpcToken: string | undefined;
   readonly redis: { readonly url: string; readonly prefix: string };
   readonly clickhouse: { readonly url: string; readonly database: string };
   /** Log level and tracing; off when not given. */
@@ -46,6 +51,7 @@ export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): Gateway
     ...listenerConfigOf(c),
     schemaAddress: c.PUSHBASE_SCHEMA_ADDRESS,
     recordsAddress: c.PUSHBASE_RECORDS_ADDRESS,
+    grpcToken: c.PUSHBASE_GRPC_TOKEN,
     redis: Object.freeze({ url: c.PUSHBASE_REDIS_URL, prefix: c.PUSHBASE_REDIS_PREFIX }),
     clickhouse: Object.freeze({ url: c.PUSHBASE_CLICKHOUSE_URL, database: c.PUSHBASE_CLICKHOUSE_DATABASE }),
     telemetry: telemetryConfigOf(c),

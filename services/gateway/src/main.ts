@@ -58,12 +58,13 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     const requestScope = new RequestScope();
     // One histogram for the calls of all three channels: a registry takes each metric name once.
     const calls = grpcMetrics(metrics, 'client');
-    const schemas = connectSchemaService(config.schemaAddress, { requestScope, metrics: calls });
+    const channel = { requestScope, metrics: calls, ...(config.grpcToken === undefined ? {} : { token: config.grpcToken }) };
+    const schemas = connectSchemaService(config.schemaAddress, channel);
     closers.push(() => schemas.close());
-    const records = connectRecordService(config.recordsAddress, { requestScope, metrics: calls });
+    const records = connectRecordService(config.recordsAddress, channel);
     closers.push(() => records.close());
     // Accounts and keys: the schema service decides and stores them; a key is made here and only its hash sent.
-    const accounts = connectAccountAdmin(config.schemaAddress, { requestScope, metrics: calls, newKey: newApiKey, hashKey: hashApiKey, defaults });
+    const accounts = connectAccountAdmin(config.schemaAddress, { ...channel, newKey: newApiKey, hashKey: hashApiKey, defaults });
     closers.push(() => accounts.close());
     if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, log);
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
@@ -118,6 +119,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null,
       schema_address: config.schemaAddress,
       records_address: config.recordsAddress,
+      grpc_token: config.grpcToken !== undefined,
       redis_prefix: config.redis.prefix,
       clickhouse_database: config.clickhouse.database,
       data_dir: path.resolve(config.dataDir),

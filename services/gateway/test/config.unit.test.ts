@@ -38,3 +38,10 @@ it('lists every problem at once: a missing address, a malformed one, a bad prefi
   expect(message).toMatch(/PUSHBASE_REDIS_PREFIX must be/);
   expect(() => loadGatewayConfig({ ...REQUIRED, PUSHBASE_TLS_CERT: 'c.pem' })).toThrow(/Set both PUSHBASE_TLS_CERT and PUSHBASE_TLS_KEY/);
 });
+
+it('sends PUSHBASE_GRPC_TOKEN when given (at least 32 characters), nothing when not', () => {
+  expect(loadGatewayConfig(REQUIRED).grpcToken).toBeUndefined();
+  expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_GRPC_TOKEN: '' }).grpcToken).toBeUndefined();
+  expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_GRPC_TOKEN: 'a-grpc-token-of-at-least-32-characters-0123' }).grpcToken).toBe('a-grpc-token-of-at-least-32-characters-0123');
+  expect(() => loadGatewayConfig({ ...REQUIRED, PUSHBASE_GRPC_TOKEN: 'x'.repeat(31) })).toThrow(/PUSHBASE_GRPC_TOKEN must be at least 32/);
+});

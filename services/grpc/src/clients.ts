@@ -14,6 +14,7 @@ import {
   type SchemaService,
 } from '@pushbase/contracts';
 import { changeQuotas, type DatasetSummary, type QuotaLimits } from '@pushbase/domain';
+import { sendToken } from './auth';
 import { fromGrpcError, isServiceError, statusName, type CallKind } from './errors';
 import {
   accountFromMessage,
@@ -57,6 +58,8 @@ export interface GrpcClientOptions {
   readonly protos?: PushbaseServices;
   /** Told of every call's time and status, as the gateway saw it (@pushbase/metrics' grpcMetrics(…, 'client')). */
   readonly metrics?: GrpcCallMetrics;
+  /** PUSHBASE_GRPC_TOKEN, sent with every call (auth.ts). */
+  readonly token?: string;
 }
 
 /** A port adapter that holds a channel. */
@@ -90,7 +93,9 @@ interface Channel extends Closable {
 }
 
 function openChannel(address: string, ctor: ServiceClientConstructor, service: string, opts: GrpcClientOptions, extra: ChannelOptions = {}): Channel {
-  const client = new ctor(address, credentials.createInsecure(), { ...CLIENT_CHANNEL_OPTIONS, ...extra, ...opts.channelOptions });
+  // An interceptor rather than call credentials: those are for TLS channels (C-core drops them on plain ones).
+  const interceptors = opts.token === undefined ? {} : { interceptors: [sendToken(opts.token)] };
+  const client = new ctor(address, credentials.createInsecure(), { ...CLIENT_CHANNEL_OPTIONS, ...extra, ...opts.channelOptions, ...interceptors });
   // Connect now rather than on the first request, so that request does not pay for the handshake.
   client.getChannel().getConnectivityState(true);
   const deadlineMs: Record<CallKind, number> = {

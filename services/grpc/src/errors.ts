@@ -96,6 +96,7 @@ export const statusName = (code: number): string => Status[code] ?? String(code)
  * The error a client adapter rejects with for a failed call of `service` (`schema`, `records`):
  * - the service's own answer (our trailer present): the DomainError it stood for, message and path kept;
  * - proven never sent: `unavailable` (the write will never be applied);
+ * - UNAUTHENTICATED (the token refused, auth.ts): a plain Error, read or write;
  * - a write that may have reached the service: `outcome_unknown`;
  * - a read: `unavailable` when the service could not answer, a plain Error (a 500) for anything that
  *   means a bug (INTERNAL, UNIMPLEMENTED…), so it is logged rather than dressed up as an outage.
@@ -104,6 +105,8 @@ export function fromGrpcError(err: Pick<ServiceError, 'code' | 'details' | 'meta
   const code = firstString(err.metadata, ERROR_CODE_KEY);
   if (isDomainCode(code)) return new DomainError(code, err.details, firstString(err.metadata, ERROR_PATH_KEY) ?? firstString(err.metadata, LEGACY_ERROR_PATH_KEY));
   if (provenNeverSent(err)) return new DomainError('unavailable', `The ${service} service cannot be reached; the request was not sent`);
+  // Refused before any handler ran: a configuration error to log, not a write of unknown outcome.
+  if (err.code === Status.UNAUTHENTICATED) return new Error(`The ${service} service refused the call: give the gateway the PUSHBASE_GRPC_TOKEN the service has (${err.details})`);
   if (kind === 'write') {
     return new DomainError('outcome_unknown', `The ${service} service did not confirm the write (${statusName(err.code)}); it may or may not have been applied`);
   }

@@ -15,6 +15,7 @@ import { DomainError, parseJsonBody, type KeyScope } from '@pushbase/domain';
 import { INTERNAL_DETAILS, statusName, toGrpcStatus } from './errors';
 import { requestLogger, type Logger } from './log';
 import { accountToMessage, keyToMessage, quotaChangeFromMessage, quotasFromMessage, summaryToMessage, type QuotaChangeMessage, type QuotasMessage } from './messages';
+import { requireToken } from './auth';
 import { raiseReceiveWindows } from './flow-control';
 import { SERVER_CHANNEL_OPTIONS } from './options';
 import { requestIdOf } from './request-id';
@@ -38,6 +39,8 @@ export interface GrpcServerDeps {
   readonly protos?: PushbaseServices;
   /** Told of every call once its handler settled: its handling time and status (@pushbase/metrics' grpcMetrics(…, 'server')). */
   readonly metrics?: GrpcCallMetrics;
+  /** PUSHBASE_GRPC_TOKEN: every call but health's must carry it (auth.ts); none, any call is taken. */
+  readonly token?: string;
 }
 
 /**
@@ -90,7 +93,7 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
   const log = requestLogger(deps.log, scope);
   const protos = deps.protos ?? pushbaseServices();
   const tracer = pushbaseTracer();
-  const server = new Server({ ...SERVER_CHANNEL_OPTIONS });
+  const server = new Server({ ...SERVER_CHANNEL_OPTIONS, ...(deps.token === undefined ? {} : { interceptors: [requireToken(deps.token)] }) });
   // Writes arrive as one message of up to 4 MiB: without this, each waits for window updates (flow-control.ts).
   if (!raiseReceiveWindows(server)) deps.log('warn', 'cannot raise the HTTP/2 receive windows of this grpc-js version; large writes wait for window updates');
   const names = [
@@ -243,7 +246,8 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
     listen: (host, port) =>
       new Promise<number>((resolve, reject) => {
         // Plain HTTP/2: the services listen on an internal network (loopback by default) and are reached
-        // only by the gateway; TLS between them is the network's or a mesh's job, as for Kafka and Redis.
+        // only by the gateway, which proves itself with the token (auth.ts); TLS between them is the
+        // network's or a mesh's job, as for Kafka and Redis.
         server.bindAsync(bindAddress(host, port), ServerCredentials.createInsecure(), (err, actualPort) => {
           if (err !== null) {
             reject(err);

@@ -1,7 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { defaultWriteWorkerCount } from '@pushbase/app';
-import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
+import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { redisEnv } from '@pushbase/redis';
@@ -52,6 +52,8 @@ const schema = z
     PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_RECORDS_GRPC_PORT: integer(0, 0, 65_535),
+    // The secret every call must carry (the gateway's too); required unless PUSHBASE_GRPC_HOST is loopback.
+    PUSHBASE_GRPC_TOKEN: z.preprocess(blankToUndefined, z.string().regex(GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM).optional()),
     // After SIGTERM, how long health reports NOT_SERVING while calls are still answered, before the drain
     // (PUSHBASE_SHUTDOWN_TIMEOUT_MS) begins: behind a Kubernetes Service, the time for the readiness probe to
     // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
@@ -77,6 +79,7 @@ const schema = z
     message: `PUSHBASE_RECORDS_APPEND_TIMEOUT_MS must stay at least 5 s under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
     path: ['PUSHBASE_RECORDS_APPEND_TIMEOUT_MS'],
   })
+  .refine((e) => e.PUSHBASE_GRPC_TOKEN !== undefined || isLoopbackHost(e.PUSHBASE_GRPC_HOST), { message: GRPC_TOKEN_REQUIRED, path: ['PUSHBASE_GRPC_TOKEN'] })
   .transform((e) =>
     Object.freeze({
       kafka: Object.freeze({
@@ -92,7 +95,7 @@ const schema = z
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       metrics: metricsConfigOf(e),
       telemetry: telemetryConfigOf(e),
-      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
+      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS, token: e.PUSHBASE_GRPC_TOKEN }),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
       writeWorkers: e.PUSHBASE_RECORDS_WRITE_WORKERS,
     }),

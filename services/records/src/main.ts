@@ -57,7 +57,15 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   // Why beside the event loop: services/app/src/write-pool.ts.
   const pool = createWritePool(config.writeWorkers, { onUnavailable: (message) => log('warn', message) });
   const writeWorkers = pool?.threads ?? 0;
-  const server = createRecordsServer({ redis, prefix: config.redis.prefix, appender, log, metrics: grpcMetrics(metrics, 'server'), ...(pool === undefined ? {} : { decider: pool.decider }) });
+  const server = createRecordsServer({
+    redis,
+    prefix: config.redis.prefix,
+    appender,
+    log,
+    metrics: grpcMetrics(metrics, 'server'),
+    token: config.grpc.token,
+    ...(pool === undefined ? {} : { decider: pool.decider }),
+  });
   let port: number;
   let metricsListener: RunningMetricsListener | undefined;
   try {
@@ -75,6 +83,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   log('info', 'listening', {
     grpc_port: port,
     grpc_host: config.grpc.host,
+    grpc_token: config.grpc.token !== undefined,
     metrics_port: metricsListener.port,
     metrics_host: config.metrics.host,
     topic: config.kafka.topic,

@@ -18,6 +18,8 @@ export interface RecordsServerDeps {
   readonly protos?: PushbaseServices;
   /** Times every gRPC call it answers (docs/metrics.md). */
   readonly metrics?: GrpcCallMetrics;
+  /** PUSHBASE_GRPC_TOKEN: calls without it are refused (@pushbase/grpc auth.ts). */
+  readonly token?: string | undefined;
 }
 
 export interface RecordsServer {
@@ -44,6 +46,7 @@ export function createRecordsServer(deps: RecordsServerDeps): RecordsServer {
     requestScope: new RequestScope(),
     ...(deps.protos === undefined ? {} : { protos: deps.protos }),
     ...(deps.metrics === undefined ? {} : { metrics: deps.metrics }),
+    ...(deps.token === undefined ? {} : { token: deps.token }),
   });
   return { service, schemas, grpc };
 }

@@ -25,6 +25,7 @@ describe('loadRecordsConfig', () => {
       PUSHBASE_REDIS_URL: 'redis://r:6380',
       PUSHBASE_REDIS_PREFIX: 'p:',
       PUSHBASE_GRPC_HOST: '0.0.0.0',
+      PUSHBASE_GRPC_TOKEN: 'a-grpc-token-of-at-least-32-characters-0123',
       PUSHBASE_RECORDS_GRPC_PORT: '7001',
       PUSHBASE_GRPC_DRAIN_MS: '5000',
       PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '20000',
@@ -32,9 +33,16 @@ describe('loadRecordsConfig', () => {
       PUSHBASE_RECORDS_WRITE_WORKERS: '0',
     });
     expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', appendTimeoutMs: 20_000, requestTimeoutMs: 6666, produceTimeoutMs: 3333, lingerMs: 1 });
-    expect(c.grpc).toEqual({ host: '0.0.0.0', port: 7001, drainMs: 5000 });
+    expect(c.grpc).toEqual({ host: '0.0.0.0', port: 7001, drainMs: 5000, token: 'a-grpc-token-of-at-least-32-characters-0123' });
     expect(c.redis).toEqual({ url: 'redis://r:6380', prefix: 'p:' });
     expect(c.writeWorkers).toBe(0);
+  });
+
+  it('refuses to listen beyond loopback without PUSHBASE_GRPC_TOKEN, and a token shorter than 32 characters', () => {
+    expect(() => loadRecordsConfig({ PUSHBASE_GRPC_HOST: '0.0.0.0' })).toThrow(/PUSHBASE_GRPC_TOKEN is required unless PUSHBASE_GRPC_HOST is a loopback address/);
+    expect(loadRecordsConfig({ PUSHBASE_GRPC_HOST: '0.0.0.0', PUSHBASE_GRPC_TOKEN: 'a-grpc-token-of-at-least-32-characters-0123' }).grpc.token).toBe('a-grpc-token-of-at-least-32-characters-0123');
+    expect(loadRecordsConfig({ PUSHBASE_GRPC_HOST: '::1' }).grpc.token).toBeUndefined();
+    expect(() => loadRecordsConfig({ PUSHBASE_GRPC_TOKEN: 'short' })).toThrow(/PUSHBASE_GRPC_TOKEN must be at least 32/);
   });
 
   it('refuses bad values, naming each', () => {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULT_WRITE_DEADLINE_MS } from '@pushbase/grpc';
+import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
 import { defaultAccountsTopic, defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
@@ -56,6 +56,8 @@ const schema = z
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),
+    // The secret every call must carry (the gateway's too); required unless PUSHBASE_GRPC_HOST is loopback.
+    PUSHBASE_GRPC_TOKEN: z.preprocess(blankToUndefined, z.string().regex(GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM).optional()),
     // After SIGTERM, how long health reports NOT_SERVING while calls are still answered, before the drain
     // (PUSHBASE_SHUTDOWN_TIMEOUT_MS) begins: behind a Kubernetes Service, the time for the readiness probe to
     // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
@@ -84,6 +86,7 @@ const schema = z
     message: `PUSHBASE_SCHEMA_LOCK_WAIT_MS plus twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS must stay under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
     path: ['PUSHBASE_SCHEMA_LOCK_WAIT_MS'],
   })
+  .refine((e) => e.PUSHBASE_GRPC_TOKEN !== undefined || isLoopbackHost(e.PUSHBASE_GRPC_HOST), { message: GRPC_TOKEN_REQUIRED, path: ['PUSHBASE_GRPC_TOKEN'] })
   .transform((e) =>
     Object.freeze({
       kafka: Object.freeze({
@@ -97,7 +100,7 @@ const schema = z
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       metrics: metricsConfigOf(e),
       telemetry: telemetryConfigOf(e),
-      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS }),
+      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS, token: e.PUSHBASE_GRPC_TOKEN }),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,

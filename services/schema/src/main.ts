@@ -61,6 +61,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     lock: config.lock,
     log,
     metrics: grpcMetrics(metrics, 'server'),
+    token: config.grpc.token,
     ...(hooks.afterAppend === undefined ? {} : { afterAppend: hooks.afterAppend }),
   });
   let port: number;
@@ -95,6 +96,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   log('info', 'listening', {
     grpc_port: port,
     grpc_host: config.grpc.host,
+    grpc_token: config.grpc.token !== undefined,
     metrics_port: metricsListener.port,
     metrics_host: config.metrics.host,
     topic: config.kafka.topic,

@@ -8,6 +8,8 @@ export interface SchemaServerDeps extends Omit<DistributedSchemaDeps, 'log'> {
   readonly protos?: PushbaseServices;
   /** Times every gRPC call it answers (docs/metrics.md). */
   readonly metrics?: GrpcCallMetrics;
+  /** PUSHBASE_GRPC_TOKEN: calls without it are refused (@pushbase/grpc auth.ts). */
+  readonly token?: string | undefined;
 }
 
 export interface SchemaServer extends DistributedSchema {
@@ -22,7 +24,7 @@ export interface SchemaServer extends DistributedSchema {
  */
 export function createSchemaServer(deps: SchemaServerDeps): SchemaServer {
   const requestScope = new RequestScope();
-  const { log, protos, metrics, ...rest } = deps;
+  const { log, protos, metrics, token, ...rest } = deps;
   const schema = createDistributedSchema({ ...rest, log: requestLogger(log, requestScope) });
   const grpc = createGrpcServer({
     schema: schema.service,
@@ -31,6 +33,7 @@ export function createSchemaServer(deps: SchemaServerDeps): SchemaServer {
     requestScope,
     ...(protos === undefined ? {} : { protos }),
     ...(metrics === undefined ? {} : { metrics }),
+    ...(token === undefined ? {} : { token }),
   });
   return { ...schema, grpc };
 }

@@ -25,6 +25,7 @@ describe('pushbase schema configuration', () => {
       PUSHBASE_REDIS_URL: 'rediss://r:6380',
       PUSHBASE_REDIS_PREFIX: 'pb:',
       PUSHBASE_GRPC_HOST: '0.0.0.0',
+      PUSHBASE_GRPC_TOKEN: 'a-grpc-token-of-at-least-32-characters-0123',
       PUSHBASE_SCHEMA_GRPC_PORT: '7001',
       PUSHBASE_GRPC_DRAIN_MS: '5000',
       PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '5000',
@@ -42,13 +43,23 @@ describe('pushbase schema configuration', () => {
     expect(c).toEqual({
       kafka: { brokers: ['a:1', 'b:2'], topic: 't.x', accountsTopic: 'accts.x', clientId: 'me', appendTimeoutMs: 5000, transactionalId: 'schema-0' },
       redis: { url: 'rediss://r:6380', prefix: 'pb:' },
-      grpc: { host: '0.0.0.0', port: 7001, drainMs: 5000 },
+      grpc: { host: '0.0.0.0', port: 7001, drainMs: 5000, token: 'a-grpc-token-of-at-least-32-characters-0123' },
       lock: { ttlMs: 10_000, waitMs: 10_000 },
       sweepIntervalMs: 500,
       shutdownTimeoutMs: 0,
       metrics: { host: '0.0.0.0', port: 9464 },
       telemetry: { logLevel: 'debug', traces: { exporter: 'otlp', protocol: 'http/json', serviceName: 'schema-a' } },
     });
+  });
+
+  it('refuses to listen beyond loopback without PUSHBASE_GRPC_TOKEN, and a token shorter than 32 characters', () => {
+    for (const host of ['0.0.0.0', '::', '10.1.2.3', 'schema.internal']) {
+      expect(() => loadSchemaConfig({ PUSHBASE_GRPC_HOST: host })).toThrow(/PUSHBASE_GRPC_TOKEN is required unless PUSHBASE_GRPC_HOST is a loopback address/);
+      expect(loadSchemaConfig({ PUSHBASE_GRPC_HOST: host, PUSHBASE_GRPC_TOKEN: 'a-grpc-token-of-at-least-32-characters-0123' }).grpc.token).toBe('a-grpc-token-of-at-least-32-characters-0123');
+    }
+    for (const host of ['127.0.0.1', '127.0.0.2', '::1', '[::1]', 'localhost']) expect(loadSchemaConfig({ PUSHBASE_GRPC_HOST: host, PUSHBASE_GRPC_TOKEN: ' ' }).grpc.token).toBeUndefined();
+    expect(() => loadSchemaConfig({ PUSHBASE_GRPC_TOKEN: 'x'.repeat(31) })).toThrow(/PUSHBASE_GRPC_TOKEN must be at least 32 printable ASCII characters/);
+    expect(() => loadSchemaConfig({ PUSHBASE_GRPC_TOKEN: `${'x'.repeat(20)} ${'x'.repeat(20)}` })).toThrow(/without spaces/);
   });
 
   it('refuses a lease shorter than twice the append timeout, and lists every problem', () => {
