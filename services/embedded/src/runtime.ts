@@ -111,13 +111,17 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
 
   const uiDir = findUiDir();
   if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
+  // One budget per key and per address across both listeners, as in the distributed gateway.
+  const rateLimiter = new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000);
+  const authFailureLimiter = memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail');
   const gateway = createGatewayApp({
     schemas,
     records,
     keys,
-    rateLimiter: new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000),
-    authFailureLimiter: memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail'),
+    rateLimiter,
+    authFailureLimiter,
     uploads: config.uploads,
+    accountShare: config.accountShare,
     behindTlsProxy: config.behindTlsProxy,
     trustedProxies: config.trustedProxies.trust,
     logger,
@@ -134,6 +138,9 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
     keys,
     uiDir,
     configuredAccounts: new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account)),
+    authFailureLimiter,
+    rateLimiter,
+    readRatePerMinute: config.readRateLimitPerMinute,
   });
   const listeners = await startListeners(gateway, admin, { ...config, tls });
   const { port, adminPort } = listeners;
