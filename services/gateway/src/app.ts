@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Stream } from 'node:stream';
 import Koa, { type Context, type Next } from 'koa';
 import Router from '@koa/router';
 import type { KeyStore, Principal, RecordService, RequestScope, SchemaService } from '@pushbase/contracts';
@@ -9,6 +10,7 @@ import { isReadPath, keySession, pageRoutes, readRoutes, type ReadSideDeps } fro
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import { hashApiKey } from './keys';
 import { readWriteBody, UploadBudget, type UploadLimits } from './uploads';
+import { AccountGate, type AccountShare } from './account-gate';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateDecision, RateLimiter } from '@pushbase/contracts';
 import { context, propagation, pushbaseTracer, SpanKind, SpanStatusCode, trace, type JsonLogger } from '@pushbase/telemetry';
@@ -44,6 +46,8 @@ export interface GatewayDeps {
   readonly read?: ReadSideDeps;
   /** The deadline of a write's body and the bytes in flight per account and per process (uploads.ts). */
   readonly uploads?: UploadLimits;
+  /** How many of an account's requests are worked on at once, and how many may wait (account-gate.ts). */
+  readonly accountShare?: AccountShare;
 }
 
 /** Read requests per minute per key on the public listener, unless PUSHBASE_READ_RATE_LIMIT_PER_MINUTE says otherwise. */
@@ -285,6 +289,9 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   });
 
   const uploads = new UploadBudget(deps.uploads);
+  const gate = new AccountGate(deps.accountShare);
+  // A write takes its account's turn once its body is in: a slow upload holds bytes, not a turn.
+  const inTurn = <T>(ctx: Context, work: () => Promise<T>): Promise<T> => gate.run(account(ctx), work);
   const readBody = (ctx: Context): Promise<Buffer> => readWriteBody(ctx, uploads, account(ctx));
   // Parsed as JSON unless the Content-Type is a form's (uploads.ts): a missing one means JSON.
   const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
@@ -296,19 +303,22 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
 
   router.get('/', (ctx) => ok(ctx));
   router.put('/datasets/:id', async (ctx) => {
-    const { created, dataset } = await deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: await readJson(ctx) });
+    const body = await readJson(ctx);
+    const { created, dataset } = await inTurn(ctx, () => deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body }));
     ok(ctx, created ? 201 : 200, datasetResponse(dataset));
   });
   router.delete('/datasets/:id', async (ctx) => {
-    await deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' });
+    await inTurn(ctx, () => deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' }));
     ok(ctx);
   });
   router.post('/datasets/:id/data', async (ctx) => {
-    await deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
+    const json = await readBody(ctx);
+    await inTurn(ctx, () => deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json }));
     ok(ctx);
   });
   router.put('/datasets/:id/data', async (ctx) => {
-    await deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json: await readBody(ctx) });
+    const json = await readBody(ctx);
+    await inTurn(ctx, () => deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json }));
     ok(ctx);
   });
 
@@ -317,7 +327,16 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
       if (isReadPath(ctx.path)) ctx.state.readSession = keySession(principal(ctx));
       await next();
     });
-    app.use(readRoutes(deps.read.readModel));
+    const reads = readRoutes(deps.read.readModel);
+    // The answer is serialised inside the turn too: for a listing of wide definitions that is most of the work.
+    const readInTurn = async (ctx: Context, next: Next): Promise<void> => {
+      await reads(ctx, next);
+      if (ctx.response.is('json') === 'json' && ctx.body !== null && typeof ctx.body === 'object' && !Buffer.isBuffer(ctx.body) && !(ctx.body instanceof Stream)) ctx.body = JSON.stringify(ctx.body);
+    };
+    app.use(async (ctx: Context, next: Next) => {
+      if (isReadPath(ctx.path)) await gate.run(account(ctx), () => readInTurn(ctx, next));
+      else await reads(ctx, next);
+    });
   }
   app.use(router.routes());
   app.use(async (ctx: Context, next: Next) => {

@@ -10,3 +10,4 @@ export * from './read-api';
 export * from './read-side';
 export * from './ui';
 export * from './uploads';
+export * from './account-gate';

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BootstrapKeysError, parseBootstrapKeys } from './keys';
 import { DEFAULT_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from './trusted-proxies';
 import { BODY_LIMIT_BYTES, DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './uploads';
+import { DEFAULT_ACCOUNT_SHARE, type AccountShare } from './account-gate';
 
 /*
  * The variables of the public and admin listeners, the same for `pushbase serve` and `pushbase gateway`
@@ -49,6 +50,9 @@ export const listenerEnv = {
   // A write's body: its deadline, and the bytes being received at once per account and per process (uploads.ts).
   PUSHBASE_BODY_TIMEOUT_MS: positive(DEFAULT_UPLOAD_LIMITS.bodyTimeoutMs),
   PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerAccount)),
+  // One account's share of the process: requests worked on at once, and waiting (account-gate.ts).
+  PUSHBASE_ACCOUNT_CONCURRENCY: positive(DEFAULT_ACCOUNT_SHARE.concurrency),
+  PUSHBASE_ACCOUNT_QUEUE: positive(DEFAULT_ACCOUNT_SHARE.maxQueued),
   PUSHBASE_UPLOAD_BYTES_PER_PROCESS: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerProcess)),
   // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
   PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
@@ -90,6 +94,7 @@ export interface ListenerConfig {
   readonly authFailuresPerMinute: number;
   readonly shutdownTimeoutMs: number;
   readonly uploads: UploadLimits;
+  readonly accountShare: AccountShare;
   readonly behindTlsProxy: boolean;
   readonly trustedProxies: TrustedProxies;
 }
@@ -108,6 +113,7 @@ export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
   authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
   shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
   uploads: Object.freeze({ bodyTimeoutMs: c.PUSHBASE_BODY_TIMEOUT_MS, bytesPerAccount: c.PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT, bytesPerProcess: c.PUSHBASE_UPLOAD_BYTES_PER_PROCESS }),
+  accountShare: Object.freeze({ concurrency: c.PUSHBASE_ACCOUNT_CONCURRENCY, maxQueued: c.PUSHBASE_ACCOUNT_QUEUE }),
   behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
   trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
 });

@@ -85,6 +85,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       rateLimiter,
       authFailureLimiter,
       uploads: config.uploads,
+    accountShare: config.accountShare,
       behindTlsProxy: config.behindTlsProxy,
       trustedProxies: config.trustedProxies.trust,
       requestScope,
