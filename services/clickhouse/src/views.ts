@@ -25,8 +25,13 @@ import { accountLiteral, datasetLiteral, isIdentifier, quoteIdentifier, quoteStr
  * the records table keep it exactly). Every column is Nullable: optional fields hold nulls.
  *
  * The SQL is built from validated names only: database names are identifiers, accounts and dataset ids
- * match their patterns and go in as string literals, field keys match ^[a-z][a-z0-9_]{0,49}$ (DECISIONS.md)
- * and the incarnation is printable ASCII written by quoteString. No record value ever reaches this text.
+ * match their patterns and go in as string literals, field keys match the domain's FIELD_KEY and are
+ * backquoted, and the incarnation is printable ASCII written by quoteString. No record value ever reaches
+ * this text.
+ *
+ * A field key may be any column's name (`deleted`, `seq`, `num_0`…), and in ClickHouse an alias shadows a
+ * column everywhere in its query, WHERE and ORDER BY included. So an inner query filters and names the
+ * slots and seq `_pb_…`, which no key can be; the outer one orders by `_pb_seq` and alone gives the keys.
  */
 
 /** A view's name: `account/dataset`, the stream key users already know, unless too long for a file name. */
@@ -68,17 +73,36 @@ function columnExpression(s: Slot): string {
   return s.column; // num_i (Float64, derived from its bits) and str_i as they are
 }
 
+/**
+ * A column's name inside a view's inner query: a leading `_`, which FIELD_KEY refuses, and `pb_` to stay
+ * clear of ClickHouse's virtual columns (`_part`…).
+ */
+const inner = (column: string): string => quoteIdentifier(`_pb_${column}`);
+
 /** The view's SELECT: the dataset's fields by their keys, its live incarnation, oldest insertion first. */
 export function viewQuery(recordsTable: string, head: { readonly account: string; readonly dataset: string; readonly incarnation: string; readonly definition: DatasetDefinition }): string {
-  const columns = slotsOf(head.definition).map((s) => {
+  const slots = slotsOf(head.definition);
+  const keys = slots.map((s) => {
     if (!FIELD_KEY.test(s.key)) throw new Error(`Not a field key: ${JSON.stringify(s.key.slice(0, 60))}`);
-    return `${columnExpression(s)} AS \`${s.key}\``;
+    return `${inner(s.column)} AS ${quoteIdentifier(s.key)}`;
   });
-  return `SELECT ${columns.join(', ')}
-FROM ${recordsTable} FINAL
-WHERE account = ${accountLiteral(head.account)} AND dataset = ${datasetLiteral(head.dataset)} AND incarnation = ${quoteString(head.incarnation)} AND deleted = 0
-ORDER BY seq`;
+  const columns = slots.map((s) => `${columnExpression(s)} AS ${inner(s.column)}`);
+  return `SELECT ${keys.join(', ')}
+FROM (
+  SELECT ${columns.join(', ')}, seq AS ${inner('seq')}
+  FROM ${recordsTable} FINAL
+  WHERE account = ${accountLiteral(head.account)} AND dataset = ${datasetLiteral(head.dataset)} AND incarnation = ${quoteString(head.incarnation)} AND deleted = 0
+)
+ORDER BY ${inner('seq')}`;
 }
+
+/**
+ * Whether a view's stored query (ClickHouse's own rendering of viewQuery, which differs between versions)
+ * is viewQuery's for this incarnation: the incarnation literal is in it verbatim, and `_pb_seq` (quoted or
+ * not) marks the current form; views of the form before it, whose keys could shadow columns, lack it.
+ */
+const isCurrentView = (stored: string, incarnation: string): boolean =>
+  stored.includes(`incarnation = ${quoteString(incarnation)}`) && /(?<![A-Za-z0-9_])_pb_seq(?![A-Za-z0-9_])/.test(stored);
 
 /** Refuses a views database that is the projection's own: reconcile drops views there that name no live dataset. */
 export function checkViewsDatabase(database: string, viewsDatabase: string): void {
@@ -106,6 +130,8 @@ export class DatasetViews {
   private readonly db: string;
   /** view name → the incarnation it shows, as far as this process made or saw it. */
   private readonly known = new Map<string, string>();
+  /** Views that failed since the last reconcile: a sync leaves them to the next one, not tries them twice. */
+  private readonly failing = new Set<string>();
   private ready: Promise<void> | undefined;
 
   constructor(
@@ -114,13 +140,17 @@ export class DatasetViews {
     private readonly database: string,
     /** Where the views live; a Grafana user is given read access to it. */
     readonly viewsDatabase: string,
+    private readonly options: {
+      /** One view that could not be made or dropped (the others still were); the next write tries it again. */
+      readonly onViewError?: (view: string, e: unknown) => void;
+    } = {},
   ) {
     checkViewsDatabase(database, viewsDatabase);
     this.records = tablesIn(database).records;
     this.db = quoteIdentifier(viewsDatabase);
   }
 
-  /** Set when a sync failed: the next sync reconciles every view first (store.ts keeps writing meanwhile). */
+  /** Set when a sync or a view failed: the next sync reconciles every view first (store.ts keeps writing meanwhile). */
   private stale = false;
 
   /** Marks the views as possibly out of step (a sync failed); the next sync reconciles them first. */
@@ -135,10 +165,7 @@ export class DatasetViews {
    */
   async sync(heads: readonly ProjectedHead[]): Promise<void> {
     await this.ensureDatabase();
-    if (this.stale) {
-      await this.reconcile();
-      this.stale = false;
-    }
+    if (this.stale) await this.reconcile();
     // A write may hold several heads of one dataset; the newest (highest version) is the one in force.
     const newest = new Map<string, ProjectedHead>();
     for (const h of heads) {
@@ -147,21 +174,23 @@ export class DatasetViews {
       if (seen === undefined || seen.version <= h.version) newest.set(name, h);
     }
     for (const [name, h] of newest) {
+      if (this.failing.has(name)) continue;
       if (h.deleted) {
-        if (this.known.get(name) !== '') await this.drop(name);
+        if (this.known.get(name) !== '') await this.mend(name, () => this.drop(name));
       } else if (this.known.get(name) !== h.incarnation) {
-        await this.replace(name, h);
+        await this.mend(name, () => this.replace(name, h));
       }
     }
   }
 
   /**
    * Compares every view with the live heads of the heads table and mends what differs: missing views are
-   * created, views of another incarnation replaced, views of datasets no longer live dropped. For the
-   * projector's start (a view may have been missed by a crash between a write and its view) and for after
-   * a replay promoted a rebuilt projection.
+   * created, views of another incarnation or an older form replaced, views of datasets no longer live
+   * dropped. For the projector's start (a view may have been missed by a crash between a write and its
+   * view) and for after a replay promoted a rebuilt projection. A view that fails is counted and left to
+   * the next sync; it never keeps another account's views from being made.
    */
-  async reconcile(): Promise<{ created: number; dropped: number }> {
+  async reconcile(): Promise<{ created: number; dropped: number; failed: number }> {
     await this.ensureDatabase();
     // Views first, then heads: a dataset another projector creates between the two reads then has a head
     // here (its view is made again, the same) rather than a view without a head (which would be dropped).
@@ -181,22 +210,38 @@ export class DatasetViews {
     for (const h of heads) live.set(viewName(h.account, h.dataset), { ...h, definition: JSON.parse(h.definition) as DatasetDefinition });
     let created = 0;
     let dropped = 0;
+    let failed = 0;
     this.known.clear();
+    this.failing.clear();
+    this.stale = false;
     for (const v of views) {
       const head = live.get(v.name);
-      // The stored query is ClickHouse's own rendering of viewQuery; the incarnation literal is in it verbatim.
-      if (head !== undefined && v.create_table_query.includes(`incarnation = ${quoteString(head.incarnation)}`)) this.known.set(v.name, head.incarnation);
+      if (head !== undefined && isCurrentView(v.create_table_query, head.incarnation)) this.known.set(v.name, head.incarnation);
       else if (head === undefined) {
-        await this.drop(v.name);
-        dropped++;
+        if (await this.mend(v.name, () => this.drop(v.name))) dropped++;
+        else failed++;
       }
     }
     for (const [name, head] of live) {
       if (this.known.get(name) === head.incarnation) continue;
-      await this.replace(name, head);
-      created++;
+      if (await this.mend(name, () => this.replace(name, head))) created++;
+      else failed++;
     }
-    return { created, dropped };
+    return { created, dropped, failed };
+  }
+
+  /** Runs one view's statements; a failure is reported and leaves the view to the next sync's reconcile. */
+  private async mend(name: string, step: () => Promise<void>): Promise<boolean> {
+    try {
+      await step();
+      return true;
+    } catch (e) {
+      this.known.delete(name);
+      this.failing.add(name);
+      this.stale = true;
+      this.options.onViewError?.(name, e);
+      return false;
+    }
   }
 
   private ensureDatabase(): Promise<void> {

@@ -14,7 +14,7 @@ import {
 } from '@pushbase/domain';
 import { command, selectRows, type ClickHouseConnection } from '../src/client';
 import { loadClickHouseConfig } from '../src/config';
-import { quoteIdentifier } from '../src/sql';
+import { quoteIdentifier, quoteString } from '../src/sql';
 import { ClickHouseProjection } from '../src/store';
 import { DatasetViews, viewName } from '../src/views';
 import { emptyBatch, projectEvent, testDatabase, writeBatch, type TestDatabase } from './support';
@@ -141,6 +141,62 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
     );
   });
 
+  it("keeps its own filter and order when the field keys are the records table's column names", async () => {
+    const account = freshAccount();
+    // Every column the view's query reads (its filter, its order, the slots and the bits behind num_0) as a key.
+    const def = parseDefinition({
+      fields: {
+        deleted: { type: 'number', name: 'Deleted' },
+        seq: { type: 'number', name: 'Seq' },
+        account: { type: 'string', name: 'Account' },
+        dataset: { type: 'string', name: 'Dataset' },
+        incarnation: { type: 'string', name: 'Incarnation' },
+        num_0: { type: 'string', name: 'Num 0' },
+        str_0: { type: 'number', name: 'Str 0' },
+        num_0_bits: { type: 'number', name: 'Bits' },
+        time_0: { type: 'date', name: 'Time 0' },
+        version: { type: 'datetime', name: 'Version' },
+      },
+      unique_by: ['account'],
+    });
+    const record = (key: string, n: number): DatasetRecord => ({
+      deleted: n % 2,
+      seq: 100 - n,
+      account: key,
+      dataset: 'other',
+      incarnation: 'other',
+      num_0: `n${n}`,
+      str_0: n,
+      num_0_bits: n,
+      time_0: `2024-01-0${n}`,
+      version: formatUtcMillis(Date.UTC(2024, 0, n)),
+    });
+    // k2 appended again: its first row is a tombstone and the new one is the newest; user `seq` runs backwards.
+    await write([
+      { ...base(account, 'cols', 'c1'), type: 'DatasetDefined', definition: def },
+      { ...base(account, 'cols', 'c1'), type: 'RecordsAppended', records: [record('k1', 1), record('k2', 2), record('k3', 3)], delete_by: null },
+      { ...base(account, 'cols', 'c1'), type: 'RecordsAppended', records: [record('k2', 4)], delete_by: null },
+    ]);
+    const page = await store.queryRecords(account, 'cols', parseRecordQuery({ limit: '1000' }));
+    expect(page?.records.map((r) => r.account)).toEqual(['k1', 'k3', 'k2']);
+    await expect(selectView(account, 'cols')).resolves.toEqual((page?.records ?? []).map((r) => asViewRow(def, r)));
+
+    // Only the filter's and the order's names: a view ClickHouse creates either way, so only its rows tell.
+    const few = parseDefinition({ fields: { deleted: { type: 'number', name: 'Deleted' }, seq: { type: 'number', name: 'Seq' } } });
+    await write(
+      [
+        { ...base(account, 'few', 'f1'), type: 'DatasetDefined', definition: few },
+        { ...base(account, 'few', 'f1'), type: 'RecordsAppended', records: [{ deleted: 1, seq: 2 }, { deleted: 0, seq: 1 }, { deleted: 2, seq: 0 }], delete_by: null },
+      ],
+      10,
+    );
+    await expect(selectView(account, 'few')).resolves.toEqual([
+      { deleted: 1, seq: 2 },
+      { deleted: 0, seq: 1 },
+      { deleted: 2, seq: 0 },
+    ]);
+  });
+
   it('follows a dataset through delete and re-create with other fields, and keeps other datasets apart', async () => {
     const account = freshAccount();
     const first = parseDefinition({ fields: { day: { type: 'date', name: 'Day' }, units: { type: 'number', name: 'Units' } } });
@@ -191,18 +247,40 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
     expect(after).not.toContain(`${account}/gone`);
     await expect(selectView(account, 'missing')).resolves.toEqual([{ n: 7 }]);
     // A second reconcile finds nothing to do.
-    await expect(new DatasetViews(db.conn, db.database, viewsDatabase()).reconcile()).resolves.toEqual({ created: 0, dropped: 0 });
+    await expect(new DatasetViews(db.conn, db.database, viewsDatabase()).reconcile()).resolves.toEqual({ created: 0, dropped: 0, failed: 0 });
+  });
+
+  it('reconciles a view of the form before its slots were renamed inside (aliases shadowed columns) into the current one', async () => {
+    const account = freshAccount();
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    await write([
+      { ...base(account, 'old', 'o1'), type: 'DatasetDefined', definition: def },
+      { ...base(account, 'old', 'o1'), type: 'RecordsAppended', records: [{ n: 2 }, { n: 1 }], delete_by: null },
+    ]);
+    // The view as earlier versions made it: the incarnation is right, the form is not.
+    const view = `${quoteIdentifier(viewsDatabase())}.\`${viewName(account, 'old')}\``;
+    const records = `${quoteIdentifier(db.database)}.\`records\``;
+    await command(db.conn, `DROP TABLE ${view}`, 'dropping the view');
+    await command(
+      db.conn,
+      `CREATE VIEW ${view} AS SELECT num_0 AS \`n\` FROM ${records} FINAL WHERE account = ${quoteString(account)} AND dataset = 'old' AND incarnation = 'o1' AND deleted = 0 ORDER BY seq`,
+      'an old-form view',
+    );
+    const mended = await new DatasetViews(db.conn, db.database, viewsDatabase()).reconcile();
+    expect(mended).toMatchObject({ created: 1, failed: 0 });
+    await expect(selectView(account, 'old')).resolves.toEqual([{ n: 2 }, { n: 1 }]);
+    await expect(new DatasetViews(db.conn, db.database, viewsDatabase()).reconcile()).resolves.toEqual({ created: 0, dropped: 0, failed: 0 });
   });
 });
 
-/** A connection whose CREATE VIEW statements fail while `refuse.on` (as a missing grant would). */
-function refusingViews(conn: ClickHouseConnection, refuse: { on: boolean }): ClickHouseConnection {
+/** A connection whose CREATE VIEW statements fail while `refuses` says so (as a missing grant would). */
+function refusingViews(conn: ClickHouseConnection, refuses: (query: string) => boolean): ClickHouseConnection {
   const client = new Proxy(conn.client, {
     get(target, prop, receiver) {
       const v: unknown = Reflect.get(target, prop, receiver);
       if (prop === 'command') {
         return (params: { query: string }) =>
-          refuse.on && params.query.startsWith('CREATE VIEW') ? Promise.reject(new Error('simulated: not enough privileges')) : target.command(params);
+          params.query.startsWith('CREATE VIEW') && refuses(params.query) ? Promise.reject(new Error('simulated: not enough privileges')) : target.command(params);
       }
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
@@ -237,14 +315,15 @@ describe('Grafana-ready views when things go wrong', () => {
     const left = (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}' ORDER BY name`, 'listing')).map((r) => r.name);
     // The look-alike names no live dataset and goes; the rest are not views of datasets and stay.
     expect(left).toEqual(['my view', 'notes']);
-    expect(mended).toEqual({ created: 0, dropped: 1 });
+    expect(mended).toEqual({ created: 0, dropped: 1, failed: 0 });
   });
 
   it('keeps writing when a view cannot be made, reports it, and makes it at the next write', async () => {
-    const refuse = { on: true };
+    let refusing = true;
     const errors: unknown[] = [];
-    const conn = refusingViews(db.conn, refuse);
-    const store = new ClickHouseProjection(conn, db.database, { views: new DatasetViews(conn, db.database, viewsDb()), onViewsError: (e) => errors.push(e) });
+    const conn = refusingViews(db.conn, () => refusing);
+    const views = new DatasetViews(conn, db.database, viewsDb(), { onViewError: (_name, e) => errors.push(e) });
+    const store = new ClickHouseProjection(conn, db.database, { views, onViewsError: (e) => errors.push(e) });
     const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
     const account = `acc_${process.pid}_refused`;
     const batch = emptyBatch();
@@ -257,11 +336,52 @@ describe('Grafana-ready views when things go wrong', () => {
       (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}'`, 'listing')).map((r) => r.name);
     expect(await names()).not.toContain(viewName(account, 'first'));
 
-    refuse.on = false;
+    refusing = false;
     const next = emptyBatch();
     projectEvent(initialState(), { ...base(account, 'second', 's1'), type: 'DatasetDefined', definition: def }, { partition: 2, offset: 2 }, next);
     await writeBatch(store, next);
     expect(await names()).toEqual(expect.arrayContaining([viewName(account, 'first'), viewName(account, 'second')]));
+  });
+
+  it('makes every other view when one cannot be made, counts it, and makes it later', async () => {
+    const account = `acc_${process.pid}_one_refused`;
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    const defined = (id: string): DatasetEvent => ({ ...base(account, id, `${id}1`), type: 'DatasetDefined', definition: def });
+    // Written without views, as at a projector's start after a crash; `a` sorts first, so it fails first.
+    const batch = emptyBatch();
+    let s = initialState();
+    for (const [i, id] of ['a', 'b', 'c'].entries()) s = projectEvent(s, defined(id), { partition: 3, offset: i }, batch);
+    await writeBatch(db.store, batch);
+    const refused = new Set([viewName(account, 'a')]);
+    const failures: string[] = [];
+    const conn = refusingViews(db.conn, (query) => [...refused].some((name) => query.includes(`\`${name}\``)));
+    const views = new DatasetViews(conn, db.database, viewsDb(), { onViewError: (name) => failures.push(name) });
+    const store = new ClickHouseProjection(conn, db.database, { views });
+    const names = async (): Promise<string[]> =>
+      (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}'`, 'listing')).map((r) => r.name);
+
+    await expect(views.reconcile()).resolves.toMatchObject({ failed: 1 });
+    expect(failures).toEqual([viewName(account, 'a')]);
+    expect(await names()).toEqual(expect.arrayContaining([viewName(account, 'b'), viewName(account, 'c')]));
+    expect(await names()).not.toContain(viewName(account, 'a'));
+
+    // A write's own views: one refused, the other made; `a` is tried again first, and fails again.
+    refused.add(viewName(account, 'e'));
+    const second = emptyBatch();
+    s = projectEvent(s, defined('e'), { partition: 3, offset: 3 }, second);
+    s = projectEvent(s, defined('f'), { partition: 3, offset: 4 }, second);
+    await writeBatch(store, second);
+    expect(failures).toEqual([viewName(account, 'a'), viewName(account, 'a'), viewName(account, 'e')]);
+    expect(await names()).toContain(viewName(account, 'f'));
+    expect(await names()).not.toContain(viewName(account, 'e'));
+
+    // Refused no more: the next write (of another dataset) makes both.
+    refused.clear();
+    const third = emptyBatch();
+    projectEvent(s, defined('g'), { partition: 3, offset: 5 }, third);
+    await writeBatch(store, third);
+    expect(await names()).toEqual(expect.arrayContaining(['a', 'b', 'c', 'e', 'f', 'g'].map((id) => viewName(account, id))));
+    expect(failures).toHaveLength(3);
   });
 });
 
