@@ -189,8 +189,8 @@ export interface ProjectorMetrics {
   forget(partition: number): void;
   /** One successful insert into the store (ClickHouse): its rows and duration. */
   insert(rows: number, durationMs: number): void;
-  /** Events folded, written batches, datasets loaded back, states evicted by the memory bound, store retries. */
-  count(what: 'events' | 'writes' | 'loads' | 'evictions' | 'retries', n?: number): void;
+  /** Events folded, written batches, datasets loaded back, states evicted by the memory bound, store retries, failed dataset views. */
+  count(what: 'events' | 'writes' | 'loads' | 'evictions' | 'retries' | 'viewFailures', n?: number): void;
 }
 
 export function projectorMetrics(registry: Registry): ProjectorMetrics {
@@ -214,6 +214,7 @@ export function projectorMetrics(registry: Registry): ProjectorMetrics {
     loads: counter('pushbase_projector_loads_total', 'Projector: dataset states read back from the store (first sight, after eviction, after a revocation).'),
     evictions: counter('pushbase_projector_evictions_total', 'Projector: dataset states dropped by the memory bound (PUSHBASE_PROJECTOR_MAX_ROWS).'),
     retries: counter('pushbase_projector_store_retries_total', 'Projector: store calls that failed as unavailable and were tried again.'),
+    viewFailures: counter('pushbase_projector_view_failures_total', 'Projector: dataset views that could not be created or dropped (each is tried again at the next write).'),
   };
   return {
     lag(partition, messages) {

@@ -118,6 +118,7 @@ describe('eventLogMetrics, kafkaAppenderMetrics, projectorMetrics', () => {
     m.insert(1000, 50);
     m.count('writes');
     m.count('events', 7);
+    m.count('viewFailures');
     let text = await registry.metrics();
     expect(sample(text, 'pushbase_projector_lag_messages', { partition: '0' })).toBe(5);
     expect(sample(text, 'pushbase_projector_lag_messages', { partition: '1' })).toBe(0);
@@ -125,6 +126,7 @@ describe('eventLogMetrics, kafkaAppenderMetrics, projectorMetrics', () => {
     expect(sample(text, 'pushbase_clickhouse_insert_duration_seconds_sum')).toBeCloseTo(0.05, 6);
     expect(sample(text, 'pushbase_projector_writes_total')).toBe(1);
     expect(sample(text, 'pushbase_projector_events_total')).toBe(7);
+    expect(sample(text, 'pushbase_projector_view_failures_total')).toBe(1);
     m.forget(0);
     text = await registry.metrics();
     expect(sample(text, 'pushbase_projector_lag_messages', { partition: '0' })).toBeUndefined();

@@ -41,7 +41,13 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     throw e;
   });
   const conn = connectClickHouse(config.clickhouse.url);
-  const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase);
+  const instruments = projectorMetrics(metrics);
+  const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase, {
+    onViewError: (view, e) => {
+      instruments.count('viewFailures');
+      log('warn', 'dataset view failed; the next write tries it again', { view, error: e instanceof Error ? e.message : String(e) });
+    },
+  });
   const store = new ClickHouseProjection(conn, config.clickhouse.database, {
     views,
     onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
@@ -52,7 +58,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     flushRows: config.flushRows,
     flushIntervalMs: config.flushIntervalMs,
     log,
-    metrics: projectorMetrics(metrics),
+    metrics: instruments,
     ...(hooks.afterWrite === undefined ? {} : { afterWrite: hooks.afterWrite }),
     ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
   });
