@@ -21,9 +21,9 @@ import { ANY_BODY, expectOk, uid, UNLIMITED } from './support';
  * valid request in one place, which the server must refuse when the document says it is invalid.
  *
  * It runs in both modes, as every suite of test/e2e does: the distributed gateway answers through the gRPC
- * services and their error mapping, which could drift from the document on their own. Both runs take
- * about 10 s embedded and 15 s distributed on this 2-core machine (plus the stack's start), so there is no
- * reason to keep it to one.
+ * services and their error mapping, which could drift from the document on their own. Both runs use
+ * every phase schemathesis has (examples, coverage, fuzzing, stateful) at 200 examples an operation, and
+ * each run also fails when a process of the server died or was restarted under it.
  *
  * schemathesis is a pinned Python tool in a virtualenv of its own (scripts/ensure-schemathesis.js), which
  * jest's global setup provisions before any suite runs and names in PUSHBASE_SCHEMATHESIS_PYTHON.
@@ -105,7 +105,7 @@ async function schemathesis(name: string, config: string, args: readonly string[
  * (it finished, tested every selected operation, and the server took some requests of each, so the key,
  * the certificate and the URL all worked).
  */
-function problemsOf(run: StRun, operations: readonly string[]): string[] {
+function problemsOf(run: StRun, operations: readonly string[], minimumCases: number): string[] {
   const r = run.report;
   if (r === undefined) return [`no JSON report (exit ${run.code})`];
   const problems: string[] = [];
@@ -114,6 +114,8 @@ function problemsOf(run: StRun, operations: readonly string[]): string[] {
   if (r.failures.length > 0) problems.push(`${r.failures.length} kind(s) of failure in ${r.test_cases.with_failures} test case(s)`);
   if (r.errors.length > 0 || r.operations.errored > 0 || r.test_cases.errored > 0) problems.push(`errors: ${JSON.stringify(r.errors)}`);
   if (r.operations.tested !== operations.length) problems.push(`tested ${r.operations.tested} operations, not ${operations.length}`);
+  // The depth the configuration asks for really ran (a setting schemathesis ignored would leave it shallow).
+  if (r.test_cases.generated < minimumCases) problems.push(`only ${r.test_cases.generated} test cases, fewer than ${minimumCases}`);
   for (const op of operations) {
     const accepted = Object.values(r.valid_rates[op] ?? {}).reduce((n, phase) => n + phase.accepted, 0);
     if (accepted === 0) problems.push(`${op}: the server took no request at all`);
@@ -121,19 +123,25 @@ function problemsOf(run: StRun, operations: readonly string[]): string[] {
   return problems;
 }
 
-function expectClean(run: StRun, operations: readonly string[]): void {
-  const problems = problemsOf(run, operations);
+function expectClean(run: StRun, operations: readonly string[], before: Record<string, number | undefined>): void {
+  const problems = problemsOf(run, operations, MIN_CASES_PER_OPERATION * operations.length);
+  // A 5xx is one failure; a process that died (or was restarted) under the fuzzing is another.
+  const after = server.runningProcesses();
+  if (JSON.stringify(after) !== JSON.stringify(before)) problems.push(`processes before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`);
   if (problems.length > 0) throw new Error(`schemathesis: ${problems.join('; ')}\n\n${run.text}`);
   expect(problems).toEqual([]);
 }
 
+/** Test cases an operation gets at least, every phase together, at the configured depth. */
+const MIN_CASES_PER_OPERATION = 150;
 const ALL_OPERATIONS = ['GET /', 'PUT /datasets/{id}', 'DELETE /datasets/{id}', 'POST /datasets/{id}/data', 'PUT /datasets/{id}/data'];
 const RECORD_OPERATIONS = ['POST /datasets/{id}/data', 'PUT /datasets/{id}/data'];
 
 it(
   'finds nothing wrong with any operation',
   async () => {
-    expectClean(await schemathesis('api', CONFIG, []), ALL_OPERATIONS);
+    const before = server.runningProcesses();
+    expectClean(await schemathesis('api', CONFIG, []), ALL_OPERATIONS, before);
   },
   2 * RUN_DEADLINE_MS,
 );
@@ -150,7 +158,8 @@ it(
     // pinned id would be deleted too and everything after it answered 404.
     const config = path.join(workDir, 'records.toml');
     writeFileSync(config, `${readFileSync(CONFIG, 'utf8')}\n[[operations]]\ninclude-path-regex = "/data$"\nparameters = { "path.id" = "${id}" }\n`);
-    expectClean(await schemathesis('records', config, ['--include-path-regex', '/data$']), RECORD_OPERATIONS);
+    const before = server.runningProcesses();
+    expectClean(await schemathesis('records', config, ['--include-path-regex', '/data$']), RECORD_OPERATIONS, before);
   },
   2 * RUN_DEADLINE_MS,
 );

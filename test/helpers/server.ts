@@ -90,6 +90,19 @@ export class TestServer {
     return this.names !== undefined;
   }
 
+  /**
+   * The server's processes that are running now, by name (distributed: each service; embedded: `pushbase`),
+   * with their pids: a suite compares two readings to tell that nothing died or was restarted meanwhile.
+   */
+  runningProcesses(): Record<string, number | undefined> {
+    const alive = (pid: number | undefined, exited: boolean): number | undefined => (pid === undefined || exited ? undefined : pid);
+    if (this.stack !== undefined) {
+      const stack = this.stack;
+      return Object.fromEntries(SERVICES.map((service) => [service, stack.pid(service)]));
+    }
+    return { pushbase: alive(this.proc?.pid, this.proc === undefined || this.proc.exitCode !== null || this.proc.signalCode !== null) };
+  }
+
   /** The environment of the server's process(es): random ports, the test's keys and admin token, the data directory. */
   private serverEnv(): NodeJS.ProcessEnv {
     return {
