@@ -273,13 +273,15 @@ describe('helm/pushbase', () => {
       checkCommon(objects, 'pb', secretValues(named(objects, 'Secret', 'pb-pushbase-auth')));
     });
 
-    it('creates the Secret the gateway reads its admin token from, and the gRPC token of gateway, schema and records, both generated', () => {
+    it('creates the Secret the gateway reads its admin token and a first API key from, and the gRPC token of gateway, schema and records, all generated', () => {
       const secret = named(objects, 'Secret', 'pb-pushbase-auth');
       const token = Buffer.from(secret.data!['admin-token']!, 'base64').toString();
       expect(token).toMatch(/^[A-Za-z0-9]{40}$/);
       const ref = named(objects, 'Deployment', 'pb-pushbase-gateway').spec.template.spec.containers[0].env.find((e: any) => e.name === 'PUSHBASE_ADMIN_TOKEN').valueFrom.secretKeyRef;
       expect(ref).toEqual({ name: 'pb-pushbase-auth', key: 'admin-token' });
       expect(Buffer.from(secret.data!['grpc-token']!, 'base64').toString()).toMatch(/^[A-Za-z0-9]{48}$/);
+      // No keys given: one for "default", in the Secret rather than in a gateway's log.
+      expect(Buffer.from(secret.data!['api-keys']!, 'base64').toString()).toMatch(/^pb_[A-Za-z0-9]{43}:default$/);
       for (const svc of ['gateway', 'schema', 'records']) {
         const env = named(objects, 'Deployment', `pb-pushbase-${svc}`).spec.template.spec.containers[0].env;
         expect({ svc, ref: env.find((e: any) => e.name === 'PUSHBASE_GRPC_TOKEN')?.valueFrom?.secretKeyRef }).toEqual({ svc, ref: { name: 'pb-pushbase-auth', key: 'grpc-token' } });

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { createKafka, defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import type { Redis } from 'ioredis';
@@ -200,7 +201,7 @@ it('creates, uses, revokes (on every gateway within 5 s), deletes, and replays a
 it('a first start without configured keys makes the account default and one key as events, shown once; a restart makes none', async () => {
   const fresh = await new TestServer({ mode: 'distributed', keys: {} }).start();
   try {
-    const lines = fresh.output.flatMap((l): { msg?: string; api_key?: string; key_id?: string }[] => {
+    const lines = fresh.output.flatMap((l): { msg?: string; file?: string; key_id?: string }[] => {
       try {
         return [JSON.parse(l) as { msg?: string }];
       } catch {
@@ -209,8 +210,12 @@ it('a first start without configured keys makes the account default and one key 
     });
     const generated = lines.filter((m) => m.msg?.startsWith('generated an API key'));
     expect(generated).toHaveLength(1);
-    const key = generated[0]!.api_key!;
+    // Not in the log (the gateway's stdout is no terminal here): in a file only its user can read.
+    expect(generated[0]!.file).toBe(path.join(path.resolve(fresh.dataDir), 'initial-api-key'));
+    expect(statSync(generated[0]!.file!).mode & 0o777).toBe(0o600);
+    const key = readFileSync(generated[0]!.file!, 'utf8').trim();
     expect(key).toMatch(/^pb_[A-Za-z0-9_-]{43}$/);
+    expect(fresh.output.join('\n')).not.toContain(key);
     expect(await ping({ port: fresh.port, ca: fresh.ca, plainHttp: false }, key)).toBe(200);
     // An account of the log, listed like any other; its key only as a hash in Redis.
     expect(ok(await adminRequest(fresh, 'GET', '/admin/accounts/default/keys'), 200).body.keys).toEqual([expect.objectContaining({ key_id: generated[0]!.key_id, label: 'first start' })]);

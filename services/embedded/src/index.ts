@@ -6,4 +6,4 @@ export { compact } from './compaction';
 export { listSegments } from './file-event-log';
 export { lockDataDir } from './data-dir-lock';
 export { lockDataDirOfKnownFormat } from './data-dir-format';
-export { loadOrCreateAdminToken } from './side-files';
+export { loadOrCreateAdminToken, showGeneratedKey } from './side-files';

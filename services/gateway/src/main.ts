@@ -4,7 +4,7 @@ import { ignoreConflict } from '@pushbase/app';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
-import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/embedded';
+import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/embedded';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, grpcMetrics, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
@@ -66,7 +66,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     // Accounts and keys: the schema service decides and stores them; a key is made here and only its hash sent.
     const accounts = connectAccountAdmin(config.schemaAddress, { ...channel, newKey: newApiKey, hashKey: hashApiKey, defaults });
     closers.push(() => accounts.close());
-    if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, log);
+    if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, config.dataDir, log);
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
@@ -85,7 +85,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       rateLimiter,
       authFailureLimiter,
       uploads: config.uploads,
-    accountShare: config.accountShare,
+      accountShare: config.accountShare,
       behindTlsProxy: config.behindTlsProxy,
       trustedProxies: config.trustedProxies.trust,
       requestScope,
@@ -163,7 +163,7 @@ function configuredKeys(config: GatewayConfig): Map<string, ConfiguredKey> {
  * schema service not reachable yet is logged, and `pushbase accounts create` / `pushbase keys create` do
  * the same later. Two gateways starting at once may each make a key; both work, each is shown once.
  */
-async function firstStartKey(accounts: AccountAdmin & Closable, redis: Redis, prefix: string, log: Logger): Promise<void> {
+async function firstStartKey(accounts: AccountAdmin & Closable, redis: Redis, prefix: string, dataDir: string, log: Logger): Promise<void> {
   // Keys of an older version still in the Redis hash are the schema service's to import (importRedisApiKeys).
   if ((await new RedisAccountStore(redis, { prefix }).list()).length > 0 || (await redis.exists(`${prefix}api-keys`)) === 1) return;
   try {
@@ -171,7 +171,8 @@ async function firstStartKey(accounts: AccountAdmin & Closable, redis: Redis, pr
     await accounts.createAccount('default', DEFAULT_QUOTAS).catch(ignoreConflict);
     if ((await accounts.listKeys('default')).length > 0) return;
     const { key, key_id } = await accounts.createKey('default', { scope: 'write', label: 'first start' });
-    log('generated an API key for account "default"; it is shown only this once, only its hash is stored (in the accounts topic)', { api_key: key, key_id });
+    // Never in the log (collectors keep it): on the terminal, or in a file only this user can read.
+    await showGeneratedKey(dataDir, 'default', key, (msg, fields) => log(msg, { ...fields, key_id }));
   } catch (e) {
     log('warning: no API key configured and none could be made for account "default"; create one with `pushbase accounts create` and `pushbase keys create`', {
       error: e instanceof Error ? e.message : String(e),
