@@ -13,6 +13,7 @@
  *
  * Traffic goes to 127.0.0.1 only; every phase is bounded and the servers it started are stopped at the end.
  * Flags: --modes embedded,distributed  --seconds 30  --hostile-keys 20  --slow-uploads 4
+ *        --server-node-args="--max-semi-space-size=64"   (node flags for the server, the gateway in distributed mode)
  */
 import { fork } from 'node:child_process';
 import { request as httpsRequest } from 'node:https';
@@ -219,8 +220,8 @@ async function putDataset(server: TestServer, key: string, id: string, definitio
   if (res.status !== 201 && res.status !== 200) throw new Error(`creating ${id}: ${res.status} ${res.text}`);
 }
 
-async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostileKeys: number, slowUploads: number): Promise<void> {
-  const server = await new TestServer({ mode }).start();
+async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostileKeys: number, slowUploads: number, nodeArgs: readonly string[]): Promise<void> {
+  const server = await new TestServer({ mode, nodeArgs }).start();
   try {
     const keysA = await createKeys(server, ACCOUNT_A, hostileKeys);
     const keysB = await createKeys(server, ACCOUNT_B, B_KEYS);
@@ -247,7 +248,7 @@ async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostil
     const hostileReport = await report;
 
     const line = (s: string): void => void process.stdout.write(`${s}\n`);
-    line(`\n${mode}: tenant B (${B_KEYS} keys, an append of 10 records every ${B_APPEND_EVERY_MS / 1000} s a key, ${B_READS_PER_SECOND} reads/s), ${seconds} s alone then ${seconds} s beside tenant A (${hostileKeys} keys, ${slowUploads} slow uploads)`);
+    line(`\n${mode}${nodeArgs.length > 0 ? ` (${nodeArgs.join(' ')})` : ''}: tenant B (${B_KEYS} keys, an append of 10 records every ${B_APPEND_EVERY_MS / 1000} s a key, ${B_READS_PER_SECOND} reads/s), ${seconds} s alone then ${seconds} s beside tenant A (${hostileKeys} keys, ${slowUploads} slow uploads)`);
     for (const kind of ['append', 'read'] as const) {
       const a = summary(alone, kind);
       const c = summary(crowded, kind);
@@ -262,12 +263,13 @@ async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostil
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { modes: { type: 'string' }, seconds: { type: 'string' }, 'hostile-keys': { type: 'string' }, 'slow-uploads': { type: 'string' } } });
+  const { values } = parseArgs({ options: { modes: { type: 'string' }, seconds: { type: 'string' }, 'hostile-keys': { type: 'string' }, 'slow-uploads': { type: 'string' }, 'server-node-args': { type: 'string' } } });
   const modes = (values.modes ?? 'embedded,distributed').split(',') as ('embedded' | 'distributed')[];
   const seconds = Number(values.seconds ?? 30);
   const hostileKeys = Number(values['hostile-keys'] ?? 20);
   const slowUploads = Number(values['slow-uploads'] ?? 4);
-  for (const mode of modes) await runMode(mode, seconds, hostileKeys, slowUploads);
+  const nodeArgs = (values['server-node-args'] ?? '').split(' ').filter((a) => a !== '');
+  for (const mode of modes) await runMode(mode, seconds, hostileKeys, slowUploads, nodeArgs);
 }
 
 if (!process.argv.includes('--hostile')) {
