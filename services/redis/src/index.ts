@@ -3,6 +3,7 @@ export * from './keys';
 export * from './rate-limiter';
 export * from './schema-store';
 export * from './schema-intent';
+export * from './schema-hold';
 export * from './key-store';
 export * from './account-store';
 export * from './connection';

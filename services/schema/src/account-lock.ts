@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { DomainError } from '@pushbase/domain';
-import { checkPrefix, redisError, type Redis } from '@pushbase/redis';
+import { redisError, schemaHoldKey, schemaLockNamespace, type Redis } from '@pushbase/redis';
 import type { Result } from 'ioredis';
 
 /*
@@ -18,6 +18,9 @@ import type { Result } from 'ioredis';
  *
  * Outside `<prefix>schema:` on purpose: `pushbase replay` swaps and compares every key under that namespace
  * as a generation of the schema store, and a lease or an intent must survive a swap untouched.
+ *
+ * No lease is taken while `pushbase replay` holds schema changes for its swap (`<prefix>schema-hold`,
+ * services/redis/src/schema-hold.ts): a decision waits for the hold as for a busy lease.
  */
 
 /** A lease held: its key and the holder's token. */
@@ -39,6 +42,14 @@ export interface RedisAccountLockOptions {
   readonly waitMs: number;
 }
 
+// KEYS[1] the lease, KEYS[2] the hold; ARGV[1] the token, ARGV[2] the TTL in ms. 1 taken, 0 held by
+// another, 2 schema changes on hold.
+const ACQUIRE = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return 2 end
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return 1 end
+return 0
+`;
+
 // KEYS[1] the lease, ARGV[1] the token, ARGV[2] the new TTL in ms. 1 when still held (and extended), else 0.
 const EXTEND = `
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -56,6 +67,7 @@ return 0
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
+    pushbaseLeaseAcquire(key: string, hold: string, token: string, ttlMs: number): Result<number, Context>;
     pushbaseLeaseExtend(key: string, token: string, ttlMs: number): Result<number, Context>;
     pushbaseLeaseRelease(key: string, token: string): Result<number, Context>;
   }
@@ -67,12 +79,15 @@ const MAX_BACKOFF_MS = 50;
 
 export class RedisAccountLock {
   private readonly namespace: string;
+  private readonly holdKey: string;
 
   constructor(
     private readonly redis: Redis,
     private readonly options: RedisAccountLockOptions,
   ) {
-    this.namespace = `${checkPrefix(options.prefix)}schema-lock:`;
+    this.namespace = schemaLockNamespace(options.prefix);
+    this.holdKey = schemaHoldKey(options.prefix);
+    redis.defineCommand('pushbaseLeaseAcquire', { numberOfKeys: 2, lua: ACQUIRE });
     redis.defineCommand('pushbaseLeaseExtend', { numberOfKeys: 1, lua: EXTEND });
     redis.defineCommand('pushbaseLeaseRelease', { numberOfKeys: 1, lua: RELEASE });
   }
@@ -85,19 +100,24 @@ export class RedisAccountLock {
     return `${this.namespace}${account}`;
   }
 
-  /** Takes the lease if it is free now; undefined when another holder has it. */
+  /** Takes the lease if it is free now; undefined when another holder has it or changes are on hold. */
   async tryAcquire(account: string): Promise<AccountLease | undefined> {
+    const taken = await this.attempt(account);
+    return typeof taken === 'string' ? undefined : taken;
+  }
+
+  private async attempt(account: string): Promise<AccountLease | 'busy' | 'held'> {
     const lease = { account, key: this.keyOf(account), token: randomBytes(16).toString('hex') };
-    let taken: string | null;
+    let taken: number;
     try {
-      taken = await this.redis.set(lease.key, lease.token, 'PX', this.options.ttlMs, 'NX');
+      taken = await this.redis.pushbaseLeaseAcquire(lease.key, this.holdKey, lease.token, this.options.ttlMs);
     } catch (e) {
       // The SET may have run with its answer lost (a command timeout): give the lease back if it is ours,
       // or the account would wait a whole TTL for a lease nobody holds.
       void this.release(lease).catch(() => undefined);
       throw redisError(this.where(), `taking the schema lock of account ${JSON.stringify(account)}`, e);
     }
-    return taken === 'OK' ? lease : undefined;
+    return taken === 1 ? lease : taken === 2 ? 'held' : 'busy';
   }
 
   /**
@@ -108,12 +128,17 @@ export class RedisAccountLock {
    */
   async acquire(account: string, deadline: number = Date.now() + this.options.waitMs): Promise<AccountLease> {
     let backoff = MIN_BACKOFF_MS;
+    let last: 'busy' | 'held' = 'busy';
     for (;;) {
       if (Date.now() >= deadline) {
-        throw new DomainError('unavailable', `Other schema changes of this account held it for over ${this.options.waitMs} ms; nothing was changed`);
+        throw new DomainError(
+          'unavailable',
+          last === 'held' ? 'Schema changes are held while `pushbase replay` swaps the rebuilt state in; nothing was changed' : `Other schema changes of this account held it for over ${this.options.waitMs} ms; nothing was changed`,
+        );
       }
-      const lease = await this.tryAcquire(account);
-      if (lease !== undefined) return lease;
+      const lease = await this.attempt(account);
+      if (typeof lease !== 'string') return lease;
+      last = lease;
       await new Promise((resolve) => setTimeout(resolve, Math.min(backoff / 2 + Math.random() * backoff, Math.max(0, deadline - Date.now()))));
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }
