@@ -19,9 +19,9 @@ import type { Logger } from './projector';
  * it could leave a revoked key working.
  *
  * Replay (replayAccounts) reads the topic from its beginning to the end offsets taken when it starts into
- * a fresh prefix, which `pushbase replay` then swaps in with the schema store; after the swap it applies
- * the rest (from those end offsets to the new end) to the swapped-in store, since the changes made in
- * between were applied by their writers to the store the swap replaced.
+ * a fresh prefix, which `pushbase replay` then swaps in with the schema store; holding schema changes just
+ * before the swap, it applies the rest (from those end offsets to the new end) to the fresh store too,
+ * since the changes made in between were applied by their writers to the store the swap replaces.
  */
 
 export interface AccountFollower {
@@ -102,7 +102,7 @@ export interface ReplayAccountsOptions {
   readonly topic: string;
   /** A throwaway group, deleted afterwards. */
   readonly groupId: string;
-  /** The fresh generation's store (or, to catch up after a swap, the live one). */
+  /** The fresh generation's store. */
   readonly store: Pick<RedisAccountStore, 'apply'>;
   /**
    * Per partition, the offset to apply from (what an earlier replay's `end` said); below it events are

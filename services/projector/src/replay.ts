@@ -15,6 +15,7 @@ import { createKafka, KafkaEventConsumer, type EventConsumerHandlers, type Kafka
 import {
   dropAccountsGeneration,
   dropSchemaGeneration,
+  holdSchemaChanges,
   openRedis,
   promoteAccountsGeneration,
   promoteSchemaGeneration,
@@ -48,6 +49,17 @@ import { compareGenerations, formatReport, type Difference, type VerifyReport } 
  * A projector that joined the group between that check and the swap would write the old tables; the
  * command tells the operator to start the projectors only once replay has finished.
  *
+ * The schema service goes on while replay runs, applying its changes to the live Redis stores, which the swap
+ * replaces. So before the swap the fresh generation catches up with the topics: once while changes go on,
+ * then again holding every schema change (services/redis/src/schema-hold.ts: no account lease is taken,
+ * and the ones held are waited out), so the topics' ends then cover every change the live stores show.
+ * The swap happens under the same hold, and the projector group continues at those ends. Re-applying the
+ * changes to the live store after the swap instead (as accounts once were) is not sound for datasets: until
+ * re-applied, the swapped-in store names incarnations deleted meanwhile, so the records service acknowledges
+ * writes the fold drops, and the schema store's apply, ordered by incarnation history rather than position,
+ * could take an older definition over one a writer applied in between. Schema changes wait (as for a busy
+ * lease, answering 503 after the schema service's lock wait) only for the held catch-up and the swap.
+ *
  * Exit codes of the command: 0 done (and, with --verify, equal), 1 the rebuilt state differs from the live
  * one (nothing swapped), 2 replay could not run (refused, or failed; the live state is untouched unless
  * the failure was in the swap itself, which the message says).
@@ -64,10 +76,12 @@ export interface ReplayHooks {
   readonly progressStream?: NodeJS.WritableStream;
   /** Test hook: runs after the rebuild, before verify and swap, with the fresh generation's names. */
   readonly afterRebuild?: (fresh: { readonly database: string; readonly redisPrefix: string }) => Promise<void>;
+  /** Test hook: runs holding schema changes, once caught up, before the swap. */
+  readonly whileHeld?: () => Promise<void>;
 }
 
 export interface ReplayResult {
-  /** Events read from the topic (up to the end offsets taken at the start). */
+  /** Events read from the topic (up to `end`). */
   readonly events: number;
   /** Account events read from the accounts topic (likewise). */
   readonly accountEvents: number;
@@ -79,8 +93,10 @@ export interface ReplayResult {
   readonly datasets: number;
   readonly records: number;
   readonly seconds: number;
-  /** Per partition, the offset replay read up to (exclusive). */
+  /** Per partition, the offset replay read up to (exclusive): the topic's end at the swap, when swapped. */
   readonly end: ReadonlyMap<number, number>;
+  /** How long schema changes were held for the swap (ms); 0 without a swap. */
+  readonly heldMs: number;
   readonly verify: VerifyReport | undefined;
   /** Whether the rebuilt state became the live one. */
   readonly swapped: boolean;
@@ -111,7 +127,10 @@ interface Rebuilt {
   readonly rowsWritten: number;
 }
 
-/** Folds the topic up to `end` into the fresh stores with the projector, showing progress. */
+/**
+ * Folds the topic from `low` up to `end` into the fresh stores with the projector, in the consumer group
+ * `fresh.group` (a later pass resumes where an earlier one committed), showing progress.
+ */
 async function rebuild(
   config: ReplayConfig,
   fresh: { readonly database: string; readonly redisPrefix: string; readonly group: string },
@@ -168,8 +187,10 @@ async function rebuild(
     ...handlers,
     onBatch: async (batch, control) => {
       const stop = end.get(batch.partition) ?? 0;
-      // Events appended after replay started are left to the live projector (see the group offsets).
-      const events_ = batch.events.filter((e) => e.position.offset < stop);
+      const start = low.get(batch.partition) ?? 0;
+      // Events appended after replay started are left to the live projector (see the group offsets); those
+      // before `low` were folded by an earlier pass, should the group have resumed before them.
+      const events_ = batch.events.filter((e) => e.position.offset >= start && e.position.offset < stop);
       if (events_.length > 0) {
         await handlers.onBatch({ ...batch, events: events_ }, control);
         events += events_.length;
@@ -180,7 +201,7 @@ async function rebuild(
       }
       // Past the transaction markers too: the end (last stable offset) is usually one past the last event.
       next.set(batch.partition, Math.max(next.get(batch.partition) ?? 0, Math.min(batch.next, stop)));
-      if (events_.length < batch.events.length) next.set(batch.partition, stop);
+      if (batch.events.some((e) => e.position.offset >= stop)) next.set(batch.partition, stop);
       settle(batch.partition);
     },
     onSkipped: (partition, at) => {
@@ -244,54 +265,73 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
     let tablesMoved = false;
     try {
       const rebuilt = await rebuild(config, fresh, low, end, conn, redis, hooks, log, kafkaLog);
-      await admin.deleteGroups([fresh.group]).catch((e: unknown) => log('warn', 'could not delete the replay consumer group', { group: fresh.group, error: String(e) }));
       // Accounts and keys: the accounts topic into the fresh prefix's account store, swapped in below with
       // the schema store (a missing topic — a deployment never migrated since accounts came — is an error).
       const accountsConnection = { brokers: config.kafka.brokers, clientId: 'pushbase-replay', log: kafkaLog };
-      const { events: accountEvents, end: accountsEnd } = await replayAccounts({
-        connection: accountsConnection,
-        topic: config.kafka.accountsTopic,
-        groupId: `${fresh.group}-accounts`,
-        store: new RedisAccountStore(redis, { prefix: fresh.redisPrefix }),
-      });
+      const accountStore = new RedisAccountStore(redis, { prefix: fresh.redisPrefix });
+      const accounts = await replayAccounts({ connection: accountsConnection, topic: config.kafka.accountsTopic, groupId: `${fresh.group}-accounts`, store: accountStore });
       await hooks.afterRebuild?.({ database: fresh.database, redisPrefix: fresh.redisPrefix });
-      const listed = await listListedHeads(conn, fresh.database);
-      const alive = listed.filter((h) => !h.deleted);
       const verify = config.verify ? withAccounts(await compareGenerations(conn, redis, live, fresh), await compareAccounts(redis, live.redisPrefix, fresh.redisPrefix)) : undefined;
       const swap = !config.verifyOnly && (verify === undefined || verify.equal);
+      let upTo = end;
+      const caughtUp: Rebuilt[] = [];
+      let accountEvents = accounts.events;
+      let heldMs = 0;
       if (swap) {
-        await requireStoppedGroup(admin, config.kafka.groupId);
+        // The fresh generation carried on to the topic's end now, in the rebuild's group (which resumes
+        // where it committed): first while schema changes go on, then holding them (see the top).
+        const connected = redis;
+        const catchUp = async (): Promise<void> => {
+          const to = new Map((await admin.fetchTopicOffsets(config.kafka.topic)).map((o) => [o.partition, Number(o.high)]));
+          caughtUp.push(await rebuild(config, fresh, upTo, to, conn, connected, hooks, log, kafkaLog));
+          upTo = to;
+        };
+        await catchUp();
+        const holding = performance.now();
+        const hold = await holdSchemaChanges(redis, live.redisPrefix);
+        try {
+          // Side by side: each joins a consumer group, which takes a broker's initial rebalance delay (3 s by default).
+          const [folded, held] = await Promise.allSettled([
+            catchUp(),
+            replayAccounts({ connection: accountsConnection, topic: config.kafka.accountsTopic, groupId: `${fresh.group}-accounts-held`, store: accountStore, from: accounts.end }),
+          ]);
+          if (folded.status === 'rejected') throw folded.reason;
+          if (held.status === 'rejected') throw held.reason;
+          accountEvents += held.value.events;
+          await hooks.whileHeld?.();
+          await requireStoppedGroup(admin, config.kafka.groupId);
+          await hold.confirm();
+          promoted = true;
+          await promoteSchemaGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
+          await promoteAccountsGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
+        } finally {
+          await hold.release().catch((e: unknown) => log('warn', 'could not release the hold on schema changes; it expires by itself within 30 s', { error: String(e) }));
+          heldMs = Math.round(performance.now() - holding);
+        }
+        // The projection needs no hold: a projector folds from the group's offsets whatever came after.
         // setOffsets itself refuses a group with running members, so a projector that started just now
-        // stops the swap here, before anything live changed.
-        const partitions = [...end].map(([partition, offset]) => ({ partition, offset: String(offset) }));
+        // stops the swap here (Redis swapped alone is consistent: the group's projector re-applies to it
+        // events it holds, which changes nothing).
+        const partitions = [...upTo].map(([partition, offset]) => ({ partition, offset: String(offset) }));
         if (partitions.length > 0) await admin.setOffsets({ groupId: config.kafka.groupId, topic: config.kafka.topic, partitions });
-        promoted = true;
         await promoteProjection(conn, { fresh: fresh.database, live: live.database, retired: retired.database });
         tablesMoved = true;
         // The views read the live records table by name, so they read the promoted one; which datasets have a view changes.
         await new DatasetViews(conn, live.database, config.clickhouse.viewsDatabase).reconcile();
-        await promoteSchemaGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
-        await promoteAccountsGeneration(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix, ...(config.keepRetired ? { retired: retired.redisPrefix } : {}) });
-        // Account changes made while the replay ran (the schema service applied them to the store just
-        // replaced) are re-applied to the swapped-in one, or a key revoked meanwhile would work again until
-        // a projector's follower re-read the topic. From the end the rebuild stopped at, up to now; a change
-        // appended after this read is applied to the swapped-in store by its writer. Idempotent per account.
-        await replayAccounts({ connection: accountsConnection, topic: config.kafka.accountsTopic, groupId: `${fresh.group}-accounts-after`, store: new RedisAccountStore(redis, { prefix: live.redisPrefix }), from: accountsEnd }).catch((e: unknown) => {
-          throw new Error(
-            `the rebuilt account store is live, but the account changes made during the replay could not be applied to it (${e instanceof Error ? e.message : String(e)}): ` +
-              'keys revoked during the replay may work again until a projector starts (its follower re-reads the accounts topic); start one now',
-            { cause: e },
-          );
-        });
         if (!config.keepRetired) await dropDatabase(conn, retired.database);
       }
+      const alive = (await listListedHeads(conn, swap ? live.database : fresh.database)).filter((h) => !h.deleted);
+      const sum = (k: keyof Rebuilt): number => [rebuilt, ...caughtUp].reduce((n, r) => n + r[k], 0);
       return {
-        ...rebuilt,
+        events: sum('events'),
+        recordsReplayed: sum('recordsReplayed'),
+        rowsWritten: sum('rowsWritten'),
         accountEvents,
         datasets: alive.length,
         records: alive.reduce((n, h) => n + h.record_count, 0),
         seconds: (performance.now() - started) / 1000,
-        end,
+        end: upTo,
+        heldMs,
         verify,
         swapped: swap,
         retired: swap && config.keepRetired ? { database: retired.database, redisPrefix: retired.redisPrefix } : undefined,
@@ -306,6 +346,7 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
       }
       throw e;
     } finally {
+      await admin.deleteGroups([fresh.group]).catch((e: unknown) => log('warn', 'could not delete the replay consumer group', { group: fresh.group, error: String(e) }));
       // Without a swap the fresh generation is scratch; after the tables moved the fresh database is empty.
       // Whatever a failed swap left behind is kept: the error names it.
       if (!promoted) await dropSchemaGeneration(redis, fresh.redisPrefix).catch(() => undefined);
@@ -347,8 +388,10 @@ export function formatResult(r: ReplayResult): string[] {
     `replay: ${r.accountEvents} account events`,
   ];
   if (r.verify !== undefined) lines.push(...formatReport(r.verify));
-  if (r.swapped) lines.push(`replay: the rebuilt projection and schema store are live; the projector group continues at ${JSON.stringify(Object.fromEntries(r.end))}`);
-  else lines.push('replay: nothing swapped; the live state is unchanged');
+  if (r.swapped) {
+    lines.push(`replay: the rebuilt projection and schema store are live; the projector group continues at ${JSON.stringify(Object.fromEntries(r.end))}`);
+    lines.push(`replay: schema changes were held for ${r.heldMs} ms for the swap`);
+  } else lines.push('replay: nothing swapped; the live state is unchanged');
   if (r.retired !== undefined) lines.push(`replay: the replaced state is kept in ClickHouse database ${r.retired.database} and under Redis prefix ${r.retired.redisPrefix}`);
   return lines;
 }

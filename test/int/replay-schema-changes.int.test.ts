@@ -1,0 +1,223 @@
+import { randomBytes } from 'node:crypto';
+import { ClickHouseProjection, connectClickHouse, dropDatabase, migrate, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { pushbaseServices, type RecordService, type SchemaService } from '@pushbase/contracts';
+import { fold, type DatasetEvent } from '@pushbase/domain';
+import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
+import { defaultAccountsTopic, ensureTopic, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
+import { loadProjectorConfig, loadReplayConfig, runProjector, runReplay } from '@pushbase/projector';
+import { createRecordsServer } from '@pushbase/records';
+import { openRedis, RedisSchemaStore, type Redis } from '@pushbase/redis';
+import { createSchemaServer } from '@pushbase/schema';
+import type { Admin } from 'kafkajs';
+import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../helpers/redis';
+import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { body, outcomeOf } from '../../services/records/test/support';
+
+/*
+ * Datasets created, deleted and re-created while `pushbase replay` runs, through the real schema and
+ * records services (the live projector stopped, as replay requires). Those changes reach the Redis store
+ * the swap replaces, not the rebuilt one; whatever the services do after the swap, every write they
+ * acknowledged must be in the projection once a projector has caught up, and Redis must name the fold's
+ * incarnations. Real Kafka, ClickHouse and Redis; a topic, database and key prefix of its own.
+ */
+
+jest.setTimeout(300_000);
+
+const CLICKHOUSE_URL = process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
+const protos = pushbaseServices();
+const quiet = (): void => undefined;
+const fields = { fields: { n: { type: 'number', name: 'N' } } };
+
+let admin: Admin;
+let redis: Redis;
+let conn: ClickHouseConnection;
+let topic: string;
+let prefix: string;
+let database: string;
+let vars: Record<string, string>;
+const closers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  await requireKafka();
+  admin = await testAdmin();
+  redis = await connectTestRedis();
+  topic = randomName('pb-replay-changes');
+  await ensureTopic(admin, { topic, partitions: 3 });
+  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
+  prefix = randomPrefix();
+  database = `pb_replay_changes_${randomBytes(6).toString('hex')}`;
+  conn = connectClickHouse(CLICKHOUSE_URL);
+  await migrate(conn, database);
+  vars = {
+    PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
+    PUSHBASE_KAFKA_TOPIC: topic,
+    PUSHBASE_PROJECTOR_GROUP: randomName('pb-replay-changes-live'),
+    PUSHBASE_CLICKHOUSE_URL: CLICKHOUSE_URL,
+    PUSHBASE_CLICKHOUSE_DATABASE: database,
+    PUSHBASE_REDIS_URL: redisUrl(),
+    PUSHBASE_REDIS_PREFIX: prefix,
+    PUSHBASE_PROJECTOR_FLUSH_MS: '100',
+  };
+});
+afterAll(async () => {
+  for (const close of closers.reverse()) await close();
+  await admin.deleteGroups([vars.PUSHBASE_PROJECTOR_GROUP!]).catch(() => undefined);
+  await deleteTopics(admin, [topic, defaultAccountsTopic(topic)]);
+  await admin.disconnect();
+  await dropDatabase(conn, database);
+  await dropDatabase(conn, `${database}_views`);
+  await conn.close();
+  await deleteUnder(redis, prefix);
+  redis.disconnect();
+});
+
+/** A schema or records service with its own Redis connection and Kafka producer, as a process has. */
+async function ownConnections(): Promise<{ redis: Redis; appender: KafkaEventAppender }> {
+  const own = await openRedis(redisUrl(), { failFast: true });
+  const appender = new KafkaEventAppender({ connection: testConnection(), topic, appendTimeoutMs: 10_000 });
+  closers.push(async () => {
+    await appender.close();
+    own.disconnect();
+  });
+  return { redis: own, appender };
+}
+
+async function services(): Promise<{ schema: SchemaService; records: RecordService }> {
+  const s = await ownConnections();
+  const schemaServer = createSchemaServer({ redis: s.redis, prefix, appender: s.appender, lock: { ttlMs: 30_000, waitMs: 60_000 }, log: quiet, protos });
+  const schema = connectSchemaService(`127.0.0.1:${await schemaServer.grpc.listen('127.0.0.1', 0)}`, { protos });
+  const r = await ownConnections();
+  const recordsServer = createRecordsServer({ redis: r.redis, prefix, appender: r.appender, log: quiet, protos });
+  const records = connectRecordService(`127.0.0.1:${await recordsServer.grpc.listen('127.0.0.1', 0)}`, { protos });
+  closers.push(async () => {
+    schema.close();
+    records.close();
+    await schemaServer.grpc.shutdown(1000);
+    await recordsServer.grpc.shutdown(1000);
+  });
+  return { schema, records };
+}
+
+/** Every event of the topic with its position: its end offsets now, then a fresh group reading up to them. */
+async function readTopic(): Promise<ConsumedEvent[]> {
+  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  const at = new Map<number, number>();
+  const events: ConsumedEvent[] = [];
+  const groupId = randomName('pb-replay-changes-read');
+  const consumer = new KafkaEventConsumer(
+    { connection: testConnection(), topic, groupId },
+    {
+      onBatch: (batch) => {
+        events.push(...batch.events);
+        at.set(batch.partition, batch.next);
+        return Promise.resolve();
+      },
+      onSkipped: (partition, next) => void at.set(partition, next),
+    },
+  );
+  await consumer.start();
+  try {
+    await eventually(`${topic} read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), 30_000);
+  } finally {
+    await consumer.stop();
+  }
+  await admin.deleteGroups([groupId]).catch(() => undefined);
+  return events;
+}
+
+/** Runs a projector until its group committed past every event in the topic now. */
+async function project(): Promise<void> {
+  let fatal: Error | undefined;
+  const running = await runProjector(loadProjectorConfig(vars), { log: quiet, onFatal: (e) => (fatal = e) });
+  try {
+    const last = new Map<number, number>();
+    for (const { position } of await readTopic()) last.set(position.partition, Math.max(last.get(position.partition) ?? 0, position.offset + 1));
+    await eventually(
+      'the projector to commit past every event',
+      async () => {
+        if (fatal !== undefined) throw fatal;
+        const [offsets] = await admin.fetchOffsets({ groupId: vars.PUSHBASE_PROJECTOR_GROUP!, topics: [topic] });
+        const committed = new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+        return [...last].every(([p, end]) => (committed.get(p) ?? -1) >= end);
+      },
+      120_000,
+    );
+  } finally {
+    await running.stop();
+  }
+}
+
+it('datasets created, deleted and re-created during a replay: every acknowledged write survives, and Redis names the fold incarnations', async () => {
+  const account = `acct-${randomBytes(4).toString('hex')}`;
+  const { schema, records } = await services();
+  // What a client was told is stored, per dataset: the values of its acknowledged writes since it was last created.
+  const acknowledged = new Map<string, number[]>();
+  let n = 0;
+  const create = async (id: string): Promise<void> => {
+    const { created } = await schema.findOrCreate({ account, id, body: fields });
+    if (created) acknowledged.set(id, []);
+  };
+  const remove = async (id: string): Promise<void> => {
+    await schema.delete({ account, id });
+    acknowledged.delete(id);
+  };
+  const write = async (id: string): Promise<string> => {
+    const value = ++n;
+    const outcome = await outcomeOf(records.append({ account, id, json: body([{ n: value }]) }));
+    if (outcome === 'ok') acknowledged.set(id, [...(acknowledged.get(id) ?? []), value]);
+    return outcome;
+  };
+
+  for (const id of ['kept', 'gone', 'again']) {
+    await create(id);
+    expect(await write(id)).toBe('ok');
+  }
+  await project();
+
+  let late: Promise<void> | undefined;
+  const result = await runReplay(loadReplayConfig({ progress: false }, vars), {
+    log: quiet,
+    // Between the rebuild and the swap: the changes reach the live store, which the swap replaces.
+    afterRebuild: async () => {
+      await create('fresh');
+      expect(await write('fresh')).toBe('ok');
+      await remove('gone');
+      await remove('again');
+      await create('again');
+      expect(await write('again')).toBe('ok');
+      expect(await write('kept')).toBe('ok');
+    },
+    // Holding schema changes for the swap: a create waits for it (no lease is taken) instead of reaching
+    // the store being replaced.
+    whileHeld: async () => {
+      let settled = false;
+      late = create('late').finally(() => (settled = true));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(settled).toBe(false);
+    },
+  });
+  expect(result.swapped).toBe(true);
+  await late;
+  expect(acknowledged.get('late')).toStrictEqual([]);
+
+  // After the swap, before any projector runs: the services go on from the swapped-in store.
+  for (const id of ['kept', 'fresh', 'gone', 'again', 'late']) await write(id);
+  // A client's find-or-create of a dataset it made: found, not made anew (which would drop its records).
+  const found = await schema.findOrCreate({ account, id: 'fresh', body: fields });
+  for (const id of ['fresh', 'again']) expect(await write(id)).toBe('ok');
+
+  await project();
+  const events: DatasetEvent[] = (await readTopic()).map((e) => e.event);
+  const state = fold(events).get(account);
+  const store = new ClickHouseProjection(conn, database);
+  const schemaStore = new RedisSchemaStore(redis, { prefix });
+  const values = (rows: Iterable<unknown>): number[] => [...rows].map((r) => (r as { n: number }).n).sort((a, b) => a - b);
+  for (const id of ['kept', 'fresh', 'gone', 'again', 'late']) {
+    expect({ id, live: state?.has(id) }).toStrictEqual({ id, live: acknowledged.has(id) });
+    expect({ id, records: values((await store.listRecords(account, id)) ?? []) }).toStrictEqual({ id, records: acknowledged.get(id) ?? [] });
+    expect({ id, redis: (await schemaStore.get(account, id))?.incarnation }).toStrictEqual({ id, redis: state?.get(id)?.incarnation });
+    expect({ id, clickhouse: (await store.get(account, id))?.incarnation }).toStrictEqual({ id, clickhouse: state?.get(id)?.incarnation });
+  }
+  expect(await schemaStore.count(account)).toBe(state?.size);
+  expect(found.created).toBe(false);
+});
