@@ -4,7 +4,8 @@
  * user-info part is the one piece of them that is a secret.
  */
 
-const USER_INFO = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/?#@]*@/gi;
+// The scheme's length is bounded so that text a client chose (`a.a.a.…`) cannot make the search quadratic.
+const USER_INFO = /\b([a-z][a-z0-9+.-]{0,31}:\/\/)[^\s/?#@]*@/gi;
 
 /** `url` without its user name and password (`http://***@host:8123/` when it had any). */
 export const redactUrl = (url: string): string => url.replace(USER_INFO, '$1***@');
