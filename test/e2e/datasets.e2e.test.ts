@@ -227,18 +227,20 @@ describe('invalid definitions are refused with 400 naming the rule', () => {
     expect([res.body.fields.a.name, res.body.fields.b.name]).toEqual([names.a, names.b]);
   });
 
-  it('refuses a 4 MB field name with 400 and the path of the name', async () => {
+  it('refuses a 60 KB field name with 400 and the path of the name, and a 4 MB one with 413 (a definition is at most 64 KiB)', async () => {
     const id = uid('huge-name');
-    const res = await put(id, { fields: { n: field('number', 'N'.repeat(4_000_000)) } });
+    const res = await put(id, { fields: { n: field('number', 'N'.repeat(60_000)) } });
     expectError(res, 400, /"n" has a name longer than 250 characters/);
     expect(res.body.error.path).toBe('fields.n.name');
+    expectError(await put(id, { fields: { n: field('number', 'N'.repeat(4_000_000)) } }), 413, 'The request body is larger than the limit of 64 KiB');
     expect(await listing(s, 'acme', id)).toBeUndefined();
   });
 
   // The distributed gateway re-serialised the parsed body to forward it over gRPC, and JSON.stringify
   // overflowed the stack: a 500 there, while the embedded server took an ignored deep key (201).
-  it('refuses a definition nested a million levels deep with 400, wherever the nesting is', async () => {
-    const deep = `${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}`;
+  it('refuses a definition nested too deep with 400 wherever the nesting is, and a million levels with 413', async () => {
+    expectError(await s.request('PUT', `/datasets/${uid('deep')}`, { key: acme, raw: `{"fields":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}` }), 413, /64 KiB/);
+    const deep = `${'['.repeat(10_000)}${']'.repeat(10_000)}`;
     const id = uid('deep');
     for (const raw of [`{"fields":${deep}}`, `{"fields":{"n":{"type":"number","name":"N","x":${deep}}}}`, `{"fields":{"n":{"type":"number","name":"N"}},"id":${deep}}`]) {
       expectError(await s.request('PUT', `/datasets/${id}`, { key: acme, raw }), 400, 'The request body nests arrays and objects more than 32 levels deep; a valid body needs at most 3');

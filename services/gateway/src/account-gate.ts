@@ -16,7 +16,8 @@ export interface AccountShare {
   readonly maxQueued: number;
 }
 
-export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 4, maxQueued: 64 });
+// Two: fewer than the write workers of a 2-core server (3), so one account never holds them all.
+export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64 });
 
 export class AccountGate {
   /** Per account with requests in progress or waiting: its queue, and how many it holds (p-limit counts lazily). */

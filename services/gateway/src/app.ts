@@ -9,7 +9,7 @@ import { errorMiddleware, HttpError } from './errors';
 import { isReadPath, keySession, pageRoutes, readRoutes, type ReadSideDeps } from './read-side';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import { hashApiKey } from './keys';
-import { readWriteBody, UploadBudget, type UploadLimits } from './uploads';
+import { BODY_LIMIT_BYTES, DEFINITION_LIMIT_BYTES, UploadBudget, withWriteBody, type UploadLimits } from './uploads';
 import { AccountGate, type AccountShare } from './account-gate';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateDecision, RateLimiter } from '@pushbase/contracts';
@@ -278,6 +278,19 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     await next();
   });
 
+  // A browser sends Origin (and Sec-Fetch-Site) with every write; the API's clients send neither, and
+  // pushbase's own page only reads. A write from a page of another site would carry a key the browser
+  // holds, whatever the body's type: refused, as is one from a page of this origin that is not pushbase's.
+  app.use(async (ctx: Context, next: Next) => {
+    if (!READ_METHODS.has(ctx.method)) {
+      const site = ctx.get('sec-fetch-site');
+      if ((site !== '' && site !== 'none') || ctx.get('origin') !== '') {
+        throw new HttpError(403, 'Writes are not accepted from web pages; send them from a server or a script', 'browser_write');
+      }
+    }
+    await next();
+  });
+
   // A read key (issue 11's widget read side, which may sit in a browser page) authenticates — it may ping
   // and read — but writes nothing. Decided here by method for every route, before any is matched, rather
   // than by each write route: a write route added later is protected without remembering to be.
@@ -292,9 +305,9 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   const gate = new AccountGate(deps.accountShare);
   // A write takes its account's turn once its body is in: a slow upload holds bytes, not a turn.
   const inTurn = <T>(ctx: Context, work: () => Promise<T>): Promise<T> => gate.run(account(ctx), work);
-  const readBody = (ctx: Context): Promise<Buffer> => readWriteBody(ctx, uploads, account(ctx));
-  // Parsed as JSON unless the Content-Type is a form's (uploads.ts): a missing one means JSON.
-  const readJson = async (ctx: Context): Promise<unknown> => parseJsonBody(await readBody(ctx));
+  /** The write's body, then its work in the account's turn, its bytes counted until the work ends. */
+  const writeInTurn = <T>(ctx: Context, limit: number, work: (body: Buffer) => Promise<T>): Promise<T> =>
+    withWriteBody(ctx, uploads, account(ctx), limit, (body) => inTurn(ctx, () => work(body)));
 
   const ok = (ctx: Context, status = 200, body: unknown = {}): void => {
     ctx.status = status;
@@ -303,8 +316,10 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
 
   router.get('/', (ctx) => ok(ctx));
   router.put('/datasets/:id', async (ctx) => {
-    const body = await readJson(ctx);
-    const { created, dataset } = await inTurn(ctx, () => deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body }));
+    // Parsed as JSON unless the Content-Type is a form's (uploads.ts): a missing one means JSON.
+    const { created, dataset } = await writeInTurn(ctx, DEFINITION_LIMIT_BYTES, (raw) =>
+      deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: parseJsonBody(raw) }),
+    );
     ok(ctx, created ? 201 : 200, datasetResponse(dataset));
   });
   router.delete('/datasets/:id', async (ctx) => {
@@ -312,13 +327,11 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     ok(ctx);
   });
   router.post('/datasets/:id/data', async (ctx) => {
-    const json = await readBody(ctx);
-    await inTurn(ctx, () => deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json }));
+    await writeInTurn(ctx, BODY_LIMIT_BYTES, (json) => deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json }));
     ok(ctx);
   });
   router.put('/datasets/:id/data', async (ctx) => {
-    const json = await readBody(ctx);
-    await inTurn(ctx, () => deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json }));
+    await writeInTurn(ctx, BODY_LIMIT_BYTES, (json) => deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json }));
     ok(ctx);
   });
 

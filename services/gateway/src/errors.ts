@@ -41,7 +41,10 @@ interface ErrorBody {
   error: { message: string; code: string; path?: string; request_id: string };
 }
 
-const isBodyParserError = (e: unknown): e is { status: number; type: string; message: string } =>
+/** The request's path for a log line: a client chooses it, so only its start, whatever its length. */
+const loggedPath = (ctx: Context): string => (ctx.path.length > 200 ? `${ctx.path.slice(0, 200)}…` : ctx.path);
+
+const isBodyParserError = (e: unknown): e is { status: number; type: string; message: string; limit?: number } =>
   typeof e === 'object' && e !== null && 'status' in e && typeof e.status === 'number' && 'type' in e && typeof e.type === 'string';
 
 /**
@@ -61,21 +64,27 @@ export function errorMiddleware(log: (line: string, requestId: string) => void) 
         const fixed = OUTAGE_MESSAGE_OF[err.code];
         body = { error: { message: fixed === undefined ? err.message : fixed(requestId), code: err.code, request_id: requestId } };
         if (err.path !== undefined) body.error.path = err.path;
-        if (fixed !== undefined) log(`request ${requestId} ${ctx.method} ${ctx.path} answered ${status} ${err.code}: ${redactCredentials(err.message)}`, requestId);
+        if (fixed !== undefined) log(`request ${requestId} ${ctx.method} ${loggedPath(ctx)} answered ${status} ${err.code}: ${redactCredentials(err.message)}`, requestId);
       } else if (err instanceof HttpError) {
         status = err.status;
         body = { error: { message: err.message, code: err.code, request_id: requestId } };
         for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
       } else if (isBodyParserError(err) && err.type === 'entity.too.large') {
         status = 413;
-        body = { error: { message: 'The request body is larger than the limit of 4 MiB', code: 'body_too_large', request_id: requestId } };
+        const limit = err.limit !== undefined && err.limit < 1024 * 1024 ? `${err.limit / 1024} KiB` : '4 MiB';
+        body = { error: { message: `The request body is larger than the limit of ${limit}`, code: 'body_too_large', request_id: requestId } };
+      } else if (isBodyParserError(err) && (err.type === 'request.aborted' || err.type === 'stream.not.readable')) {
+        // The client went away (or a pipelined request's connection closed under it): nobody reads an
+        // answer, and it is no failure of ours to log.
+        status = 400;
+        body = { error: { message: 'The request was aborted by the client', code: 'aborted', request_id: requestId } };
       } else if (isBodyParserError(err) && err.status >= 400 && err.status < 500) {
         status = err.status;
         body = { error: { message: `The request body could not be read: ${err.message}`, code: 'bad_body', request_id: requestId } };
       } else {
         status = 500;
         body = { error: { message: `Internal error; quote request id ${requestId} when reporting it`, code: 'internal', request_id: requestId } };
-        log(`request ${requestId} ${ctx.method} ${ctx.path} failed: ${redactCredentials(err instanceof Error ? (err.stack ?? err.message) : String(err))}`, requestId);
+        log(`request ${requestId} ${ctx.method} ${loggedPath(ctx)} failed: ${redactCredentials(err instanceof Error ? (err.stack ?? err.message) : String(err))}`, requestId);
       }
       ctx.status = status;
       ctx.type = 'application/json';

@@ -10,6 +10,12 @@ import { HttpError } from './errors';
  */
 
 export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
+/**
+ * A definition's body: a maximal definition (10 fields, 50-character keys, 250-character names) is about
+ * 17 KB of JSON, with room for the members clients echo back. Its parsed form is sent on as JSON again
+ * in the distributed mode, which may grow it: the bound keeps that far inside a gRPC message.
+ */
+export const DEFINITION_LIMIT_BYTES = 64 * 1024;
 
 export interface UploadLimits {
   /** How long a body may take to arrive once its request was authenticated. */
@@ -81,11 +87,14 @@ export class UploadBudget {
 
   constructor(readonly limits: UploadLimits = DEFAULT_UPLOAD_LIMITS) {}
 
-  /** The reservation's release, or which budget refused it. */
+  /**
+   * The reservation's release, or which budget refused it. An account's first body is never refused for
+   * the process's sake: otherwise other tenants could fill the process's budget and lock it out.
+   */
   reserve(account: string, bytes: number): (() => void) | 'account' | 'process' {
     const mine = this.byAccount.get(account) ?? 0;
     if (mine + bytes > this.limits.bytesPerAccount) return 'account';
-    if (this.total + bytes > this.limits.bytesPerProcess) return 'process';
+    if (mine > 0 && this.total + bytes > this.limits.bytesPerProcess) return 'process';
     this.byAccount.set(account, mine + bytes);
     this.total += bytes;
     let released = false;
@@ -106,10 +115,11 @@ export class UploadBudget {
 }
 
 /**
- * A write's body: refused before a byte is read when its type is a form's or the budget is full, and
- * abandoned (408, connection closed) when it does not arrive within the deadline.
+ * Reads a write's body and hands it to `use`: refused before a byte is read when its type is a form's or
+ * the budget is full, abandoned (408, connection closed) when it does not arrive within the deadline. The
+ * body's bytes stay reserved until `use` ends, so a body waiting for its account's turn still counts.
  */
-export async function readWriteBody(ctx: Context, budget: UploadBudget, account: string): Promise<Buffer> {
+export async function withWriteBody<T>(ctx: Context, budget: UploadBudget, account: string, limit: number, use: (body: Buffer) => Promise<T>): Promise<T> {
   const type = ctx.get('content-type');
   if (type !== '' && FORM_MEDIA_TYPES.has(mediaType(type))) {
     await discardRest(ctx.req);
@@ -117,7 +127,7 @@ export async function readWriteBody(ctx: Context, budget: UploadBudget, account:
   }
   const declared = Number(ctx.get('content-length') || Number.NaN);
   // Unknown length (chunked): the most it may be. Over the limit: raw-body refuses it before reading.
-  const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, BODY_LIMIT_BYTES) : BODY_LIMIT_BYTES;
+  const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit;
   const release = budget.reserve(account, bytes);
   // Refused bodies are read and dropped (never kept), so the sender sees the answer rather than a reset.
   if (release === 'account') {
@@ -129,7 +139,7 @@ export async function readWriteBody(ctx: Context, budget: UploadBudget, account:
     throw new HttpError(503, 'The server is receiving as much as it can take now; nothing was changed. Try again in a moment', 'server_busy', { 'Retry-After': '1' });
   }
   let timer: NodeJS.Timeout | undefined;
-  const reading = getRawBody(ctx.req, { limit: BODY_LIMIT_BYTES, length: ctx.get('content-length') || null });
+  const reading = getRawBody(ctx.req, { limit, length: ctx.get('content-length') || null });
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       const seconds = budget.limits.bodyTimeoutMs / 1000;
@@ -137,14 +147,19 @@ export async function readWriteBody(ctx: Context, budget: UploadBudget, account:
     }, budget.limits.bodyTimeoutMs);
   });
   try {
-    return await Promise.race([reading, deadline]);
-  } catch (e: unknown) {
-    if (typeof e === 'object' && e !== null && (e as { type?: unknown }).type === 'entity.too.large') await discardRest(ctx.req);
-    // An abandoned read fails later, when the connection closes: nobody waits for it any more.
-    reading.catch(() => undefined);
-    throw e;
+    let body: Buffer;
+    try {
+      body = await Promise.race([reading, deadline]);
+    } catch (e: unknown) {
+      if (typeof e === 'object' && e !== null && (e as { type?: unknown }).type === 'entity.too.large') await discardRest(ctx.req);
+      // An abandoned read fails later, when the connection closes: nobody waits for it any more.
+      reading.catch(() => undefined);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    return await use(body);
   } finally {
-    clearTimeout(timer);
     release();
   }
 }

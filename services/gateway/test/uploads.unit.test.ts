@@ -70,7 +70,7 @@ async function gateway(uploads: UploadLimits) {
   return { send, create, projection, close: () => new Promise((r) => server.close(r)) };
 }
 
-const LIMITS: UploadLimits = { bodyTimeoutMs: 400, bytesPerAccount: BODY_LIMIT_BYTES, bytesPerProcess: 2 * BODY_LIMIT_BYTES };
+const LIMITS: UploadLimits = { bodyTimeoutMs: 400, bytesPerAccount: 2 * BODY_LIMIT_BYTES, bytesPerProcess: 3 * BODY_LIMIT_BYTES };
 let g: Awaited<ReturnType<typeof gateway>>;
 beforeAll(async () => {
   g = await gateway(LIMITS);
@@ -104,25 +104,50 @@ describe('the body of a write', () => {
   });
 
   it('is refused with 429 while the account has its budget in flight, and 503 once the process has; others go on', async () => {
-    // Each account may have one body's worth in flight, the process two: acme and globex fill it.
+    // Each account may have two bodies' worth in flight, the process three.
     const slow = (key: string) => g.send('POST', '/datasets/d/data', { key, headers: { 'content-length': String(BODY_LIMIT_BYTES) }, parts: ['{"data":['], hold: true });
-    const first = slow(KEYS.a);
-    await new Promise((r) => setTimeout(r, 50));
+    const settle = (): Promise<void> => new Promise((r) => setTimeout(r, 50));
+    const held = [slow(KEYS.a), slow(KEYS.a2)];
+    await settle();
     // Another key of the same account shares its budget: many keys do not make a tenant more shares.
-    const sameAccount = await g.send('POST', '/datasets/d/data', { key: KEYS.a2, parts: ['{"data":[]}'] });
+    const sameAccount = await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[]}'] });
     expect(sameAccount.status).toBe(429);
     expect(JSON.parse(sameAccount.body)).toMatchObject({ error: { code: 'uploads_in_flight' } });
     expect(sameAccount.headers['retry-after']).toBe('1');
-    const second = slow(KEYS.b);
-    await new Promise((r) => setTimeout(r, 50));
-    const full = await g.send('POST', '/datasets/d/data', { key: KEYS.c, parts: ['{"data":[]}'] });
+    held.push(slow(KEYS.b));
+    await settle();
+    // The process is full: globex's second body is refused, but an account's first body never is.
+    const full = await g.send('POST', '/datasets/d/data', { key: KEYS.b, parts: ['{"data":[]}'] });
     expect(full.status).toBe(503);
     expect(JSON.parse(full.body)).toMatchObject({ error: { code: 'server_busy' } });
-    // The deadline ends the slow ones and frees the budget.
-    expect((await first).status).toBe(408);
-    expect((await second).status).toBe(408);
     expect((await g.send('POST', '/datasets/d/data', { key: KEYS.c, parts: ['{"data":[]}'] })).status).toBe(404);
+    // The deadline ends the slow ones and frees the budget.
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([408, 408, 408]);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.b, parts: ['{"data":[]}'] })).status).toBe(404);
     expect((await g.send('POST', '/datasets/d/data', { key: KEYS.a, parts: ['{"data":[]}'] })).status).toBe(200);
+  });
+
+  it('takes a definition of at most 64 KiB (a maximal one is about 17 KB); records still up to 4 MiB', async () => {
+    const big = JSON.stringify({ fields: { n: { type: 'number', name: 'N' } }, pad: 'x'.repeat(70_000) });
+    const res = await g.send('PUT', '/datasets/big', { key: KEYS.a, parts: [big] });
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'body_too_large', message: 'The request body is larger than the limit of 64 KiB' } });
+    const ok = await g.send('PUT', '/datasets/big', { key: KEYS.a, parts: [JSON.stringify({ fields: { n: { type: 'number', name: 'N' } }, pad: 'x'.repeat(60_000) })] });
+    expect(ok.status).toBe(201);
+    expect((await g.send('POST', '/datasets/big/data', { key: KEYS.a, parts: [JSON.stringify({ data: [{ n: 1 }], pad: 'x'.repeat(200_000) })] })).status).toBe(200);
+  });
+
+  it('refuses a write from a web page, whatever its body type; a script or server sends no Origin', async () => {
+    for (const headers of [{ origin: 'https://evil.example' }, { 'sec-fetch-site': 'cross-site' }, { 'sec-fetch-site': 'same-site' }, { origin: 'null' }]) {
+      const res = await g.send('POST', '/datasets/d/data', { key: KEYS.a, headers: { ...headers, 'content-type': 'application/json' }, parts: ['{"data":[{"n":9}]}'] });
+      expect({ headers, status: res.status }).toEqual({ headers, status: 403 });
+      expect(JSON.parse(res.body)).toMatchObject({ error: { code: 'browser_write' } });
+    }
+    expect((await g.send('DELETE', '/datasets/d', { key: KEYS.a, headers: { origin: 'https://evil.example' } })).status).toBe(403);
+    // Reads from a page are fine (pushbase's own page reads), and so is a fetch from Node (sec-fetch-mode only).
+    expect((await g.send('GET', '/', { key: KEYS.a, headers: { origin: 'https://evil.example', 'sec-fetch-site': 'cross-site' } })).status).toBe(200);
+    expect((await g.send('POST', '/datasets/d/data', { key: KEYS.a, headers: { 'sec-fetch-mode': 'cors', 'content-type': 'application/json' }, parts: ['{"data":[]}'] })).status).toBe(200);
+    expect(await g.projection.listRecords('acme', 'd')).not.toContainEqual(expect.objectContaining({ n: 9 }));
   });
 });
 
@@ -136,13 +161,17 @@ it('answers 401 without a Basic challenge, so a browser never prompts for a key 
 });
 
 describe('UploadBudget', () => {
-  it('reserves per account and per process, and a release is counted once', () => {
+  it('reserves per account and per process (but never refuses an account its first body), and a release is counted once', () => {
     const b = new UploadBudget({ bodyTimeoutMs: 1, bytesPerAccount: 10, bytesPerProcess: 15 });
     const r1 = b.reserve('a', 8);
     expect(typeof r1).toBe('function');
     expect(b.reserve('a', 3)).toBe('account');
     const r2 = b.reserve('b', 7);
-    expect(b.reserve('c', 1)).toBe('process');
+    expect(b.reserve('b', 1)).toBe('process');
+    // An account's first body is let in even so: other tenants cannot lock it out of the process.
+    const r3 = b.reserve('c', 1);
+    expect(typeof r3).toBe('function');
+    (r3 as () => void)();
     (r1 as () => void)();
     (r1 as () => void)();
     expect(b.inFlight).toBe(7);
