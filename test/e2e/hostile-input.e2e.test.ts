@@ -10,10 +10,16 @@ import { createDataset, expectError, expectOk, field, uid, UNLIMITED } from './s
  */
 
 const key = 'key-hostile-0123456789abcdef';
+const neighbourKey = 'key-neighbour-0123456789abcdef';
+const MiB = 1024 * 1024;
 const BODY_TIMEOUT_MS = 1500;
 let s: TestServer;
 beforeAll(async () => {
-  s = await new TestServer({ keys: { hostile: key }, env: { ...UNLIMITED, PUSHBASE_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS) } }).start();
+  s = await new TestServer({
+    keys: { hostile: key, neighbour: neighbourKey },
+    // Room for two bodies in the whole process, so that one tenant can fill it.
+    env: { ...UNLIMITED, PUSHBASE_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS), PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT: String(8 * MiB), PUSHBASE_UPLOAD_BYTES_PER_PROCESS: String(8 * MiB) },
+  }).start();
 });
 afterAll(async () => {
   await s.stop();
@@ -42,7 +48,7 @@ describe('keys outside ASCII in a body', () => {
 
 describe('a body sent slowly', () => {
   /** Sends the headers and the first bytes of a body, then nothing more; resolves with the answer. */
-  const trickle = (path: string): Promise<{ status: number; body: string; closed: boolean; headers: Record<string, string | string[] | undefined> }> =>
+  const trickle = (path: string, length = 1000): Promise<{ status: number; body: string; closed: boolean; headers: Record<string, string | string[] | undefined> }> =>
     new Promise((resolve, reject) => {
       const req = httpsRequest(
         {
@@ -53,7 +59,7 @@ describe('a body sent slowly', () => {
           ca: s.ca,
           servername: 'localhost',
           agent: false,
-          headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`, 'content-type': 'application/json', 'content-length': '1000' },
+          headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`, 'content-type': 'application/json', 'content-length': String(length) },
         },
         (res) => {
           let body = '';
@@ -76,5 +82,16 @@ describe('a body sent slowly', () => {
     expect(validateResponse('POST', '/datasets/{id}/data', res.status, res.headers, JSON.parse(res.body))).toEqual([]);
     expectOk(await s.request('POST', `/datasets/${id}/data`, { key, body: { data: [{ n: 2 }] } }));
     expect(await s.records('hostile', id)).toEqual([{ n: 2 }]);
+  });
+
+  it('held by one tenant up to the whole process budget, leaves another tenant its first body', async () => {
+    const id = uid('crowded');
+    await createDataset(s, neighbourKey, id, { n: field('number', 'N') });
+    // The hostile tenant holds both 4 MiB of the process's 8 MiB with bodies that never come.
+    const held = [trickle(`/datasets/${id}/data`, 4 * MiB), trickle(`/datasets/${id}/data`, 4 * MiB)];
+    await new Promise((r) => setTimeout(r, 300));
+    expectOk(await s.request('POST', `/datasets/${id}/data`, { key: neighbourKey, body: { data: [{ n: 1 }] } }));
+    expect((await Promise.all(held)).map((r) => r.status)).toEqual([408, 408]);
+    expect(await s.records('neighbour', id)).toEqual([{ n: 1 }]);
   });
 });
