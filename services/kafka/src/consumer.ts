@@ -131,6 +131,11 @@ export interface KafkaEventConsumerOptions<E extends Positioned = ConsumedEvent>
   readonly codec?: EventCodecOptions;
   /** How a message becomes an event; dataset events (with `codec`) when not given. */
   readonly decode?: MessageDecoder<E>;
+  /**
+   * Runs before each commit with the offsets about to be committed and this member's previous commit of
+   * each partition; a rejection stops the commit. The projector records there how far Redis has applied.
+   */
+  readonly beforeCommit?: (offsets: readonly { readonly partition: number; readonly next: number; readonly committed: number | undefined }[]) => Promise<void>;
 }
 
 export interface CommitResult {
@@ -271,6 +276,7 @@ export class KafkaEventConsumer<E extends Positioned = ConsumedEvent> {
 
   private send(offsets: readonly { partition: number; next: number }[]): Promise<void> {
     const sent = this.commits.then(async () => {
+      await this.options.beforeCommit?.(offsets.map(({ partition, next }) => ({ partition, next, committed: this.committedNext.get(partition) })));
       await this.consumer.commitOffsets(offsets.map(({ partition, next }) => ({ topic: this.topic, partition, offset: String(next) })));
       for (const { partition, next } of offsets) {
         if (this.owned.has(partition) && next > (this.committedNext.get(partition) ?? -1)) this.committedNext.set(partition, next);

@@ -1,7 +1,7 @@
 import { ClickHouseProjection, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
-import { KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
-import { openRedis, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
+import { checkProjectedState, markerField, openRedis, raiseMarkers, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
 import { followAccounts, type AccountFollower } from './accounts';
 import type { ProjectorConfig } from './config';
 import { createLogger, levelledLog, type LogLevel } from '@pushbase/telemetry';
@@ -63,6 +63,14 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
   });
   const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+  let lostStateLogged = false;
+  const lostState = (why: string): void => {
+    if (!lostStateLogged) log('error', 'Redis lost part of the stores; the services refuse them until `pushbase replay` rebuilds them', { why });
+    lostStateLogged = true;
+  };
+  // Per dataset partition, the marker this process raised: Redis must keep at least that much.
+  const raised = new Map<number, number>();
+  const accountStore = new RedisAccountStore(redis, { prefix: config.redis.prefix });
   const consumer = new KafkaEventConsumer(
     {
       connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog },
@@ -71,6 +79,13 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       // Batches of one partition are folded one after another; other partitions' batches interleave with
       // them and share the pending write.
       partitionsConsumedConcurrently: 1,
+      // The schema store has applied what is committed (a write applies before it commits): the markers say
+      // so in Redis (services/redis/src/state.ts), and one below this member's last commit means Redis lost it.
+      beforeCommit: async (offsets) => {
+        const markers = offsets.map(({ partition, next, committed }) => ({ field: markerField('d', partition), next, least: committed ?? raised.get(partition) }));
+        if (await raiseMarkers(redis, config.redis.prefix, 'the projector', markers)) lostState('see `regressed` in the state');
+        for (const { partition, next } of offsets) raised.set(partition, Math.max(next, raised.get(partition) ?? 0));
+      },
     },
     projector.handlers(),
   );
@@ -87,6 +102,16 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   });
   let follower: AccountFollower | undefined;
   try {
+    // Redis must hold at least what the group committed; checked before reading on from there.
+    const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog }).admin();
+    await admin.connect();
+    try {
+      const [offsets] = await admin.fetchOffsets({ groupId: config.kafka.groupId, topics: [config.kafka.topic] });
+      const why = await checkProjectedState(redis, config.redis.prefix, new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)])));
+      if (why !== undefined) lostState(why);
+    } finally {
+      await admin.disconnect();
+    }
     // A crash between a write and its view, or a replay, can leave views out of step; writes keep them so after.
     const mended = await views.reconcile();
     log('info', 'dataset views reconciled', { views_database: config.clickhouse.viewsDatabase, ...mended });
@@ -95,7 +120,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector-accounts', log: kafkaLog },
       topic: config.kafka.accountsTopic,
       groupId: config.kafka.groupId,
-      store: new RedisAccountStore(redis, { prefix: config.redis.prefix }),
+      store: accountStore,
       log,
       ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
     });
@@ -108,12 +133,24 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     await metricsListener.close();
     throw e;
   }
+  // An idle projector commits nothing: it looks every second whether what it raised is still there.
+  const watch = setInterval(() => {
+    const markers = [...raised].map(([partition, next]) => ({ field: markerField('d', partition), next, least: next }));
+    void Promise.all([raiseMarkers(redis, config.redis.prefix, 'the projector', markers), accountStore.recheck()]).then(
+      (lost) => {
+        if (lost.some(Boolean)) lostState('see `regressed` in the state');
+      },
+      () => undefined, // Redis unreachable: the projector's own writes report it
+    );
+  }, 1000);
+  watch.unref();
   let stopped: Promise<void> | undefined;
   return {
     projector,
     metricsPort: metricsListener.port,
     stop: () =>
       (stopped ??= (async () => {
+        clearInterval(watch);
         try {
           await follower.stop().catch((e: unknown) => log('warn', 'account follower did not stop cleanly', { error: String(e) }));
           await projector.stop();

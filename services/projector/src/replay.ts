@@ -22,6 +22,7 @@ import {
   readAccountsGeneration,
   RedisAccountStore,
   RedisSchemaStore,
+  writeGenerationState,
   type Redis,
 } from '@pushbase/redis';
 import { replayAccounts } from './accounts';
@@ -298,6 +299,8 @@ export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): 
           if (folded.status === 'rejected') throw folded.reason;
           if (held.status === 'rejected') throw held.reason;
           accountEvents += held.value.events;
+          // A newer generation, at the ends reached: a state regressed before is left behind with the old one.
+          await writeGenerationState(redis, { fresh: fresh.redisPrefix, live: live.redisPrefix }, { d: upTo, a: held.value.end });
           await hooks.whileHeld?.();
           await requireStoppedGroup(admin, config.kafka.groupId);
           await hold.confirm();

@@ -3,6 +3,7 @@ import { ACCOUNT_EVENT_TYPES, type AccountEvent, type AccountInfo, type AccountQ
 import type { ChainableCommander, Redis, Result } from 'ioredis';
 import { redisError, where } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
+import { markerField, raiseMarkers, RedisStateGuard, stateKey } from './state';
 
 /*
  * Accounts and keys in Redis: the fold of the accounts topic (services/domain/src/accounts.ts, foldAccount)
@@ -27,21 +28,31 @@ import { checkPrefix, DEFAULT_PREFIX } from './keys';
  * (services/schema/src/changes.ts) before deciding, and the follower applies in offset order. The partition
  * count of the topic must therefore never change (as for the dataset topic).
  * Account names never contain ":" (ACCOUNT_NAME), so the key names cannot collide.
+ *
+ * Each apply also raises the accounts topic's marker in `<prefix>state` (state.ts), checking it against the
+ * highest this store object raised before, and every read first passes the state's guard: a Redis that
+ * lost account changes (a revocation among them) is refused, not read.
  */
 
 /** Where the account store's keys live under a prefix: replay builds a fresh one and promotes it. */
 export const accountsNamespace = (prefix: string): string => `${checkPrefix(prefix)}accounts:`;
 
-// KEYS[1] live set, KEYS[2] account hash, KEYS[3] the account's keys, KEYS[4] its position.
-// ARGV[1] namespace, ARGV[2] type, ARGV[3] account, ARGV[4] offset, ARGV[5] at, ARGV[6..] the payload:
-//   AccountCreated / AccountQuotasSet: ARGV[6] quotas JSON
-//   KeyCreated: ARGV[6] key_id, ARGV[7] hash, ARGV[8] scope, ARGV[9] the key's listing JSON
-//   KeyRevoked: ARGV[6] key_id
+// KEYS[1] live set, KEYS[2] account hash, KEYS[3] the account's keys, KEYS[4] its position, KEYS[5] the state.
+// ARGV[1] namespace, ARGV[2] type, ARGV[3] account, ARGV[4] offset, ARGV[5] at, ARGV[6] the partition's
+// marker field, ARGV[7] the least it must be at ('' for none), ARGV[8..] the payload:
+//   AccountCreated / AccountQuotasSet: ARGV[8] quotas JSON
+//   KeyCreated: ARGV[8] key_id, ARGV[9] hash, ARGV[10] scope, ARGV[11] the key's listing JSON
+//   KeyRevoked: ARGV[8] key_id
 // The key-by-hash keys are named inside the script (their hash is found in the account's keys on a
 // revocation or deletion): fine on one Redis, as the rest of the store assumes (see generations.ts).
 // Returns 1 when applied (even as a no-op of the fold), 0 when skipped as already applied.
 const APPLY = `
 local ns, kind, account, offset, at = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local marker = tonumber(redis.call('HGET', KEYS[5], ARGV[6]) or '0')
+if ARGV[7] ~= '' and marker < tonumber(ARGV[7]) then
+  redis.call('HSETNX', KEYS[5], 'regressed', 'an account apply found ' .. ARGV[6] .. ' at ' .. marker .. ', below ' .. ARGV[7])
+end
+if offset + 1 > marker then redis.call('HSET', KEYS[5], ARGV[6], offset + 1) end
 local pos = redis.call('GET', KEYS[4])
 if pos and tonumber(pos) >= offset then return 0 end
 redis.call('SET', KEYS[4], ARGV[4])
@@ -50,24 +61,24 @@ if kind == 'AccountCreated' then
   if exists then return 1 end
   redis.call('DEL', KEYS[2], KEYS[3])
   redis.call('SADD', KEYS[1], account)
-  redis.call('HSET', KEYS[2], 'created_at', at, 'quotas', ARGV[6])
+  redis.call('HSET', KEYS[2], 'created_at', at, 'quotas', ARGV[8])
 elseif kind == 'AccountQuotasSet' then
-  if exists then redis.call('HSET', KEYS[2], 'quotas', ARGV[6]) end
+  if exists then redis.call('HSET', KEYS[2], 'quotas', ARGV[8]) end
 elseif kind == 'AccountDeleted' then
   if not exists then return 1 end
   for _, v in ipairs(redis.call('HVALS', KEYS[3])) do redis.call('DEL', ns .. 'key:' .. cjson.decode(v).hash) end
   redis.call('DEL', KEYS[2], KEYS[3])
   redis.call('SREM', KEYS[1], account)
 elseif kind == 'KeyCreated' then
-  local byHash = ns .. 'key:' .. ARGV[7]
-  if not exists or redis.call('HEXISTS', KEYS[3], ARGV[6]) == 1 or redis.call('EXISTS', byHash) == 1 then return 1 end
-  redis.call('HSET', KEYS[3], ARGV[6], ARGV[9])
-  redis.call('HSET', byHash, 'account', account, 'key_id', ARGV[6], 'scope', ARGV[8])
+  local byHash = ns .. 'key:' .. ARGV[9]
+  if not exists or redis.call('HEXISTS', KEYS[3], ARGV[8]) == 1 or redis.call('EXISTS', byHash) == 1 then return 1 end
+  redis.call('HSET', KEYS[3], ARGV[8], ARGV[11])
+  redis.call('HSET', byHash, 'account', account, 'key_id', ARGV[8], 'scope', ARGV[10])
 elseif kind == 'KeyRevoked' then
-  local v = redis.call('HGET', KEYS[3], ARGV[6])
+  local v = redis.call('HGET', KEYS[3], ARGV[8])
   if not exists or not v then return 1 end
   redis.call('DEL', ns .. 'key:' .. cjson.decode(v).hash)
-  redis.call('HDEL', KEYS[3], ARGV[6])
+  redis.call('HDEL', KEYS[3], ARGV[8])
 end
 return 1
 `;
@@ -88,7 +99,7 @@ return k
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    pushbaseAccountApply(live: string, account: string, keys: string, position: string, ...args: (string | number)[]): Result<number, Context>;
+    pushbaseAccountApply(live: string, account: string, keys: string, position: string, state: string, ...args: (string | number)[]): Result<number, Context>;
     pushbaseAccountRead(live: string, account: string, keys: string, name: string): Result<[string[], string[]] | null, Context>;
     pushbaseAccountResolve(byHash: string, namespace: string): Result<[string, string, string, string | null] | null, Context>;
   }
@@ -125,15 +136,29 @@ interface StoredKey {
   readonly created_at: number;
 }
 
+export interface RedisStoreOptions {
+  readonly prefix?: string;
+  /** How often reads look at the state for lost data (RedisStateGuard). Default 1000 ms. */
+  readonly stateCheckMs?: number;
+}
+
 export class RedisAccountStore {
   private readonly ns: string;
+  private readonly prefix: string;
+  private readonly state: string;
+  private readonly guard: RedisStateGuard;
+  /** Per marker field, the highest this object raised: the least the state must show. */
+  private readonly raised = new Map<string, number>();
 
   constructor(
     private readonly redis: Redis,
-    options: { readonly prefix?: string } = {},
+    options: RedisStoreOptions = {},
   ) {
     this.ns = accountsNamespace(options.prefix ?? DEFAULT_PREFIX);
-    redis.defineCommand('pushbaseAccountApply', { numberOfKeys: 4, lua: APPLY });
+    this.prefix = options.prefix ?? DEFAULT_PREFIX;
+    this.state = stateKey(options.prefix ?? DEFAULT_PREFIX);
+    this.guard = new RedisStateGuard(redis, options.prefix ?? DEFAULT_PREFIX, options.stateCheckMs);
+    redis.defineCommand('pushbaseAccountApply', { numberOfKeys: 5, lua: APPLY });
     redis.defineCommand('pushbaseAccountRead', { numberOfKeys: 3, lua: READ_ACCOUNT });
     redis.defineCommand('pushbaseAccountResolve', { numberOfKeys: 1, lua: RESOLVE });
   }
@@ -149,6 +174,8 @@ export class RedisAccountStore {
   async apply(events: readonly { readonly event: AccountEvent; readonly position: StreamPosition }[]): Promise<number> {
     if (events.length === 0) return 0;
     const pipeline: ChainableCommander = this.redis.pipeline();
+    // Remembered only once applied: a raise that may not have happened must not be expected later.
+    const raised = new Map(this.raised);
     for (const { event: e, position } of events) {
       const payload: (string | number)[] = [];
       switch (e.type) {
@@ -165,7 +192,9 @@ export class RedisAccountStore {
         case 'AccountDeleted':
           break;
       }
-      pipeline.pushbaseAccountApply(...this.keysOf(e.account), this.ns, e.type, e.account, position.offset, e.at, ...payload);
+      const field = markerField('a', position.partition);
+      pipeline.pushbaseAccountApply(...this.keysOf(e.account), this.state, this.ns, e.type, e.account, position.offset, e.at, field, this.raised.get(field) ?? '', ...payload);
+      raised.set(field, Math.max(raised.get(field) ?? 0, position.offset + 1));
     }
     let results: [Error | null, unknown][] | null;
     try {
@@ -175,11 +204,21 @@ export class RedisAccountStore {
     }
     const failed = results?.find(([err]) => err !== null);
     if (failed) throw redisError(where(this.redis), `applying ${events.length} account events`, failed[0]);
+    for (const [field, next] of raised) this.raised.set(field, next);
     return (results ?? []).filter(([, applied]) => applied === 1).length;
+  }
+
+  /**
+   * Checks the markers this object raised are still there (a follower that applies nothing for a while
+   * would not notice otherwise); true when Redis is known to have lost state.
+   */
+  recheck(): Promise<boolean> {
+    return raiseMarkers(this.redis, this.prefix, 'an account store', [...this.raised].map(([field, next]) => ({ field, next, least: next })));
   }
 
   /** The live account, with its keys; undefined when it does not exist. */
   async get(account: string): Promise<AccountInfo | undefined> {
+    await this.guard.check();
     const [live, hash, keys] = this.keysOf(account);
     let reply: [string[], string[]] | null;
     try {
@@ -199,6 +238,7 @@ export class RedisAccountStore {
 
   /** The account's quotas as set; undefined when the account does not exist. */
   async quotas(account: string): Promise<AccountQuotas | undefined> {
+    await this.guard.check();
     let json: string | null;
     try {
       json = await this.redis.hget(`${this.ns}account:${account}`, 'quotas');
@@ -210,6 +250,7 @@ export class RedisAccountStore {
 
   /** The live accounts' names, sorted. */
   async list(): Promise<string[]> {
+    await this.guard.check();
     try {
       return (await this.redis.smembers(`${this.ns}live`)).sort();
     } catch (e) {
@@ -235,6 +276,7 @@ export class RedisAccountStore {
 
   /** Who a key hash (SHA-256 hex of the key) belongs to, with the account's quotas; undefined when no live key has it. */
   async resolveHash(hash: string): Promise<ResolvedKey | undefined> {
+    await this.guard.check();
     let reply: [string, string, string, string | null] | null;
     try {
       reply = await this.redis.pushbaseAccountResolve(`${this.ns}key:${hash}`, this.ns);

@@ -9,4 +9,5 @@ export * from './account-store';
 export * from './connection';
 export * from './config';
 export * from './generations';
+export * from './state';
 export type { Redis } from 'ioredis';

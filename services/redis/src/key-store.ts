@@ -23,6 +23,8 @@ export interface RedisKeyStoreOptions {
    * which need no lookup to authenticate) costs no extra Redis round trip per request.
    */
   readonly quotaCacheMs?: number;
+  /** How often the account store's reads look at the state for lost data (state.ts). Default 1000 ms. */
+  readonly stateCheckMs?: number;
 }
 
 /**
@@ -41,7 +43,7 @@ export class RedisKeyStore implements KeyStore {
   private readonly quotaCache = new Map<string, { readonly quotas: AccountQuotas | undefined; readonly until: number }>();
 
   constructor(redis: Redis, options: RedisKeyStoreOptions = {}) {
-    this.accounts = new RedisAccountStore(redis, { prefix: options.prefix ?? DEFAULT_PREFIX });
+    this.accounts = new RedisAccountStore(redis, { prefix: options.prefix ?? DEFAULT_PREFIX, ...(options.stateCheckMs === undefined ? {} : { stateCheckMs: options.stateCheckMs }) });
     this.defaults = options.defaults;
     this.configured = options.configured ?? new Map();
     this.quotaCacheMs = options.quotaCacheMs ?? 1000;

@@ -2,7 +2,9 @@ import type { SchemaStore, SchemaStoreWriter } from '@pushbase/contracts';
 import type { DatasetEvent, DatasetSummary } from '@pushbase/domain';
 import type { ChainableCommander, Redis, Result } from 'ioredis';
 import { redisError } from './connection';
+import type { RedisStoreOptions } from './account-store';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
+import { RedisStateGuard } from './state';
 import { decodeSchemaIntent, pendingFor, schemaIntentNamespace, type SchemaIntent } from './schema-intent';
 
 /*
@@ -19,6 +21,8 @@ import { decodeSchemaIntent, pendingFor, schemaIntentNamespace, type SchemaInten
  * incarnation, and a write only moves updated_at forward. Each event is one Lua script: atomic.
  * The dead sets grow by one id per deleted or superseded incarnation, the price of telling a late event of
  * a dead incarnation from a new one (incarnations are random, not ordered); replay rebuilds them from empty.
+ * Every read first passes the state's guard (state.ts): a Redis that lost part of the store is refused,
+ * so no write is tagged with an incarnation the fold has dropped and no re-create replaces a live one.
  */
 
 // KEYS[1] the dataset hash, KEYS[2] the account's live set, KEYS[3] the dataset's dead incarnations.
@@ -122,12 +126,14 @@ export interface SettledRead<T> {
 export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
   private readonly prefix: string;
   private readonly intentNamespace: string;
+  private readonly guard: RedisStateGuard;
 
   constructor(
     private readonly redis: Redis,
-    options: { readonly prefix?: string } = {},
+    options: RedisStoreOptions = {},
   ) {
     this.prefix = schemaNamespace(options.prefix ?? DEFAULT_PREFIX);
+    this.guard = new RedisStateGuard(redis, options.prefix ?? DEFAULT_PREFIX, options.stateCheckMs);
     this.intentNamespace = schemaIntentNamespace(options.prefix ?? DEFAULT_PREFIX);
     redis.defineCommand('pushbaseSchemaApply', { numberOfKeys: 3, lua: APPLY });
     redis.defineCommand('pushbaseSchemaSettledHead', { numberOfKeys: 2, lua: SETTLED_HEAD });
@@ -143,6 +149,7 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
   }
 
   async get(account: string, id: string): Promise<DatasetSummary | undefined> {
+    await this.guard.check();
     let h: Record<string, string>;
     try {
       h = await this.redis.hgetall(this.datasetKey(account, id));
@@ -157,6 +164,7 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
    * that keeps definitions by incarnation (the records service's cache). Undefined when not live.
    */
   async head(account: string, id: string): Promise<DatasetHead | undefined> {
+    await this.guard.check();
     let h: (string | null)[];
     try {
       h = await this.redis.hmget(this.datasetKey(account, id), ...HEAD_FIELDS);
@@ -168,6 +176,7 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
 
   /** head(), with whether a change of the dataset is pending (SettledRead), from one moment of the store. */
   async settledHead(account: string, id: string): Promise<SettledRead<DatasetHead>> {
+    await this.guard.check();
     let reply: (string | null)[];
     try {
       reply = await this.redis.pushbaseSchemaSettledHead(this.datasetKey(account, id), this.intentKey(account));
@@ -180,6 +189,7 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
 
   /** get(), with whether a change of the dataset is pending (SettledRead), from one moment of the store. */
   async settledGet(account: string, id: string): Promise<SettledRead<DatasetSummary>> {
+    await this.guard.check();
     let reply: [string[], string | null];
     try {
       reply = await this.redis.pushbaseSchemaSettledGet(this.datasetKey(account, id), this.intentKey(account));
@@ -199,6 +209,7 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
 
   /** The ids of the account's live datasets, sorted (deleting an account deletes each). */
   async liveIds(account: string): Promise<string[]> {
+    await this.guard.check();
     try {
       return (await this.redis.smembers(`${this.prefix}live:${account}`)).sort();
     } catch (e) {
@@ -207,6 +218,7 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
   }
 
   async count(account: string): Promise<number> {
+    await this.guard.check();
     try {
       return await this.redis.scard(`${this.prefix}live:${account}`);
     } catch (e) {

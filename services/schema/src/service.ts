@@ -37,8 +37,10 @@ export interface DistributedSchema {
  * by a Redis lease and made durable in Kafka, then visible in Redis (changes.ts).
  */
 export function createDistributedSchema(deps: DistributedSchemaDeps): DistributedSchema {
-  const store = new RedisSchemaStore(deps.redis, { prefix: deps.prefix });
-  const accountStore = new RedisAccountStore(deps.redis, { prefix: deps.prefix });
+  // Every read checks that Redis lost nothing (services/redis/src/state.ts): a decision from a store that
+  // lost a deletion or a revocation would be stored for good. A small read next to a decision's.
+  const store = new RedisSchemaStore(deps.redis, { prefix: deps.prefix, stateCheckMs: 0 });
+  const accountStore = new RedisAccountStore(deps.redis, { prefix: deps.prefix, stateCheckMs: 0 });
   const changes = new RedisSchemaChanges({
     ...(deps.accountLog === undefined ? {} : { accounts: { log: deps.accountLog, store: accountStore } }),
     redis: deps.redis,

@@ -1,0 +1,223 @@
+import { randomBytes } from 'node:crypto';
+import { connectClickHouse, dropDatabase, migrate, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { pushbaseServices, type AccountCommands, type RecordService, type SchemaService } from '@pushbase/contracts';
+import { DEFAULT_QUOTAS } from '@pushbase/domain';
+import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
+import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender, KafkaEventConsumer } from '@pushbase/kafka';
+import { loadProjectorConfig, loadReplayConfig, runProjector, runReplay, type RunningProjector } from '@pushbase/projector';
+import { createRecordsServer } from '@pushbase/records';
+import { openRedis, readState, RedisKeyStore, type Redis } from '@pushbase/redis';
+import { createSchemaServer } from '@pushbase/schema';
+import type { Admin } from 'kafkajs';
+import { sha } from '../helpers/api-keys';
+import { connectTestRedis, deleteUnder, keysUnder, randomPrefix, redisUrl } from '../helpers/redis';
+import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { body, outcomeOf } from '../../services/records/test/support';
+
+/*
+ * Redis rolled back under running services: every key under the prefix restored as it was earlier (what a
+ * restart from an older snapshot, or without the append-only file, leaves). The services must refuse the
+ * stores (`unavailable`, 503) rather than accept a revoked key or make a new incarnation over stored
+ * records, and serve again once `pushbase replay` rebuilt Redis from the topics. Real Kafka, ClickHouse and
+ * Redis, through the real schema and records services and projector; a topic, database and prefix of its own.
+ */
+
+jest.setTimeout(300_000);
+
+const CLICKHOUSE_URL = process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
+const protos = pushbaseServices();
+const quiet = (): void => undefined;
+const fields = { fields: { n: { type: 'number', name: 'N' } } };
+
+let admin: Admin;
+let redis: Redis;
+let conn: ClickHouseConnection;
+let topic: string;
+let prefix: string;
+let database: string;
+let vars: Record<string, string>;
+const closers: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  await requireKafka();
+  admin = await testAdmin();
+  redis = await connectTestRedis();
+  topic = randomName('pb-rollback');
+  await ensureTopic(admin, { topic, partitions: 3 });
+  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
+  prefix = randomPrefix();
+  database = `pb_rollback_${randomBytes(6).toString('hex')}`;
+  conn = connectClickHouse(CLICKHOUSE_URL);
+  await migrate(conn, database);
+  vars = {
+    PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
+    PUSHBASE_KAFKA_TOPIC: topic,
+    PUSHBASE_PROJECTOR_GROUP: randomName('pb-rollback-live'),
+    PUSHBASE_CLICKHOUSE_URL: CLICKHOUSE_URL,
+    PUSHBASE_CLICKHOUSE_DATABASE: database,
+    PUSHBASE_REDIS_URL: redisUrl(),
+    PUSHBASE_REDIS_PREFIX: prefix,
+    PUSHBASE_PROJECTOR_FLUSH_MS: '100',
+  };
+});
+afterAll(async () => {
+  for (const close of closers.reverse()) await close();
+  await admin.deleteGroups([vars.PUSHBASE_PROJECTOR_GROUP!]).catch(() => undefined);
+  await deleteTopics(admin, [topic, defaultAccountsTopic(topic)]);
+  await admin.disconnect();
+  await dropDatabase(conn, database);
+  await dropDatabase(conn, `${database}_views`);
+  await conn.close();
+  await deleteUnder(redis, prefix);
+  redis.disconnect();
+});
+
+/** The schema service (with accounts) and the records service, each with its own connections, as processes have. */
+async function services(): Promise<{ schema: SchemaService; accounts: AccountCommands; records: RecordService }> {
+  const own = async (topicName: string) => {
+    const r = await openRedis(redisUrl(), { failFast: true });
+    const appender = new KafkaEventAppender({ connection: testConnection(), topic: topicName, appendTimeoutMs: 10_000 });
+    closers.push(async () => {
+      await appender.close();
+      r.disconnect();
+    });
+    return { redis: r, appender };
+  };
+  const s = await own(topic);
+  const a = await own(defaultAccountsTopic(topic));
+  const schemaServer = createSchemaServer({ redis: s.redis, prefix, appender: s.appender, accountLog: new KafkaAccountLog(a.appender), lock: { ttlMs: 30_000, waitMs: 10_000 }, log: quiet, protos });
+  const schema = connectSchemaService(`127.0.0.1:${await schemaServer.grpc.listen('127.0.0.1', 0)}`, { protos });
+  const r = await own(topic);
+  const recordsServer = createRecordsServer({ redis: r.redis, prefix, appender: r.appender, log: quiet, protos });
+  const records = connectRecordService(`127.0.0.1:${await recordsServer.grpc.listen('127.0.0.1', 0)}`, { protos });
+  closers.push(async () => {
+    schema.close();
+    records.close();
+    await schemaServer.grpc.shutdown(1000);
+    await recordsServer.grpc.shutdown(1000);
+  });
+  if (schemaServer.accounts === undefined) throw new Error('the schema service serves accounts with an accounts topic');
+  return { schema, accounts: schemaServer.accounts, records };
+}
+
+let projector: RunningProjector | undefined;
+async function startProjector(): Promise<void> {
+  projector = await runProjector(loadProjectorConfig(vars), { log: quiet });
+}
+async function stopProjector(): Promise<void> {
+  await projector?.stop();
+  projector = undefined;
+}
+
+/** Waits until the projector group committed past every event in the topic now. */
+async function caughtUp(): Promise<void> {
+  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  const last = new Map<number, number>();
+  const at = new Map<number, number>();
+  const groupId = randomName('pb-rollback-read');
+  const consumer = new KafkaEventConsumer(
+    { connection: testConnection(), topic, groupId },
+    {
+      onBatch: (batch) => {
+        for (const { position } of batch.events) last.set(position.partition, position.offset + 1);
+        at.set(batch.partition, batch.next);
+        return Promise.resolve();
+      },
+      onSkipped: (partition, next) => void at.set(partition, next),
+    },
+  );
+  await consumer.start();
+  try {
+    await eventually(`${topic} read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), 30_000);
+  } finally {
+    await consumer.stop();
+  }
+  await admin.deleteGroups([groupId]).catch(() => undefined);
+  await eventually(
+    'the projector to commit past every event',
+    async () => {
+      const [offsets] = await admin.fetchOffsets({ groupId: vars.PUSHBASE_PROJECTOR_GROUP!, topics: [topic] });
+      const committed = new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      return [...last].every(([p, end]) => (committed.get(p) ?? -1) >= end);
+    },
+    60_000,
+  );
+}
+
+/** Every key under the prefix as Redis would save it. */
+async function snapshot(): Promise<Map<string, Buffer>> {
+  const dumped = new Map<string, Buffer>();
+  for (const key of await keysUnder(redis, prefix)) {
+    const value = await redis.dumpBuffer(key);
+    if (value !== null) dumped.set(key, value);
+  }
+  return dumped;
+}
+
+/** Redis as it was at `dumped`: what a restart from that snapshot leaves. */
+async function restore(dumped: ReadonlyMap<string, Buffer>): Promise<void> {
+  await deleteUnder(redis, prefix);
+  for (const [key, value] of dumped) await redis.restore(key, 0, value);
+}
+
+const code = (p: Promise<unknown>): Promise<string> => outcomeOf(p);
+
+it('a Redis restored from an older snapshot is refused (no revoked key accepted, no new incarnation) until replay rebuilt it', async () => {
+  const { schema, accounts, records } = await services();
+  const gatewayRedis = await connectTestRedis();
+  closers.push(() => Promise.resolve(gatewayRedis.disconnect()));
+  const gateway = new RedisKeyStore(gatewayRedis, { prefix, stateCheckMs: 0 });
+  const account = `acct-${randomBytes(4).toString('hex')}`;
+  const key = `pb_${randomBytes(32).toString('base64url')}`;
+  await accounts.createAccount(account, DEFAULT_QUOTAS);
+  const { key_id } = await accounts.createKeyByHash(account, { hash: sha(key), scope: 'write', label: null });
+  await schema.findOrCreate({ account, id: 'kept', body: fields });
+  await records.append({ account, id: 'kept', json: body([{ n: 1 }]) });
+  await startProjector();
+  await caughtUp();
+  await expect(gateway.resolve(key)).resolves.toMatchObject({ account, key_id });
+  const older = await snapshot();
+
+  // After the snapshot: a dataset with a record, and the key revoked.
+  const sales = await schema.findOrCreate({ account, id: 'sales', body: fields });
+  expect(sales.created).toBe(true);
+  await records.append({ account, id: 'sales', json: body([{ n: 2 }]) });
+  await accounts.revokeKey(account, key_id);
+  await caughtUp();
+  await expect(gateway.resolve(key)).resolves.toBeUndefined();
+
+  await restore(older);
+  // The revoked key is back in the account store and `sales` is gone from the schema store: both refused.
+  await expect(code(gateway.resolve(key))).resolves.toBe('unavailable');
+  await expect(code(schema.findOrCreate({ account, id: 'sales', body: fields }))).resolves.toBe('unavailable');
+  // The records service looks at the state once a second (every write reads the store).
+  await eventually('the records service to refuse', async () => (await code(records.append({ account, id: 'kept', json: body([{ n: 3 }]) }))) === 'unavailable', 3000);
+  // A process started since, with no memory of the newer state, refuses as well: the finding is in Redis.
+  await expect(code(new RedisKeyStore(redis, { prefix }).resolve(key))).resolves.toBe('unavailable');
+  expect((await readState(redis, prefix)).regressed).toBeDefined();
+
+  await stopProjector();
+  expect((await runReplay(loadReplayConfig({ progress: false }, vars), { log: quiet })).swapped).toBe(true);
+  await expect(gateway.resolve(key)).resolves.toBeUndefined();
+  await expect(schema.findOrCreate({ account, id: 'sales', body: fields })).resolves.toMatchObject({ created: false, dataset: { incarnation: sales.dataset.incarnation } });
+  await eventually('the records service to take writes again', async () => (await code(records.append({ account, id: 'sales', json: body([{ n: 4 }]) }))) === 'ok', 5000);
+  expect((await readState(redis, prefix)).regressed).toBeUndefined();
+
+  // Rolled back while no service looked: the projector finds at start that Redis is behind what its group
+  // committed, and says so for every process.
+  await startProjector();
+  await caughtUp();
+  const behind = await snapshot();
+  await schema.findOrCreate({ account, id: 'later', body: fields });
+  await records.append({ account, id: 'later', json: body([{ n: 5 }]) });
+  await caughtUp();
+  await stopProjector();
+  await restore(behind);
+  expect((await readState(redis, prefix)).regressed).toBeUndefined();
+  await startProjector();
+  expect((await readState(redis, prefix)).regressed).toMatch(/below its group's committed offset/);
+  await expect(code(new RedisKeyStore(redis, { prefix }).resolve(key))).resolves.toBe('unavailable');
+  await stopProjector();
+  expect((await runReplay(loadReplayConfig({ progress: false }, vars), { log: quiet })).swapped).toBe(true);
+  await expect(schema.findOrCreate({ account, id: 'later', body: fields })).resolves.toMatchObject({ created: false });
+});
