@@ -165,6 +165,7 @@ export class Projector {
   private queue: Promise<unknown> = Promise.resolve();
   private timer: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
+  private lastWriteLanded: boolean | undefined;
   private paused: readonly number[] = [];
   /** Set when stop() gave up waiting: a store call still retrying gives up too. */
   private abandoned = false;
@@ -240,6 +241,7 @@ export class Projector {
       );
       const timeout = sleep(this.options.stopTimeoutMs ?? 30_000, false, { ref: false });
       const clean = await Promise.race([finished, timeout]);
+      this.lastWriteLanded = clean;
       if (!clean) {
         this.abandoned = true;
         this.options.log('warn', 'stopping without the last write', { pending_rows: this.pendingRows });
@@ -248,6 +250,14 @@ export class Projector {
       this.options.log('info', 'projector stopped', { ...this.stats() });
     })();
     return this.stopping;
+  }
+
+  /**
+   * After stop(): whether everything pending was written and committed. A caller that hands the result on
+   * (replay's swap) must not when it was not; the live projector need not care (the events come again).
+   */
+  get stoppedClean(): boolean {
+    return this.lastWriteLanded === true;
   }
 
   private exclusive<T>(run: () => Promise<T>): Promise<T> {

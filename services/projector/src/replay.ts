@@ -234,6 +234,8 @@ async function rebuild(
     await projector.stop();
     bar?.stop();
   }
+  // A generation missing its last rows must never be swapped in (the projector only logs the failure).
+  if (!projector.stoppedClean) throw new Error('the rebuild could not write its last rows (the log says why); nothing was swapped');
   return { events, recordsReplayed, rowsWritten: projector.stats().rows };
 }
 

@@ -168,6 +168,22 @@ describe('Projector', () => {
     expectFold(store);
   });
 
+  it('tells after stop() whether its last write landed, so a replay never swaps in a generation missing rows', async () => {
+    const ok = setup();
+    await ok.projector.start(ok.source);
+    await ok.deliver(0, events.slice(0, 2), 0);
+    await ok.projector.stop();
+    expect(ok.projector.stoppedClean).toBe(true);
+
+    const down = setup({ stopTimeoutMs: 50 });
+    await down.projector.start(down.source);
+    await down.deliver(0, events.slice(0, 2), 0);
+    down.store.down = Number.POSITIVE_INFINITY;
+    await down.projector.stop();
+    expect(down.projector.stoppedClean).toBe(false);
+    expect(down.source.commits).toStrictEqual([]);
+  });
+
   it('stops on an error it must not retry, without committing the failing event', async () => {
     const fatal: Error[] = [];
     const { source, projector, deliver } = setup({ onFatal: (e) => fatal.push(e) });
