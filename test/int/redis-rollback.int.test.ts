@@ -3,7 +3,7 @@ import { connectClickHouse, dropDatabase, migrate, type ClickHouseConnection } f
 import { pushbaseServices, type AccountCommands, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS } from '@pushbase/domain';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
-import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender, KafkaEventConsumer } from '@pushbase/kafka';
+import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender } from '@pushbase/kafka';
 import { loadProjectorConfig, loadReplayConfig, runProjector, runReplay, type RunningProjector } from '@pushbase/projector';
 import { createRecordsServer } from '@pushbase/records';
 import { openRedis, readState, RedisKeyStore, type Redis } from '@pushbase/redis';
@@ -12,7 +12,7 @@ import type { Admin } from 'kafkajs';
 import { sha } from '../helpers/api-keys';
 import { connectTestRedis, deleteUnder, keysUnder, randomPrefix, redisUrl } from '../helpers/redis';
 import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
-import { body, outcomeOf } from '../../services/records/test/support';
+import { body, outcomeOf, readConsumed } from '../../services/records/test/support';
 
 /*
  * Redis rolled back under running services: every key under the prefix restored as it was earlier (what a
@@ -111,28 +111,8 @@ async function stopProjector(): Promise<void> {
 
 /** Waits until the projector group committed past every event in the topic now. */
 async function caughtUp(): Promise<void> {
-  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
   const last = new Map<number, number>();
-  const at = new Map<number, number>();
-  const groupId = randomName('pb-rollback-read');
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId },
-    {
-      onBatch: (batch) => {
-        for (const { position } of batch.events) last.set(position.partition, position.offset + 1);
-        at.set(batch.partition, batch.next);
-        return Promise.resolve();
-      },
-      onSkipped: (partition, next) => void at.set(partition, next),
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(`${topic} read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), 30_000);
-  } finally {
-    await consumer.stop();
-  }
-  await admin.deleteGroups([groupId]).catch(() => undefined);
+  for (const { position } of await readConsumed(admin, topic)) last.set(position.partition, position.offset + 1);
   await eventually(
     'the projector to commit past every event',
     async () => {

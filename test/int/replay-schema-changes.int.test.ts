@@ -3,7 +3,7 @@ import { ClickHouseProjection, connectClickHouse, dropDatabase, migrate, type Cl
 import { pushbaseServices, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { fold, type DatasetEvent } from '@pushbase/domain';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
-import { defaultAccountsTopic, ensureTopic, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
+import { defaultAccountsTopic, ensureTopic, KafkaEventAppender } from '@pushbase/kafka';
 import { loadProjectorConfig, loadReplayConfig, runProjector, runReplay } from '@pushbase/projector';
 import { createRecordsServer } from '@pushbase/records';
 import { openRedis, RedisSchemaStore, type Redis } from '@pushbase/redis';
@@ -11,7 +11,7 @@ import { createSchemaServer } from '@pushbase/schema';
 import type { Admin } from 'kafkajs';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../helpers/redis';
 import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
-import { body, outcomeOf } from '../../services/records/test/support';
+import { body, outcomeOf, readConsumed, readTopic } from '../../services/records/test/support';
 
 /*
  * Datasets created, deleted and re-created while `pushbase replay` runs, through the real schema and
@@ -98,40 +98,13 @@ async function services(): Promise<{ schema: SchemaService; records: RecordServi
   return { schema, records };
 }
 
-/** Every event of the topic with its position: its end offsets now, then a fresh group reading up to them. */
-async function readTopic(): Promise<ConsumedEvent[]> {
-  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
-  const at = new Map<number, number>();
-  const events: ConsumedEvent[] = [];
-  const groupId = randomName('pb-replay-changes-read');
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId },
-    {
-      onBatch: (batch) => {
-        events.push(...batch.events);
-        at.set(batch.partition, batch.next);
-        return Promise.resolve();
-      },
-      onSkipped: (partition, next) => void at.set(partition, next),
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(`${topic} read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), 30_000);
-  } finally {
-    await consumer.stop();
-  }
-  await admin.deleteGroups([groupId]).catch(() => undefined);
-  return events;
-}
-
 /** Runs a projector until its group committed past every event in the topic now. */
 async function project(): Promise<void> {
   let fatal: Error | undefined;
   const running = await runProjector(loadProjectorConfig(vars), { log: quiet, onFatal: (e) => (fatal = e) });
   try {
     const last = new Map<number, number>();
-    for (const { position } of await readTopic()) last.set(position.partition, Math.max(last.get(position.partition) ?? 0, position.offset + 1));
+    for (const { position } of await readConsumed(admin, topic)) last.set(position.partition, Math.max(last.get(position.partition) ?? 0, position.offset + 1));
     await eventually(
       'the projector to commit past every event',
       async () => {
@@ -207,7 +180,7 @@ it('datasets created, deleted and re-created during a replay: every acknowledged
   for (const id of ['fresh', 'again']) expect(await write(id)).toBe('ok');
 
   await project();
-  const events: DatasetEvent[] = (await readTopic()).map((e) => e.event);
+  const events: DatasetEvent[] = await readTopic(admin, topic);
   const state = fold(events).get(account);
   const store = new ClickHouseProjection(conn, database);
   const schemaStore = new RedisSchemaStore(redis, { prefix });

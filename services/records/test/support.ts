@@ -28,8 +28,8 @@ export class SchemaFixture {
   }
 }
 
-/** Every committed event of `topic`: its end offsets now, then a fresh group until it read up to them (markers included). */
-export async function readTopic(admin: Admin, topic: string): Promise<DatasetEvent[]> {
+/** Every committed event of `topic` with its position: its end offsets now, then a fresh group until it read up to them (markers included). */
+export async function readConsumed(admin: Admin, topic: string): Promise<ConsumedEvent[]> {
   const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
   const at = new Map<number, number>();
   const events: ConsumedEvent[] = [];
@@ -52,8 +52,11 @@ export async function readTopic(admin: Admin, topic: string): Promise<DatasetEve
     await consumer.stop();
   }
   await admin.deleteGroups([groupId]).catch(() => undefined);
-  return events.map((e) => e.event);
+  return events;
 }
+
+/** Every committed event of `topic` (readConsumed without the positions). */
+export const readTopic = async (admin: Admin, topic: string): Promise<DatasetEvent[]> => (await readConsumed(admin, topic)).map((e) => e.event);
 
 export const body = (data: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify({ data }));
 
