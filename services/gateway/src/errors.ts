@@ -41,6 +41,10 @@ interface ErrorBody {
   error: { message: string; code: string; path?: string; request_id: string };
 }
 
+const MiB = 1024 * 1024;
+/** A body limit as the client reads it: `4 MiB`, `64 KiB`. */
+const sizeOf = (bytes: number): string => (bytes >= MiB ? `${bytes / MiB} MiB` : `${bytes / 1024} KiB`);
+
 /** The request's path for a log line: a client chooses it, so only its start, whatever its length. */
 const loggedPath = (ctx: Context): string => (ctx.path.length > 200 ? `${ctx.path.slice(0, 200)}…` : ctx.path);
 
@@ -71,8 +75,7 @@ export function errorMiddleware(log: (line: string, requestId: string) => void) 
         for (const [k, v] of Object.entries(err.headers)) ctx.set(k, v);
       } else if (isBodyParserError(err) && err.type === 'entity.too.large') {
         status = 413;
-        const limit = err.limit !== undefined && err.limit < 1024 * 1024 ? `${err.limit / 1024} KiB` : '4 MiB';
-        body = { error: { message: `The request body is larger than the limit of ${limit}`, code: 'body_too_large', request_id: requestId } };
+        body = { error: { message: `The request body is larger than the limit of ${sizeOf(err.limit ?? 4 * MiB)}`, code: 'body_too_large', request_id: requestId } };
       } else if (isBodyParserError(err) && (err.type === 'request.aborted' || err.type === 'stream.not.readable')) {
         // The client went away (or a pipelined request's connection closed under it): nobody reads an
         // answer, and it is no failure of ours to log.

@@ -2,7 +2,8 @@
  * One account's share of the process (account-gate.ts): its requests beyond the share wait their turn
  * without holding up another account's, and beyond the queue they are refused.
  */
-import { AccountGate } from '../src';
+import { createServer } from 'node:http';
+import { AccountGate, createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter } from '../src';
 
 const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
 
@@ -62,8 +63,6 @@ const BODY = '{"data":[]}';
 
 describe('in the gateway', () => {
   it("hands the record service at most an account's share of its writes at once, counting their bodies; another account's go straight through", async () => {
-    const { createServer } = await import('node:http');
-    const { createGatewayApp, hashApiKey, MemoryKeyStore, memoryRateLimiter, SlidingWindowRateLimiter } = await import('../src');
     const keys = new MemoryKeyStore();
     keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
     keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
