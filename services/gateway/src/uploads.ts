@@ -21,11 +21,11 @@ export interface UploadLimits {
   /** How long a body may take to arrive once its request was authenticated. */
   readonly bodyTimeoutMs: number;
   /**
-   * Bytes one account may have in flight at once (bodies being received); beyond it, 429. Per account,
-   * not per key: a tenant with many keys still gets one share of the process.
+   * Bytes of bodies one account may hold at once (being received, or received and not yet written);
+   * beyond it, 429. Per account, not per key: a tenant with many keys still gets one share of the process.
    */
   readonly bytesPerAccount: number;
-  /** Bytes the process may have in flight at once, every key together; beyond it, 503. */
+  /** Bytes of bodies the process may hold at once, every account together; beyond it, 503. */
   readonly bytesPerProcess: number;
 }
 
@@ -80,7 +80,7 @@ const FORM_MEDIA_TYPES = new Set(['application/x-www-form-urlencoded', 'multipar
 
 const mediaType = (header: string): string => (header.split(';')[0] ?? '').trim().toLowerCase();
 
-/** The bytes each account and the whole process are receiving now; a request reserves before it reads. */
+/** The bytes of bodies each account and the whole process hold now; a request reserves before it reads. */
 export class UploadBudget {
   private total = 0;
   private readonly byAccount = new Map<string, number>();
