@@ -128,6 +128,12 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
   const gc = gateway.spec.template.spec.containers[0];
   const adminPort = gc.ports.find((p: any) => p.name === 'admin').containerPort;
   for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) expect({ probe, http: gc[probe]?.httpGet }).toEqual({ probe, http: { path: '/healthz', port: 'admin' } });
+  // The projector: /readyz and /healthz on its metrics listener, which listens on 0.0.0.0 for the kubelet;
+  // its stall time in milliseconds from projector.stallSeconds.
+  const pc = named(objects, 'Deployment', name('projector')).spec.template.spec.containers[0];
+  expect(pc.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+  expect(pc.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+  expect(pc.env).toEqual(expect.arrayContaining([{ name: 'PUSHBASE_METRICS_HOST', value: '0.0.0.0' }, { name: 'PUSHBASE_PROJECTOR_STALL_MS', value: '180000' }]));
   const gatewayService = named(objects, 'Service', name('gateway'));
   expect(matches(gatewayService.spec.selector, gateway.spec.template.metadata.labels)).toBe(true);
   // The public Service carries the public port only; the admin listener has a ClusterIP Service of its own.

@@ -151,6 +151,24 @@ describe('startMetricsListener', () => {
       await listener.close();
     }
   });
+
+  it('serves the probes it is given as JSON, 200 or 503, GET and HEAD only, and no other path', async () => {
+    const registry = createMetricsRegistry({ processMetrics: false });
+    let ok = true;
+    const listener = await startMetricsListener(registry, { host: '127.0.0.1', port: 0, probes: { '/healthz': () => ({ ok, body: { status: ok ? 'ok' : 'stalled' } }) } });
+    try {
+      expect(await get(listener.port, '/healthz')).toMatchObject({ status: 200, type: 'application/json', body: '{"status":"ok"}\n' });
+      ok = false;
+      expect(await get(listener.port, '/healthz?verbose=1')).toMatchObject({ status: 503, body: '{"status":"stalled"}\n' });
+      expect((await get(listener.port, '/healthz', { method: 'HEAD' })).status).toBe(503);
+      expect((await get(listener.port, '/healthz', { method: 'POST' })).status).toBe(405);
+      expect((await get(listener.port, '/readyz')).status).toBe(404);
+      expect((await get(listener.port, '/toString')).status).toBe(404);
+      expect((await get(listener.port, '/metrics')).status).toBe(200);
+    } finally {
+      await listener.close();
+    }
+  });
 });
 
 describe('metricsEnv', () => {

@@ -80,8 +80,15 @@ const projectorConfigOf = (env: ProjectorEnv) =>
     nice: env.PUSHBASE_PROJECTOR_NICE,
   });
 
-// The long-running projector serves its metrics (replay is a command that ends; it has none).
-const schema = z.object({ ...projectorEnv, ...metricsEnv, ...telemetryEnv }).transform((env) => Object.freeze({ ...projectorConfigOf(env), metrics: metricsConfigOf(env), telemetry: telemetryConfigOf(env) }));
+// The long-running projector serves its metrics and probes (replay is a command that ends; it has none).
+const liveEnv = {
+  // How long a held partition with lag may go without its committed offset moving before /healthz
+  // answers 503 (health.ts). A busy projector commits every write, well under a second apart.
+  PUSHBASE_PROJECTOR_STALL_MS: integer(180_000, 5_000, 86_400_000),
+};
+const schema = z
+  .object({ ...projectorEnv, ...liveEnv, ...metricsEnv, ...telemetryEnv })
+  .transform((env) => Object.freeze({ ...projectorConfigOf(env), stallMs: env.PUSHBASE_PROJECTOR_STALL_MS, metrics: metricsConfigOf(env), telemetry: telemetryConfigOf(env) }));
 
 export type ProjectorConfig = z.output<typeof schema>;
 

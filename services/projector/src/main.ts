@@ -3,6 +3,7 @@ import { createKafka, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/k
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { checkProjectedState, markerField, openRedis, raiseMarkers, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
 import { followAccounts, type AccountFollower } from './accounts';
+import { ProgressWatch, startProgressLooks, type PartitionProgress } from './health';
 import type { ProjectorConfig } from './config';
 import { createLogger, levelledLog, type LogLevel } from '@pushbase/telemetry';
 import { Projector, type Logger, type ProjectorOptions } from './projector';
@@ -34,7 +35,16 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
   const log = hooks.log ?? jsonLog(config.telemetry.logLevel);
   // This process's one registry, on a small listener of its own (docs/metrics.md): lag, inserts, counters.
   const metrics = createMetricsRegistry();
-  const metricsListener = await startMetricsListener(metrics, config.metrics);
+  // Beside it, the probes (health.ts): /readyz once this member reads, /healthz while its partitions move.
+  const watch = new ProgressWatch(config.stallMs);
+  let phase: 'starting' | 'reading' | 'stopping' = 'starting';
+  const metricsListener = await startMetricsListener(metrics, {
+    ...config.metrics,
+    probes: {
+      '/healthz': () => watch.verdict(),
+      '/readyz': () => ({ ok: phase === 'reading', body: { status: phase } }),
+    },
+  });
   log('info', 'listening', { metrics_port: metricsListener.port, metrics_host: config.metrics.host });
   const redis = await openRedis(config.redis.url).catch(async (e: unknown) => {
     await metricsListener.close();
@@ -101,6 +111,9 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     flush_ms: config.flushIntervalMs,
   });
   let follower: AccountFollower | undefined;
+  let stopLooks: (() => void) | undefined;
+  // Kafka's own account of this member's progress, for /healthz: kept connected, asked every few seconds.
+  const lookout = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector-health', log: kafkaLog }).admin();
   try {
     // Redis must hold at least what the group committed; checked before reading on from there.
     const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog }).admin();
@@ -125,7 +138,25 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
     });
     await follower.started;
+    await lookout.connect();
+    const read = async (): Promise<readonly PartitionProgress[]> => {
+      const held = consumer.assigned();
+      if (held.length === 0) return [];
+      const [group] = await lookout.fetchOffsets({ groupId: config.kafka.groupId, topics: [config.kafka.topic] });
+      const committed = new Map((group?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      const ends = new Map((await lookout.fetchTopicOffsets(config.kafka.topic)).map((p) => [p.partition, { low: Number(p.low), high: Number(p.high) }]));
+      return held.flatMap((partition) => {
+        const end = ends.get(partition);
+        if (end === undefined) return [];
+        // -1: nothing committed yet; the group starts from the partition's beginning.
+        return [{ partition, committed: Math.max(committed.get(partition) ?? -1, end.low), end: end.high }];
+      });
+    };
+    stopLooks = startProgressLooks({ watch, read, waiting: () => projector.waitingForStore, everyMs: Math.min(15_000, Math.max(1000, Math.floor(config.stallMs / 6))) });
+    phase = 'reading';
   } catch (e) {
+    stopLooks?.();
+    await lookout.disconnect().catch(() => undefined);
     await follower?.stop().catch(() => undefined);
     await consumer.stop().catch(() => undefined);
     await conn.close();
@@ -134,7 +165,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     throw e;
   }
   // An idle projector commits nothing: it looks every second whether what it raised is still there.
-  const watch = setInterval(() => {
+  const markerWatch = setInterval(() => {
     const markers = [...raised].map(([partition, next]) => ({ field: markerField('d', partition), next, least: next }));
     void Promise.all([raiseMarkers(redis, config.redis.prefix, 'the projector', markers), accountStore.recheck()]).then(
       (lost) => {
@@ -143,14 +174,17 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       () => undefined, // Redis unreachable: the projector's own writes report it
     );
   }, 1000);
-  watch.unref();
+  markerWatch.unref();
   let stopped: Promise<void> | undefined;
   return {
     projector,
     metricsPort: metricsListener.port,
     stop: () =>
       (stopped ??= (async () => {
-        clearInterval(watch);
+        phase = 'stopping';
+        clearInterval(markerWatch);
+        stopLooks();
+        await lookout.disconnect().catch(() => undefined);
         try {
           await follower.stop().catch((e: unknown) => log('warn', 'account follower did not stop cleanly', { error: String(e) }));
           await projector.stop();

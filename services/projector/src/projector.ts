@@ -74,8 +74,8 @@ export interface ProjectorOptions {
   readonly log: Logger;
   /** The schema store's writer side, fed every event of a write before its offsets are committed. */
   readonly schemaStore?: SchemaStoreWriter;
-  /** Test hook: runs after a write landed and before its offsets are committed. */
-  readonly afterWrite?: (write: number) => void;
+  /** Test hook: runs after a write landed and before its offsets are committed (awaited). */
+  readonly afterWrite?: (write: number) => void | Promise<void>;
   /** Called when the projector stops on an error it must not retry (a bug, a poison event). */
   readonly onFatal?: (error: Error) => void;
   /** Lag per partition, inserts, and the stats() counters as Prometheus metrics (docs/metrics.md). */
@@ -215,6 +215,11 @@ export class Projector {
       if (this.flushDue()) void this.exclusive(() => this.flush()).catch((e: unknown) => this.fatal(e));
     }, tick);
     await source.start();
+  }
+
+  /** Whether the partitions are paused while an unavailable store is tried again (not a stall: health.ts). */
+  get waitingForStore(): boolean {
+    return this.paused.length > 0;
   }
 
   stats(): ProjectorStats {
@@ -458,7 +463,7 @@ export class Projector {
     this.options.metrics?.count('writes');
     for (const [partition, p] of partitions) this.advance(partition, undefined, p.next);
     this.landed = id;
-    this.options.afterWrite?.(written);
+    await this.options.afterWrite?.(written);
     this.evict();
     const positions = partitions.map(([partition, p]) => ({ partition, offset: p.last }));
     const source = this.source;

@@ -12,6 +12,7 @@ describe('loadProjectorConfig', () => {
       flushRows: 50_000,
       flushIntervalMs: 250,
       nice: 0,
+      stallMs: 180_000,
       metrics: { host: '127.0.0.1', port: 0 },
       telemetry: { logLevel: 'info', traces: { exporter: 'none', protocol: 'http/protobuf', serviceName: undefined } },
     });
@@ -31,7 +32,10 @@ describe('loadProjectorConfig', () => {
       PUSHBASE_REDIS_URL: 'redis://cache:6380',
       PUSHBASE_REDIS_PREFIX: 'pb-live:',
       PUSHBASE_METRICS_PORT: '9464',
+      PUSHBASE_PROJECTOR_STALL_MS: '60000',
     });
+    expect(c).toMatchObject({ stallMs: 60_000 });
+    expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_STALL_MS: '4999' })).toThrow(/PUSHBASE_PROJECTOR_STALL_MS/);
     expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', accountsTopic: 'events.v1.accounts', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, nice: 10, metrics: { host: '127.0.0.1', port: 9464 } });
     expect(Object.isFrozen(c)).toBe(true);
     expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_NICE: '20' })).toThrow(/PUSHBASE_PROJECTOR_NICE/);
