@@ -4,6 +4,7 @@ export * from './connection';
 export * from './messages';
 export * from './consumer';
 export * from './topic';
+export * from './group-offsets';
 export * from './appender';
 export * from './event-log';
 export * from './account-log';

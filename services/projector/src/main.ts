@@ -1,5 +1,5 @@
 import { ClickHouseProjection, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
-import { createKafka, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, fetchGroupOffsets, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { checkProjectedState, markerField, openRedis, raiseMarkers, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
 import { followAccounts, type AccountFollower } from './accounts';
@@ -119,8 +119,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog }).admin();
     await admin.connect();
     try {
-      const [offsets] = await admin.fetchOffsets({ groupId: config.kafka.groupId, topics: [config.kafka.topic] });
-      const why = await checkProjectedState(redis, config.redis.prefix, new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)])));
+      const why = await checkProjectedState(redis, config.redis.prefix, await fetchGroupOffsets(admin, config.kafka.groupId, config.kafka.topic));
       if (why !== undefined) lostState(why);
     } finally {
       await admin.disconnect();
@@ -142,8 +141,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     const read = async (): Promise<readonly PartitionProgress[]> => {
       const held = consumer.assigned();
       if (held.length === 0) return [];
-      const [group] = await lookout.fetchOffsets({ groupId: config.kafka.groupId, topics: [config.kafka.topic] });
-      const committed = new Map((group?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      const committed = await fetchGroupOffsets(lookout, config.kafka.groupId, config.kafka.topic);
       const ends = new Map((await lookout.fetchTopicOffsets(config.kafka.topic)).map((p) => [p.partition, { low: Number(p.low), high: Number(p.high) }]));
       return held.flatMap((partition) => {
         const end = ends.get(partition);
