@@ -50,7 +50,15 @@ export function viewName(account: string, dataset: string): string {
   return `${acc}/${id}~${hash}`;
 }
 
-const MAX_ESCAPED = 200;
+/*
+ * At most this many bytes of file name. 18.16 needs only the name and `.sql` within 255 bytes; current
+ * versions also keep room for a dropped table's file, `<database>.<name>.<uuid>.sql` (and `.detached` in
+ * newer sources), and refuse a longer name: 26.7 allows 213 bytes less the views database's name (code 69,
+ * "The max length of table name for database … is 187"). 140 fits beside any views database name pushbase
+ * accepts (63 characters at most) on both rules. Names made longer by an earlier pushbase (up to 200) name
+ * no dataset now: reconcile drops them and makes the shorter ones at the projector's next start.
+ */
+const MAX_ESCAPED = 140;
 const escapedLength = (name: string): number => [...Buffer.from(name, 'utf8')].reduce((n, b) => n + (/[A-Za-z0-9_]/.test(String.fromCharCode(b)) ? 1 : 3), 0);
 
 /**

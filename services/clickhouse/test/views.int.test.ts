@@ -397,7 +397,7 @@ describe('view names', () => {
     for (const n of [longA, longB, longAccount]) {
       expect(n).toMatch(/~[0-9a-f]{12}$/);
       const escaped = [...Buffer.from(n)].reduce((k, b) => k + (/[A-Za-z0-9_]/.test(String.fromCharCode(b)) ? 1 : 3), 0);
-      expect(escaped).toBeLessThanOrEqual(200);
+      expect(escaped).toBeLessThanOrEqual(140);
     }
   });
 });
