@@ -4,7 +4,9 @@ import { fetchGroupOffsets } from '../src/group-offsets';
 
 // The coordinator's refusals as kafkajs raises them (createErrorFromCode): 16 NOT_COORDINATOR, 14
 // COORDINATOR_LOAD_IN_PROGRESS are retriable; 30 GROUP_AUTHORIZATION_FAILED is not.
-const refusal = (type: string, retriable: boolean): Error => new KafkaJSProtocolError({ type, code: 0, retriable, message: type });
+const CODES: Record<string, number> = { NOT_COORDINATOR: 16, COORDINATOR_LOAD_IN_PROGRESS: 14, GROUP_AUTHORIZATION_FAILED: 30 };
+// At run time the constructor takes kafkajs's error spec (its types name only Error | string).
+const refusal = (type: string, retriable: boolean): Error => new KafkaJSProtocolError({ type, code: CODES[type], retriable, message: type } as unknown as Error);
 
 function adminAnswering(...answers: (Error | { partition: number; offset: string }[])[]): { admin: Admin; calls: () => number } {
   let calls = 0;
