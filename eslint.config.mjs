@@ -42,6 +42,14 @@ export default tseslint.config(
     },
   },
   {
+    // A package is used through its index: a deep import reaches past what it exports (and hid a cycle).
+    files: ['services/**/*.ts', 'test/**/*.ts', 'bench/**/*.ts', 'deploy/**/*.ts'],
+    ignores: ['services/domain/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['@pushbase/*/src', '@pushbase/*/src/*'], message: 'Import the package (@pushbase/<name>), not its files.' }] }],
+    },
+  },
+  {
     // The purity fence: the fold and the validation rules must give the same answer everywhere they run
     // (embedded projection, ClickHouse projector, replay, tests), so they may not touch I/O, time or chance.
     files: ['services/domain/src/**/*.ts'],

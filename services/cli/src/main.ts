@@ -5,8 +5,7 @@ import { compact, listSegments, loadConfig, lockDataDirOfKnownFormat, startEmbed
 import { ACCOUNTS_TOPIC_PARTITIONS, createKafka, ensureTopic } from '@pushbase/kafka';
 import { loadRecordsConfig, runRecords } from '@pushbase/records';
 import { loadSchemaConfig, runSchema } from '@pushbase/schema';
-import { loadGatewayConfig } from '@pushbase/gateway/src/config';
-import { runGateway } from '@pushbase/gateway/src/main';
+import { loadGatewayConfig, runGateway } from '@pushbase/gateway';
 import { addAdminCommands } from './admin-commands';
 import { DistributedStack, SERVICES, type ServiceName } from './distributed';
 import { tuneRequestPathHeap } from './heap';

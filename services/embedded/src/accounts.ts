@@ -4,7 +4,8 @@ import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, type AccountEvent, type A
 import { CombinedKeyStore, MemoryKeyStore, parseBootstrapKeys } from '@pushbase/gateway';
 import { FileAccountLog, type AccountLogOptions } from './account-log';
 import { checkDataDirFormat } from './data-dir-format';
-import { readLegacyKeys, retireLegacyKeys, showGeneratedKey } from './side-files';
+import { showGeneratedKey } from '@pushbase/data-dir';
+import { readLegacyKeys, retireLegacyKeys } from './legacy-keys';
 
 type Logger = (msg: string, fields?: Record<string, unknown>) => void;
 

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import { evolve, initialState, type State } from '@pushbase/domain';
 import { listSegments, readSealedSegment, segmentDir } from './file-event-log';
-import { errorText, syncDirectory } from './frames';
+import { syncDirectory } from '@pushbase/data-dir';
+import { errorText } from './frames';
 import { listSnapshots, readSnapshot, snapshotDir, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
 
 /*

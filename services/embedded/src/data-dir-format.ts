@@ -4,8 +4,7 @@ import path from 'node:path';
 import { ACCOUNT_LOG_DIR } from './account-log';
 import { lockDataDir, type DataDirLock } from './data-dir-lock';
 import { LEGACY_LOG_FILE } from './file-event-log';
-import { readIfExists, writeFileAtomic } from './files';
-import { syncDirectory } from './frames';
+import { readIfExists, syncDirectory, writeFileAtomic } from '@pushbase/data-dir';
 
 /*
  * The data directory's format: a number in `<dir>/FORMAT`. A start reads it before it touches anything and

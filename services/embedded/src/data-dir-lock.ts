@@ -3,7 +3,8 @@ import * as fs from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { callback, closeFd, errorText, openFile } from './frames';
+import { callback, closeFd, openFile } from '@pushbase/data-dir';
+import { errorText } from './frames';
 
 /*
  * One process per data directory: two servers appending to the same segments would interleave frames and

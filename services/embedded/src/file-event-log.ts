@@ -4,21 +4,8 @@ import { decodeEventValue, encodeEventBatch, EventDecodeError, type EventListene
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
 import type { EventLogMetrics } from '@pushbase/metrics';
 import { failSpan, pushbaseTracer, SpanKind } from '@pushbase/telemetry';
-import {
-  callback,
-  closeFd,
-  errorText,
-  FRAME_HEADER_BYTES,
-  fstatSize,
-  listPositioned,
-  MAX_FRAME_BYTES,
-  openFile,
-  plausibleLength,
-  positionName,
-  READ_CHUNK_BYTES,
-  readFully,
-  syncDirectory,
-} from './frames';
+import { callback, closeFd, openFile, syncDirectory } from '@pushbase/data-dir';
+import { errorText, FRAME_HEADER_BYTES, fstatSize, listPositioned, MAX_FRAME_BYTES, plausibleLength, positionName, READ_CHUNK_BYTES, readFully } from './frames';
 import { batchHeader, findValidBatch, FRAME_PREFIX_BYTES, framePrefix, scanLog, type Decode, type LogScan } from './log-records';
 import { crc32 } from 'node:zlib';
 

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { crc32 } from 'node:zlib';
+import { callback } from '@pushbase/data-dir';
 
 /*
  * The frame format of snapshots (and of event log segments written before the batch format, which
@@ -23,13 +24,6 @@ export const READ_CHUNK_BYTES = 1024 * 1024;
 
 export const plausibleLength = (length: number): boolean => length >= MIN_PAYLOAD_BYTES && length <= MAX_FRAME_BYTES;
 
-export const callback = <T>(run: (done: (err: NodeJS.ErrnoException | null, value?: T) => void) => void): Promise<T> =>
-  new Promise<T>((resolve, reject) => run((err, value) => (err ? reject(err) : resolve(value as T))));
-
-export const openFile = (file: string, flags: number): Promise<number> =>
-  callback<number>((done) => fs.open(file, flags, 0o644, done));
-export const closeFd = (fd: number): Promise<void> => callback<void>((done) => fs.close(fd, done));
-export const fsyncFd = (fd: number): Promise<void> => callback<void>((done) => fs.fsync(fd, done));
 export const fstatSize = (fd: number): Promise<number> =>
   callback<fs.Stats>((done) => fs.fstat(fd, done)).then((stats) => stats.size);
 export const readAt = (fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> =>
@@ -115,19 +109,6 @@ export async function scanFrames(fd: number, size: number, onFrame: (payload: Bu
     frames += 1;
     off += FRAME_HEADER_BYTES + length;
     pos += FRAME_HEADER_BYTES + length;
-  }
-}
-
-/** fsyncs a directory, so entries created, renamed or removed in it are durable. */
-export async function syncDirectory(dir: string, fsync: (fd: number) => Promise<void> = fsyncFd): Promise<void> {
-  const fd = await openFile(dir, fs.constants.O_RDONLY);
-  try {
-    await fsync(fd);
-  } catch (err) {
-    // Some file systems cannot fsync a directory; the files' own fsyncs still hold.
-    if (!['EINVAL', 'EISDIR', 'EPERM', 'ENOTSUP'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
-  } finally {
-    await closeFd(fd);
   }
 }
 

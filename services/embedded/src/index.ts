@@ -1,9 +1,7 @@
 export * from './config';
 export * from './runtime';
-export * from './tls';
 export * from './embedded-store';
 export { compact } from './compaction';
 export { listSegments } from './file-event-log';
 export { lockDataDir } from './data-dir-lock';
 export { lockDataDirOfKnownFormat } from './data-dir-format';
-export { loadOrCreateAdminToken, showGeneratedKey } from './side-files';

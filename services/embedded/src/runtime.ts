@@ -5,14 +5,13 @@ import { createAccountAdmin, createRecordService, createSchemaService, createWri
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
+import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/data-dir';
 import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
 import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
 import type { DataDirLock } from './data-dir-lock';
 import { lockDataDirOfKnownFormat, markDataDirFormat } from './data-dir-format';
-import { loadOrCreateAdminToken } from './side-files';
-import { loadOrCreateTls } from './tls';
 import { createSnapshotPool } from './snapshot-pool';
 
 export interface RunningEmbedded {

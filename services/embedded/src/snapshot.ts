@@ -2,7 +2,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
 import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, releaseCaptured, rowsOf, SnapshotSource, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
-import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, openFile, positionName, scanFrames, syncDirectory } from './frames';
+import { openFile, syncDirectory } from '@pushbase/data-dir';
+import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, positionName, scanFrames } from './frames';
 
 /*
  * Snapshots: the folded state as of a log position P (every frame with global index < P applied), in

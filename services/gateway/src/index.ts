@@ -11,3 +11,5 @@ export * from './read-side';
 export * from './ui';
 export * from './uploads';
 export * from './account-gate';
+export * from './config';
+export * from './main';

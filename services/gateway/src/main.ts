@@ -4,7 +4,7 @@ import { ignoreConflict } from '@pushbase/app';
 import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
-import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/embedded';
+import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/data-dir';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, grpcMetrics, httpMetrics } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';

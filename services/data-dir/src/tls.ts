@@ -3,7 +3,7 @@ import { chmod, mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { generate } from 'selfsigned';
 import { readIfExists, SideFileError, writeFileAtomic } from './files';
-import { syncDirectory } from './frames';
+import { syncDirectory } from './fs';
 
 export interface TlsMaterial {
   readonly cert: string;

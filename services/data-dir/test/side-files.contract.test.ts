@@ -3,11 +3,11 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { SideFileError, writeFileAtomic } from '../src/files';
-import { loadOrCreateAdminToken, readLegacyKeys, retireLegacyKeys, showGeneratedKey } from '../src/side-files';
+import { loadOrCreateAdminToken, showGeneratedKey } from '../src/side-files';
 import { loadOrCreateTls } from '../src/tls';
 
 /*
- * The data directory's side files (admin.token, api-keys.json, tls/key.pem, tls/cert.pem) are written
+ * The data directory's side files (admin.token, initial-api-key, tls/key.pem, tls/cert.pem) are written
  * durably (file fsync'd before the rename, directory fsync'd after it), and one that exists but cannot be
  * used stops the start with its name and is left as it is: never silently replaced by a new key, token or
  * certificate, which would invalidate the one already handed out.
@@ -100,38 +100,6 @@ describe('admin.token', () => {
     await writeFile(file, text);
     await expect(loadOrCreateAdminToken(dir, quiet)).rejects.toThrow(SideFileError);
     await expect(loadOrCreateAdminToken(dir, quiet)).rejects.toThrow(new RegExp(`^${file.replace(/[.]/g, '\\.')} .*Refusing to start`));
-    expect(await readFile(file, 'utf8')).toBe(text);
-  });
-});
-
-describe('api-keys.json of an older data directory', () => {
-  it('is absent in a new data directory', async () => {
-    await expect(readLegacyKeys(dir)).resolves.toBeUndefined();
-  });
-
-  it('is read as hashes and accounts, and moved aside durably once imported', async () => {
-    const file = path.join(dir, 'api-keys.json');
-    const text = JSON.stringify([{ hash: 'a'.repeat(64), account: 'default', created_at: '2025-01-01T00:00:00.000Z' }]);
-    await writeFile(file, text);
-    await expect(readLegacyKeys(dir)).resolves.toEqual({ file, keys: [{ hash: 'a'.repeat(64), account: 'default', created_at: '2025-01-01T00:00:00.000Z' }] });
-    const moved = await retireLegacyKeys(file);
-    expect(moved).toBe(path.join(dir, 'api-keys.json.imported'));
-    expect(await readFile(moved, 'utf8')).toBe(text);
-    await expect(readLegacyKeys(dir)).resolves.toBeUndefined();
-  });
-
-  it.each([
-    ['empty', '', /is empty/],
-    ['cut short', '[\n  {\n    "hash": "ab', /is not valid JSON/],
-    ['not a list', '{"hash":"x"}', /does not hold a JSON array/],
-    ['a bad entry', '[{"hash":"not-hex","account":"default"}]', /entry 0 /],
-    ['a bad account name', `[{"hash":"${'b'.repeat(64)}","account":"two words"}]`, /entry 0 /],
-  ])('stops the start when it is %s, naming it, and leaves it alone', async (_what, text, problem) => {
-    const file = path.join(dir, 'api-keys.json');
-    await writeFile(file, text);
-    await expect(readLegacyKeys(dir)).rejects.toThrow(SideFileError);
-    await expect(readLegacyKeys(dir)).rejects.toThrow(problem);
-    await expect(readLegacyKeys(dir)).rejects.toThrow(file);
     expect(await readFile(file, 'utf8')).toBe(text);
   });
 });

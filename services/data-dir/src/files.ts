@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { callback, closeFd, fsyncFd, syncDirectory } from './frames';
+import { callback, closeFd, fsyncFd, syncDirectory } from './fs';
 
 /** The file's text, or undefined when it does not exist; any other error is thrown, never taken for "absent". */
 export async function readIfExists(file: string): Promise<string | undefined> {
