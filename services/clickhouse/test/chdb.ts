@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createClient, parseError } from '@clickhouse/client';
-import { Session } from 'chdb';
 import type { ClickHouseConnection } from '../src/client';
 
 /*
@@ -22,6 +21,25 @@ import type { ClickHouseConnection } from '../src/client';
  * Settings sent with a statement (client.ts sends `optimize_move_to_prewhere = 0` with every read) are
  * applied with SET before it, as chDB has no per-request settings; they stay set for the session.
  */
+
+/** What is used here of chdb's Session (its own types come with the package, which lives outside node_modules). */
+interface Session {
+  queryAsync(sql: string, options?: { format?: string }): Promise<{ bytes(): Uint8Array }>;
+  close(): void;
+}
+
+/**
+ * chdb from the per-machine tool cache (scripts/ensure-chdb.js installs it there on first use: seconds from
+ * npm's cache, a minute or so cold, so the suite's setup allows for it). A failed install fails the suite
+ * with the reason.
+ */
+function chdbSession(path: string): Session {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- a plain CommonJS script of the repository
+  const { ensureChdb } = require('../../../scripts/ensure-chdb.js') as { ensureChdb: () => string };
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- a package outside node_modules, found at run time
+  const chdb = require(join(ensureChdb(), 'node_modules', 'chdb')) as { Session: new (path: string) => Session };
+  return new chdb.Session(path);
+}
 
 type Backend = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 type BaseParams = Parameters<Backend['query']>[0];
@@ -45,7 +63,7 @@ class ChdbBackend implements Backend {
     private readonly dir: string,
     readonly bodies: { query: string; body: Buffer }[],
   ) {
-    this.session = new Session(join(dir, 'data'));
+    this.session = chdbSession(join(dir, 'data'));
     this.files = mkdtempSync(join(dir, 'bodies-'));
   }
 

@@ -34,7 +34,7 @@ import { CLICKHOUSE_URL, emptyBatch, plain, projectEvent, pureFold, type Batch }
  * and each answer of one engine is compared with the other's. docs/clickhouse.md says what runs where.
  */
 
-/** The engine chDB pins (package.json's `chdb`, whose `@chdb/lib-linux-x64-gnu` carries it). */
+/** The engine chDB pins (test/chdb/package.json's `chdb`, whose `@chdb/lib-linux-x64-gnu` carries it). */
 const CURRENT = /^26\.7\./;
 
 interface Engine {
@@ -81,7 +81,8 @@ beforeAll(async () => {
   // No skip: a chDB that cannot load (no engine package for this platform, a Node it does not run on) fails here.
   chdb = await connectChdb();
   current = { conn: chdb, version: chdb.version };
-});
+  // The first run on a machine installs chdb (scripts/ensure-chdb.js): ~540 MB from the registry.
+}, 600_000);
 
 /** Runs `f` on both engines; its two answers must be equal, and the server's is returned. */
 async function alike<T>(f: (e: Engine) => Promise<T>, normalise: (v: T) => unknown = (v) => v): Promise<T> {
