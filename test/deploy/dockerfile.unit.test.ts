@@ -2,7 +2,8 @@
  * deploy/Dockerfile, checked without a Docker engine (none runs here): linted by dockerfile-utils and
  * parsed by dockerfile-ast, the linter and parser of VS Code's Docker language server. What the image
  * must be (issue 8): multi-stage, a Node LTS base pinned by exact version and digest, production
- * dependencies only, a non-root user, and the pushbase CLI as its entry point.
+ * dependencies only, a non-root user, and the pushbase CLI as its entry point. test/deploy/image.int.test.ts
+ * builds it for real and runs the image.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -92,16 +93,28 @@ describe('deploy/Dockerfile', () => {
     const external = all.filter((s) => parentOf(all, s) === undefined);
     expect(external.length).toBeGreaterThanOrEqual(1);
     for (const { from } of external) {
-      expect(from.getImageName()).toBe('node');
-      const tag = from.getImageTag() ?? '';
+      // The base is a build ARG (the tests build on a local stand-in, deploy/image/build.ts): what a
+      // plain `docker build` pulls is its default, the FROM with the ARG expanded.
+      const image = DockerfileParser.parse(`FROM ${from.getExpandedArguments()[0]!.getValue()}`).getFROMs()[0]!;
+      expect(image.getImageName()).toBe('node');
+      const tag = image.getImageTag() ?? '';
       const version = /^(\d+)\.(\d+)\.(\d+)(-[a-z0-9-]+)?$/.exec(tag);
       expect(version).not.toBeNull();
       const major = Number(version![1]);
       // Even majors become LTS; the project's floor (package.json engines) is 20.
       expect(major % 2).toBe(0);
       expect(major).toBeGreaterThanOrEqual(20);
-      expect(from.getImageDigest()).toMatch(/^sha256:[0-9a-f]{64}$/);
+      expect(image.getImageDigest()).toMatch(/^sha256:[0-9a-f]{64}$/);
     }
+  });
+
+  it('names its base in one ARG before the first FROM, the form deploy/image/build.ts overrides', () => {
+    const args = dockerfile.getInitialARGs().map((a) => a.getProperty());
+    expect(args.map((p) => p?.getName())).toEqual(['NODE_IMAGE']);
+    // scripts/ensure-image-tools.js reads the stand-in's name and Node version from exactly this line.
+    expect(text).toMatch(/^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-[a-z]+-slim@sha256:[0-9a-f]{64}$/m);
+    const external = all.filter((s) => parentOf(all, s) === undefined);
+    expect(external.map((s) => s.from.getArguments()[0]?.getValue())).toEqual(['${NODE_IMAGE}']);
   });
 
   it('ships production dependencies only: the runtime copies node_modules from an npm ci --omit=dev stage and installs nothing itself', () => {
