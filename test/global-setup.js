@@ -31,6 +31,16 @@ module.exports = async (globalConfig) => {
     process.env.PUSHBASE_HELM_ERROR = e instanceof Error ? e.message : String(e);
   }
 
+  // podman, runc, debootstrap and a local stand-in of the image's base, with which
+  // test/deploy/image.int.test.ts builds deploy/Dockerfile without a Docker engine
+  // (scripts/ensure-image-tools.js; minutes once per machine, instant after). Like helm, a failure fails
+  // that suite with the reason, not the whole run.
+  try {
+    require('../scripts/ensure-image-tools.js').ensureImageTools((line) => process.stderr.write(`\n${line}\n`));
+  } catch (e) {
+    process.env.PUSHBASE_IMAGE_TOOLS_ERROR = e instanceof Error ? e.message : String(e);
+  }
+
   // schemathesis for test/e2e/schemathesis.e2e.test.ts: pinned, from PyPI, in a virtualenv of its own made
   // once per machine (scripts/ensure-schemathesis.js), so pip's minute is never counted in a test's
   // timeout. Like helm, a failed install fails that suite with the reason, not the whole run.
