@@ -1,4 +1,5 @@
 import { GenericContainer, getContainerRuntimeClient, RandomPortGenerator, Wait, type StartedTestContainer } from 'testcontainers';
+import { DEFAULT_KAFKA_VERSION } from './config';
 
 /*
  * The same three servers as Docker containers, for machines with a Docker engine. Each gets a random host
@@ -6,14 +7,24 @@ import { GenericContainer, getContainerRuntimeClient, RandomPortGenerator, Wait,
  * removes them when the test run's process ends, even if it ends without a teardown.
  */
 
-export const KAFKA_IMAGE = 'apache/kafka:3.9.2';
+/** Apache's own image of a Kafka release (deploy/compose.yaml runs the default one). */
+export const kafkaImage = (version: string): string => `apache/kafka:${version}`;
+export const KAFKA_IMAGE = kafkaImage(DEFAULT_KAFKA_VERSION);
 /** The current ClickHouse the tests prove through chDB (docs/clickhouse.md); the SQL runs on it and on Debian's 18.16. */
 export const CLICKHOUSE_IMAGE = 'clickhouse/clickhouse-server:26.7';
 export const REDIS_IMAGE = 'redis:7.4';
 
 export interface StartedContainers {
   readonly urls: Record<'PUSHBASE_KAFKA_BROKERS' | 'PUSHBASE_CLICKHOUSE_URL' | 'PUSHBASE_REDIS_URL', string>;
+  /** The second, older broker's address, when one was asked for. */
+  readonly legacyKafkaBrokers: string | undefined;
   stop(): Promise<void>;
+}
+
+export interface ContainersOptions {
+  readonly kafkaVersion: string;
+  /** Also a second broker of this (older) release, for the int-kafka-3.9 jest project. */
+  readonly legacyKafkaVersion?: string | undefined;
 }
 
 /** True when testcontainers finds a container runtime (DOCKER_HOST, the Docker socket, …). */
@@ -26,13 +37,13 @@ export async function dockerEngineReachable(): Promise<boolean> {
   }
 }
 
-async function startKafka(): Promise<{ container: StartedTestContainer; brokers: string }> {
+async function startKafka(version: string): Promise<{ container: StartedTestContainer; brokers: string }> {
   // A client must reach the broker at the address it advertises, which has to be known before the broker
   // starts: so the host port is chosen first and bound to the container's listener, not left to Docker.
   const hostPort = await new RandomPortGenerator().generatePort();
   const client = await getContainerRuntimeClient();
   const host = client.info.containerRuntime.host;
-  const container = await new GenericContainer(KAFKA_IMAGE)
+  const container = await new GenericContainer(kafkaImage(version))
     .withExposedPorts({ container: 9092, host: hostPort })
     .withEnvironment({
       KAFKA_NODE_ID: '1',
@@ -81,20 +92,26 @@ async function startRedis(): Promise<{ container: StartedTestContainer; url: str
   return { container, url: `redis://${container.getHost()}:${container.getMappedPort(6379)}` };
 }
 
-export async function startContainers(): Promise<StartedContainers> {
-  const results = await Promise.allSettled([startKafka(), startClickHouse(), startRedis()]);
+export async function startContainers(opts: ContainersOptions): Promise<StartedContainers> {
+  const legacy = opts.legacyKafkaVersion;
+  const [main, legacyResult] = await Promise.all([
+    Promise.allSettled([startKafka(opts.kafkaVersion), startClickHouse(), startRedis()]),
+    legacy === undefined ? Promise.resolve(undefined) : Promise.allSettled([startKafka(legacy)]).then(([r]) => r),
+  ]);
+  const results = legacyResult === undefined ? main : [...main, legacyResult];
   const containers = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value.container] : []));
   const stop = async (): Promise<void> => {
     await Promise.all(containers.map((c) => c.stop()));
   };
-  const [kafka, clickhouse, redis] = results;
-  if (kafka?.status !== 'fulfilled' || clickhouse?.status !== 'fulfilled' || redis?.status !== 'fulfilled') {
+  const [kafka, clickhouse, redis] = main;
+  if (kafka?.status !== 'fulfilled' || clickhouse?.status !== 'fulfilled' || redis?.status !== 'fulfilled' || legacyResult?.status === 'rejected') {
     await stop();
     const why = results.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
     throw new Error(`containers did not start:\n${why.join('\n')}`);
   }
   return {
     urls: { PUSHBASE_KAFKA_BROKERS: kafka.value.brokers, PUSHBASE_CLICKHOUSE_URL: clickhouse.value.url, PUSHBASE_REDIS_URL: redis.value.url },
+    legacyKafkaBrokers: legacyResult?.status === 'fulfilled' ? legacyResult.value.brokers : undefined,
     stop,
   };
 }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { closeSync, existsSync, openSync, readFileSync, readlinkSync } from 'node:fs';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { setAutogroupNiceness } from '../../services/projector/src/priority';
 import type { Endpoint, ServicesConfig } from './config';
@@ -12,8 +12,10 @@ import { clickhouseAnswers, kafkaAnswers, redisAnswers, waitUntilAnswering } fro
  * Kafka, ClickHouse and Redis as plain local processes on loopback, for machines without a Docker engine.
  * Everything lives under one folder (config.dir):
  *
- *   kafka-<version>/        the broker's jars, collected once by Maven (pom.xml, libs/)
- *   kafka/                  server.properties, log4j.properties, data/ (formatted once), logs/, pid
+ *   kafka-<version>/        the broker's jars, collected once per version by Maven (libs/)
+ *   kafka/                  server.properties, the logging config (log4j2.yaml on 4.x, log4j.properties
+ *                           on 3.9), data/ (formatted once), logs/, pid
+ *   legacy/kafka/           the second, 3.9.x broker of the int-kafka-3.9 jest project, when it ran
  *   clickhouse/             data/, tmp/, ch.log, ch.err.log, pid
  *   redis/                  the append-only file, redis.log, pid
  *   provision.log           what apt-get, Maven and the storage tool printed
@@ -24,9 +26,6 @@ import { clickhouseAnswers, kafkaAnswers, redisAnswers, waitUntilAnswering } fro
  * so a reused pid is never killed.
  */
 
-export const KAFKA_VERSION = '3.9.2';
-/** The SLF4J binding Kafka 3.9's own distribution ships (reload4j, a maintained log4j 1.2). */
-const SLF4J_VERSION = '1.7.36';
 const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.1';
 
 export type ServerName = 'kafka' | 'clickhouse' | 'redis';
@@ -193,28 +192,118 @@ async function aptInstall(p: Provisioner, pkgs: readonly string[]): Promise<void
 
 // ── Kafka ──
 
+/**
+ * How a Kafka line logs, as its own distribution does it. 3.9 logs through SLF4J 1.7 to reload4j (a
+ * maintained log4j 1.2) with a log4j.properties; 4.x to log4j2 with a log4j2.yaml (YAML needs
+ * jackson-dataformat-yaml, which kafka_2.13 4.x brings at run time). 4.x's artifacts still ask for slf4j-api
+ * 1.7.36, so the binding is log4j2's for SLF4J 1.x (log4j-slf4j-impl; the SLF4J 2 one would leave SLF4J
+ * logging nowhere). 4.4's artifacts ask for log4j2 2.25.5, 4.0's for none at all (its distribution adds
+ * them): so the log4j2 jars are named here, at one version for every 4.x, and win over a release's own.
+ */
+interface KafkaLogging {
+  /** Maven coordinates (group:artifact:version) collected with kafka_2.13. */
+  readonly artifacts: readonly string[];
+  readonly file: string;
+  /** The JVM option that points the logging at `file`. */
+  readonly option: (file: string) => string;
+  readonly config: string;
+}
+
+const LOG4J2_VERSION = '2.25.5';
+
+function kafkaLogging(version: string): KafkaLogging {
+  if (version.startsWith('3.')) {
+    return {
+      artifacts: ['org.slf4j:slf4j-reload4j:1.7.36'],
+      file: 'log4j.properties',
+      option: (file) => `-Dlog4j.configuration=file:${file}`,
+      config: [
+        'log4j.rootLogger=INFO, file',
+        'log4j.appender.file=org.apache.log4j.RollingFileAppender',
+        'log4j.appender.file.File=${kafka.logs.dir}/server.log',
+        'log4j.appender.file.MaxFileSize=20MB',
+        'log4j.appender.file.MaxBackupIndex=2',
+        'log4j.appender.file.layout=org.apache.log4j.PatternLayout',
+        'log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n',
+        'log4j.logger.kafka.request.logger=WARN',
+        'log4j.logger.state.change.logger=WARN',
+        '',
+      ].join('\n'),
+    };
+  }
+  return {
+    artifacts: ['log4j-api', 'log4j-core', 'log4j-slf4j-impl'].map((a) => `org.apache.logging.log4j:${a}:${LOG4J2_VERSION}`),
+    file: 'log4j2.yaml',
+    option: (file) => `-Dlog4j2.configurationFile=${file}`,
+    // The 3.9 config's intent: one size-rolled server.log (20 MB, two kept), quiet request and state-change
+    // loggers; unlike the distribution's, nothing on stdout (out.log keeps only what the JVM itself says).
+    config: [
+      'Configuration:',
+      '  Appenders:',
+      '    RollingFile:',
+      '      name: file',
+      '      fileName: "${sys:kafka.logs.dir}/server.log"',
+      '      filePattern: "${sys:kafka.logs.dir}/server.log.%i"',
+      '      PatternLayout:',
+      '        pattern: "[%d] %p %m (%c)%n"',
+      '      SizeBasedTriggeringPolicy:',
+      '        size: 20MB',
+      '      DefaultRolloverStrategy:',
+      '        max: 2',
+      '  Loggers:',
+      '    Root:',
+      '      level: INFO',
+      '      AppenderRef:',
+      '        ref: file',
+      '    Logger:',
+      '      - name: kafka.request.logger',
+      '        level: WARN',
+      '      - name: state.change.logger',
+      '        level: WARN',
+      '',
+    ].join('\n'),
+  };
+}
+
+/** Where the jars of the configured version are collected: PUSHBASE_KAFKA_JARS_DIR, else `<dir>/kafka-<version>`. */
+export function kafkaJarsDir(c: Pick<ServicesConfig, 'dir' | 'kafkaJarsDir' | 'kafkaVersion'>): string {
+  return c.kafkaJarsDir ?? path.join(c.dir, `kafka-${c.kafkaVersion}`);
+}
+
 async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
-  const home = c.kafkaJarsDir ?? path.join(c.dir, `kafka-${KAFKA_VERSION}`);
+  const version = c.kafkaVersion;
+  const home = kafkaJarsDir(c);
   const libs = path.join(home, 'libs');
   const done = path.join(home, '.complete');
-  if (existsSync(done)) return libs;
-  p.say(`collecting Apache Kafka ${KAFKA_VERSION} jars with Maven`, 'provision');
+  // One folder holds one version's jars; a folder named by PUSHBASE_KAFKA_JARS_DIR may hold another's.
+  const check = (): string => {
+    if (!existsSync(path.join(libs, `kafka_2.13-${version}.jar`))) {
+      throw new Error(`${libs} holds no kafka_2.13-${version}.jar (another version's jars?): give PUSHBASE_KAFKA_JARS_DIR a folder of its own for Kafka ${version}`);
+    }
+    return libs;
+  };
+  if (existsSync(done)) return check();
+  p.say(`collecting Apache Kafka ${version} jars with Maven`, 'provision');
   await mkdir(home, { recursive: true });
   // A jars folder shared by several services folders (PUSHBASE_KAFKA_JARS_DIR) may be filled by two runs at
   // once: each collects into a folder of its own and renames it into place; a loser finds the winner's.
   const mine = path.join(home, `libs.${process.pid}.${Date.now()}`);
-  // The broker is the kafka_2.13 artifact and its runtime dependencies, plus the logging binding that
-  // Kafka's own distribution ships; Maven resolves the rest, so there is no jar list to keep by hand.
+  // The broker is the kafka_2.13 artifact and its runtime dependencies, plus the logging that Kafka's own
+  // distribution ships; Maven resolves the rest, so there is no jar list to keep by hand.
+  const dependency = (coordinates: string): string => {
+    const [groupId, artifactId, v] = coordinates.split(':');
+    return `    <dependency><groupId>${groupId}</groupId><artifactId>${artifactId}</artifactId><version>${v}</version></dependency>`;
+  };
+  const logging = kafkaLogging(version);
   const pom = `<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>pushbase.local</groupId>
   <artifactId>kafka-server</artifactId>
-  <version>${KAFKA_VERSION}</version>
+  <version>${version}</version>
   <packaging>pom</packaging>
   <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>${KAFKA_VERSION}</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>${SLF4J_VERSION}</version></dependency>
+${[`org.apache.kafka:kafka_2.13:${version}`, ...logging.artifacts].map(dependency).join('\n')}
   </dependencies>
 </project>
 `;
@@ -224,6 +313,9 @@ async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
   if (mvn === undefined) throw new Error('mvn not found');
   try {
     await p.run(mvn, ['-B', '-q', '-f', pomFile, `${DEPENDENCY_PLUGIN}:copy-dependencies`, `-DoutputDirectory=${mine}`, '-DincludeScope=runtime'], { cwd: home });
+    if (logging.file.endsWith('.yaml') && !(await readdir(mine)).some((f) => f.startsWith('jackson-dataformat-yaml-'))) {
+      throw new Error(`Kafka ${version}'s dependencies bring no jackson-dataformat-yaml: log4j2 could not read ${logging.file}`);
+    }
     if (!existsSync(done)) {
       // A folder left by a run killed before writing .complete is incomplete.
       await rm(libs, { recursive: true, force: true });
@@ -234,13 +326,14 @@ async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
     await rm(mine, { recursive: true, force: true });
     await rm(pomFile, { force: true });
   }
-  return libs;
+  return check();
 }
 
 function kafkaJava(c: ServicesConfig, libs: string, mainClass: string, args: readonly string[]): Command {
   const home = path.join(c.dir, 'kafka');
   const java = findExecutable('java');
   if (java === undefined) throw new Error('java not found');
+  const logging = kafkaLogging(c.kafkaVersion);
   return {
     file: java,
     args: [
@@ -255,7 +348,7 @@ function kafkaJava(c: ServicesConfig, libs: string, mainClass: string, args: rea
       '-XX:+ExitOnOutOfMemoryError',
       '-Djava.awt.headless=true',
       `-Dkafka.logs.dir=${path.join(home, 'logs')}`,
-      `-Dlog4j.configuration=file:${path.join(home, 'log4j.properties')}`,
+      logging.option(path.join(home, logging.file)),
       '-cp',
       path.join(libs, '*'),
       mainClass,
@@ -264,11 +357,29 @@ function kafkaJava(c: ServicesConfig, libs: string, mainClass: string, args: rea
   };
 }
 
+/** The Kafka release whose storage tool formatted `data`, as recorded beside it (undefined: not recorded). */
+const FORMATTED_BY = 'formatted-by';
+
+/** Whether release line x.y of `a` is older than that of `b` (patch releases of one line share a format). */
+function olderLine(a: string, b: string): boolean {
+  const [am = 0, an = 0] = a.split('.').map(Number);
+  const [bm = 0, bn = 0] = b.split('.').map(Number);
+  return am < bm || (am === bm && an < bn);
+}
+
 async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command> {
   const libs = await kafkaLibs(c, p);
   const home = path.join(c.dir, 'kafka');
   const data = path.join(home, 'data');
   await mkdir(path.join(home, 'logs'), { recursive: true });
+  // Each release line formats its storage at its own, newest metadata version, which an older line cannot
+  // read: starting 3.9 on a 4.x's data would fail deep in the broker's log. Upwards (3.9 data, a 4.x broker)
+  // is Kafka's supported upgrade and goes ahead; the metadata version stays the older line's until someone
+  // raises it with kafka-features.
+  const formattedBy = (await readFile(path.join(home, FORMATTED_BY), 'utf8').catch(() => '')).trim();
+  if (formattedBy !== '' && olderLine(c.kafkaVersion, formattedBy)) {
+    throw new Error(`${data} was formatted by Kafka ${formattedBy}, which ${c.kafkaVersion} cannot read: use another PUSHBASE_SERVICES_DIR for ${c.kafkaVersion} (or delete ${home})`);
+  }
   const { host, port, controllerPort } = c.kafka;
   const properties = [
     '# Written by deploy/local at every start; the ports follow PUSHBASE_KAFKA_BROKERS.',
@@ -303,27 +414,19 @@ async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command>
     '',
   ].join('\n');
   await writeFile(path.join(home, 'server.properties'), properties);
-  const log4j = [
-    'log4j.rootLogger=INFO, file',
-    'log4j.appender.file=org.apache.log4j.RollingFileAppender',
-    'log4j.appender.file.File=${kafka.logs.dir}/server.log',
-    'log4j.appender.file.MaxFileSize=20MB',
-    'log4j.appender.file.MaxBackupIndex=2',
-    'log4j.appender.file.layout=org.apache.log4j.PatternLayout',
-    'log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n',
-    'log4j.logger.kafka.request.logger=WARN',
-    'log4j.logger.state.change.logger=WARN',
-    '',
-  ].join('\n');
-  await writeFile(path.join(home, 'log4j.properties'), log4j);
+  const logging = kafkaLogging(c.kafkaVersion);
+  // Only the current version's logging config in the folder, so what it holds is what the broker reads.
+  for (const other of ['log4j.properties', 'log4j2.yaml'].filter((f) => f !== logging.file)) await rm(path.join(home, other), { force: true });
+  await writeFile(path.join(home, logging.file), logging.config);
   if (!existsSync(path.join(data, 'meta.properties'))) {
-    p.say('formatting Kafka storage (KRaft)', 'provision');
+    p.say(`formatting Kafka ${c.kafkaVersion} storage (KRaft)`, 'provision');
     // A cluster id is a random UUID in Kafka's text form: 16 bytes, URL-safe base64 without padding, and,
     // as Kafka's own Uuid.randomUuid makes them, never starting with "-" (it would read as an option).
     let clusterId = randomBytes(16).toString('base64url');
     while (clusterId.startsWith('-')) clusterId = randomBytes(16).toString('base64url');
     const format = kafkaJava(c, libs, 'kafka.tools.StorageTool', ['format', '-t', clusterId, '-c', path.join(home, 'server.properties'), '--ignore-formatted']);
     await p.run(format.file, format.args, { cwd: home });
+    await writeFile(path.join(home, FORMATTED_BY), `${c.kafkaVersion}\n`);
   }
   return kafkaJava(c, libs, 'kafka.Kafka', [path.join(home, 'server.properties')]);
 }

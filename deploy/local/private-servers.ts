@@ -1,6 +1,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as path from 'node:path';
-import { KAFKA_VERSION, down, status, up, type Say, type ServerName } from './local-servers';
+import { down, kafkaJarsDir, status, up, type Say, type ServerName } from './local-servers';
 import { readServicesConfig, serviceUrls, type ServicesConfig } from './config';
 import { freePort } from './ports';
 
@@ -32,6 +32,8 @@ export interface PrivateServersOptions {
   readonly parentDir: string;
   /** A lasting folder for Kafka's jars, so Maven collects them once, not once per set. */
   readonly kafkaJarsDir: string;
+  /** The Kafka release to run: by default PUSHBASE_KAFKA_VERSION's, the one the rest of the run uses. */
+  readonly kafkaVersion?: string;
   readonly say?: Say;
 }
 
@@ -43,6 +45,7 @@ export async function startPrivateServers(opts: PrivateServersOptions): Promise<
     {
       PUSHBASE_SERVICES_DIR: dir,
       PUSHBASE_KAFKA_JARS_DIR: opts.kafkaJarsDir,
+      PUSHBASE_KAFKA_VERSION: opts.kafkaVersion ?? process.env.PUSHBASE_KAFKA_VERSION,
       PUSHBASE_KAFKA_BROKERS: `127.0.0.1:${kafka}`,
       PUSHBASE_CLICKHOUSE_URL: `http://127.0.0.1:${clickhouse}`,
       PUSHBASE_REDIS_URL: `redis://127.0.0.1:${redis}`,
@@ -77,8 +80,7 @@ export async function startPrivateServers(opts: PrivateServersOptions): Promise<
   };
 }
 
-/** The lasting jars folder next to the default services folder: `<repo>/.services/kafka-<version>`. */
+/** The lasting jars folder of `env`'s services folder and Kafka version: `<repo>/.services/kafka-<version>`. */
 export function defaultKafkaJarsDir(env: NodeJS.ProcessEnv, repoRoot: string): string {
-  const c = readServicesConfig(env, repoRoot);
-  return c.kafkaJarsDir ?? path.join(c.dir, `kafka-${KAFKA_VERSION}`);
+  return kafkaJarsDir(readServicesConfig(env, repoRoot));
 }

@@ -36,6 +36,7 @@ describe('local servers (deploy/local)', () => {
       {
         PUSHBASE_SERVICES_DIR: dir,
         PUSHBASE_KAFKA_JARS_DIR: defaultKafkaJarsDir(process.env, ROOT),
+        PUSHBASE_KAFKA_VERSION: process.env.PUSHBASE_KAFKA_VERSION,
         PUSHBASE_KAFKA_BROKERS: `127.0.0.1:${kafka}`,
         PUSHBASE_CLICKHOUSE_URL: `http://127.0.0.1:${clickhouse}`,
         PUSHBASE_REDIS_URL: `redis://127.0.0.1:${redis}`,
