@@ -15,13 +15,16 @@ const { ensureHelm } = require('../scripts/ensure-helm.js');
 const { ensureSchemathesis } = require('../scripts/ensure-schemathesis.js');
 const { ensureChromium } = require('../scripts/ensure-chromium.js');
 
-module.exports = async (globalConfig) => {
+module.exports = async () => {
   execFileSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'build.js')], { stdio: 'inherit' });
   process.env.PUSHBASE_TEST_TMP = mkdtempSync(path.join(os.tmpdir(), 'pushbase-tests-'));
 
+  // The projects with a test in this run (test/helpers/project-sequencer.js); every one when not known.
+  const projects = globalThis.__pushbaseTestProjects;
+  const runs = (name) => projects === undefined || projects.has(name);
+  const runsPrefix = (prefix) => projects === undefined || [...projects].some((p) => p.startsWith(prefix));
   // Only the unit project needs no server.
-  const selected = globalConfig.selectProjects ?? [];
-  if (selected.length > 0 && selected.every((p) => p === 'unit')) return;
+  if (projects !== undefined && [...projects].every((p) => p === 'unit')) return;
 
   // The helm binary of the chart's tests (test/deploy/helm.int.test.ts), built once per machine from source
   // (scripts/ensure-helm.js). A failed build fails that suite with the reason, not the whole run.
@@ -44,7 +47,7 @@ module.exports = async (globalConfig) => {
   // schemathesis for test/e2e/schemathesis.e2e.test.ts: pinned, from PyPI, in a virtualenv of its own made
   // once per machine (scripts/ensure-schemathesis.js), so pip's minute is never counted in a test's
   // timeout. Like helm, a failed install fails that suite with the reason, not the whole run.
-  if (selected.length === 0 || selected.some((p) => p.startsWith('e2e'))) {
+  if (runsPrefix('e2e')) {
     try {
       process.env.PUSHBASE_SCHEMATHESIS_PYTHON = ensureSchemathesis((line) => process.stderr.write(`\n${line}\n`)).python;
     } catch (e) {
@@ -63,7 +66,13 @@ module.exports = async (globalConfig) => {
   const say = (line, kind) => {
     if (kind === 'provision') process.stderr.write(`\npushbase test services: ${line}…\n`);
   };
-  const services = await startTestServices(process.env, path.join(__dirname, '..'), say);
+  // The second, 3.9.x Kafka only for the project that runs on it: it costs a JVM's start and a gigabyte.
+  const legacyKafka = runs('int-kafka-3.9');
+  const services = await startTestServices(process.env, path.join(__dirname, '..'), say, { legacyKafka });
   Object.assign(process.env, services.urls);
+  if (services.legacyKafka) {
+    process.env.PUSHBASE_TEST_LEGACY_KAFKA_BROKERS = services.legacyKafka.brokers;
+    process.env.PUSHBASE_TEST_LEGACY_KAFKA_VERSION = services.legacyKafka.version;
+  }
   globalThis.__pushbaseTestServices = services;
 };
