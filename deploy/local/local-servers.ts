@@ -515,6 +515,9 @@ async function prepareRedis(c: ServicesConfig): Promise<Command> {
       'everysec',
       '--save',
       '',
+      // Protected mode answers only loopback peers when there is no password. A server on another address
+      // (the cluster's, deploy/cluster/deps.ts: readServicesConfig never yields one) serves its pods.
+      ...(/^127\./.test(c.redis.host) || c.redis.host === 'localhost' || c.redis.host === '::1' ? [] : ['--protected-mode', 'no']),
     ],
   };
 }
@@ -687,4 +690,18 @@ export async function down(c: ServicesConfig, say: Say, names: readonly ServerNa
     const stopped = await Promise.all(names.map(async (n) => ((await stopOne(all[n], say, opts.signal)) ? [n] : [])));
     return stopped.flat();
   });
+}
+
+/**
+ * The once-per-machine steps of `up` without starting anything: the Debian packages the named servers need
+ * and Kafka's jars. For callers that start the servers where there is no network to fetch them from (the
+ * cluster's namespace: deploy/cluster/deps.ts).
+ */
+export async function provision(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<void> {
+  await mkdir(c.dir, { recursive: true });
+  const all = specs(c);
+  const p = new Provisioner(c.dir, say);
+  const pkgs = [...new Set(names.flatMap((n) => all[n].packages.filter((x) => findExecutable(x.executable) === undefined).map((x) => x.pkg)))];
+  await aptInstall(p, pkgs);
+  if (names.includes('kafka')) await kafkaLibs(c, p);
 }
