@@ -187,8 +187,15 @@ function checkCommon(objects: K8sObject[], release: string, secrets: Record<stri
   const migrateAccount = named(objects, 'ServiceAccount', migrateJob.spec.template.spec.serviceAccountName);
   expect(migrateAccount.metadata.annotations?.['helm.sh/hook']).toBe(migrateJob.metadata.annotations?.['helm.sh/hook']);
   expect(Number(migrateAccount.metadata.annotations?.['helm.sh/hook-weight'])).toBeLessThan(Number(migrateJob.metadata.annotations?.['helm.sh/hook-weight']));
-  // The release's other objects are no hooks.
-  expect(objects.filter(isHook).map((o) => o.metadata.name).sort()).toEqual([name('migrate'), name('migrate')]);
+  // The release's other objects are no hooks, but `helm test`'s pod: the image itself asking the gateway's
+  // Service with a key from the chart's Secret, as hardened as the services' pods.
+  expect(objects.filter(isHook).map((o) => o.metadata.name).sort()).toEqual([name('migrate'), name('migrate'), name('test')]);
+  const testPod = named(objects, 'Pod', name('test'));
+  expect(testPod.metadata.annotations?.['helm.sh/hook']).toBe('test');
+  expect(testPod.spec.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+  expect(testPod.spec.containers[0].securityContext).toEqual({ runAsNonRoot: true, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, privileged: false, capabilities: { drop: ['ALL'] } });
+  expect(testPod.spec.containers[0].image).toBe(projector.spec.template.spec.containers[0].image);
+  expect(testPod.spec.containers[0].env.find((e: any) => e.name === 'API_KEYS')?.valueFrom?.secretKeyRef?.name).toBe(grpcTokenRef.name);
 
   // HPA and PDB for the gateway and the stateless gRPC services, aimed at their Deployments.
   for (const hpa of byKind(objects, 'HorizontalPodAutoscaler')) {
