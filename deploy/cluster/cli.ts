@@ -9,7 +9,7 @@ import { down, importImage, status, up } from './cluster';
  * can run the same code, and it is typechecked and linted.
  */
 
-const USAGE = 'usage: cluster up|down|status|import <image archive>\n';
+const USAGE = 'usage: cluster up [--no-pushbase]|down|status|import <image archive>\n';
 
 async function main(argv: readonly string[]): Promise<number> {
   const config = readClusterConfig(process.env, path.resolve(__dirname, '..', '..'));
@@ -18,7 +18,8 @@ async function main(argv: readonly string[]): Promise<number> {
   };
   switch (argv[0]) {
     case 'up': {
-      const r = await up(config, say);
+      // `up --no-pushbase`: the bare cluster, without Kafka, ClickHouse, Redis and the chart.
+      const r = await up(config, say, { pushbase: !argv.includes('--no-pushbase') });
       if (!r.already) say(`up in ${r.seconds.toFixed(1)} s`);
       return 0;
     }

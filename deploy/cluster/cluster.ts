@@ -5,10 +5,11 @@ import * as https from 'node:https';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { ensureBinaries, type Binaries } from './build';
-import { COREDNS_IMAGE, KUBERNETES_VERSION, NODE_BRIDGE, NODE_IP, NODE_NAME, PAUSE_IMAGE, type ClusterConfig } from './config';
+import { COREDNS_IMAGE, DEPS_IP, KUBERNETES_VERSION, NODE_BRIDGE, NODE_IP, NODE_NAME, PAUSE_IMAGE, type ClusterConfig } from './config';
 import { buildImageArchive } from './images';
 import { apiServerArgs, cniConfig, containerdConfig, controllerManagerArgs, coreDnsObjects, etcdArgs, kubeletConfig, kubeProxyConfig, schedulerArgs } from './manifests';
 import { ensurePki, kubeconfig, type Pki } from './pki';
+import { forgetDeps, installPushbase, type ClusterHands, type Endpoints } from './pushbase';
 import { alive, aptInstallMissing, capture, check, need, Provisioner, running, sleep, tail, withLock, type Say } from './proc';
 
 /*
@@ -104,12 +105,15 @@ function liveHolder(s: State | undefined): number | undefined {
   return nsOf(h.pid, 'mnt') === h.mntNs ? h.pid : undefined;
 }
 
-/** Whether a recorded pid is still the process we started (a reused pid is never signalled). */
-function stillOurs(s: State, p: Recorded, socket: string): boolean {
+/**
+ * Whether a recorded pid is still the process we started (a reused pid is never signalled). A host-side
+ * process is one of our socats: its command line names a socket in `run` (.cluster/run).
+ */
+function stillOurs(s: State, p: Recorded, run: string): boolean {
   if (!running(p.pid)) return false;
   if (p.side === 'ns') return s.holder !== undefined && nsOf(p.pid, 'mnt') === s.holder.mntNs;
   try {
-    return readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(socket);
+    return readFileSync(`/proc/${p.pid}/cmdline`, 'utf8').includes(`${run}/`);
   } catch {
     return false;
   }
@@ -124,13 +128,14 @@ class Namespace {
   ) {}
 
   /** argv prefixed so it runs inside the holder's mount and network namespaces (same pid: no fork). */
-  argv(file: string, args: readonly string[]): [string, string[]] {
+  argv(file: string, args: readonly string[], cwd?: string): [string, string[]] {
     // Never the host's own namespaces: a mount or a link meant for the cluster would land on the host.
     const [mnt, netns] = [nsOf(this.holder, 'mnt'), nsOf(this.holder, 'net')];
     if (mnt === undefined || netns === undefined || mnt === nsOf(process.pid, 'mnt') || netns === nsOf(process.pid, 'net')) {
       throw new Error(`pid ${this.holder} does not hold a namespace of its own`);
     }
-    return [this.nsenter, ['-t', String(this.holder), '-m', '-n', '--', file, ...args]];
+    // Entering a mount namespace moves the working directory to its root unless nsenter is given one.
+    return [this.nsenter, ['-t', String(this.holder), '-m', '-n', ...(cwd === undefined ? [] : [`--wd=${cwd}`]), '--', file, ...args]];
   }
 
   async run(file: string, args: readonly string[], input?: string): Promise<string> {
@@ -300,16 +305,26 @@ function pidsIn(cgroups: readonly string[]): number[] {
 export interface UpResult {
   readonly already: boolean;
   readonly seconds: number;
+  /** pushbase's addresses, token and keys (as in endpoints.json), when it was installed. */
+  readonly pushbase?: Endpoints;
 }
 
-export async function up(c: ClusterConfig, say: Say): Promise<UpResult> {
+export interface UpOptions {
+  /** Install pushbase too (pushbase.ts): the default; false brings up the bare cluster. */
+  readonly pushbase?: boolean;
+  /** An image archive to import for pushbase rather than the cached build. */
+  readonly archive?: string;
+}
+
+export async function up(c: ClusterConfig, say: Say, opts: UpOptions = {}): Promise<UpResult> {
   const l = layout(c);
   await mkdir(l.dir, { recursive: true });
   const t0 = Date.now();
   return withLock(l.lock, 'another cluster command', say, 60 * 60_000, async () => {
     if (await healthy(c)) {
       say(`already up and healthy: API server https://127.0.0.1:${c.apiHostPort}, node ${NODE_NAME} Ready`);
-      return { already: true, seconds: (Date.now() - t0) / 1000 };
+      const installed = opts.pushbase === false ? undefined : await withPushbase(c, say, opts);
+      return { already: true, seconds: (Date.now() - t0) / 1000, ...(installed === undefined ? {} : { pushbase: installed }) };
     }
     if (readState(l) !== undefined) {
       say('a previous cluster is recorded but not healthy: stopping it first');
@@ -327,21 +342,71 @@ export async function up(c: ClusterConfig, say: Say): Promise<UpResult> {
       throw e;
     }
     say(`up in ${((Date.now() - t1) / 1000).toFixed(1)} s (after the build and install steps); kubeconfig ${l.kubeconfig}`);
-    return { already: false, seconds: (Date.now() - t0) / 1000 };
+    let installed: Endpoints | undefined;
+    if (opts.pushbase !== false) {
+      try {
+        installed = await withPushbase(c, say, opts);
+      } catch (e) {
+        say('installing pushbase failed: stopping the cluster');
+        await stopAll(c, say).catch((err: unknown) => say(`stopping failed too: ${String(err)}`));
+        throw e;
+      }
+    }
+    return { already: false, seconds: (Date.now() - t0) / 1000, ...(installed === undefined ? {} : { pushbase: installed }) };
   });
 }
+
+/** The hands pushbase.ts installs with: commands inside the namespace, recorded long-running processes. */
+export function hands(c: ClusterConfig): ClusterHands {
+  const l = layout(c);
+  const s = readState(l);
+  const holder = liveHolder(s);
+  if (s === undefined || holder === undefined) throw new Error('the cluster is not up');
+  const ns = new Namespace(holder, need('nsenter'));
+  const { kubectl } = kubectlFor(c);
+  return {
+    inside: (file, args, cwd) => ns.argv(file, args, cwd),
+    keep: async (name, side, argv) => {
+      const now = readState(l) ?? s;
+      if (now.processes.some((p) => p.name === name && stillOurs(now, p, l.run))) return;
+      const mutable: State = { ...now, processes: now.processes.filter((p) => p.name !== name) };
+      const rec = await launch(l, mutable, name, side, argv);
+      await sleep(300);
+      if (!running(rec.pid)) throw new Error(`${name} exited at once: ${tail(path.join(l.logs, `${name}.log`))}`);
+    },
+    kubectl,
+    kubeconfig: l.kubeconfig,
+    run: l.run,
+    endpoints: l.endpoints,
+    ctr: need('ctr'),
+    socat: need('socat'),
+    importArchive: (tar) => importInto(ns, path.resolve(tar)),
+  };
+}
+
+async function withPushbase(c: ClusterConfig, say: Say, opts: UpOptions): Promise<Endpoints> {
+  const t0 = Date.now();
+  const e = await installPushbase(c, hands(c), say, opts.archive === undefined ? {} : { archive: opts.archive });
+  say(`pushbase serving on ${e.public} (admin ${e.admin}) after ${((Date.now() - t0) / 1000).toFixed(1)} s; ${layout(c).endpoints}`);
+  return e;
+}
+
+const BRIDGE = /^socat-(public|admin)-/;
 
 /** Everything recorded is still running and the API server and node answer. */
 export async function healthy(c: ClusterConfig): Promise<boolean> {
   const l = layout(c);
   const s = readState(l);
   if (s === undefined || liveHolder(s) === undefined || s.apiHostPort !== c.apiHostPort) return false;
-  if (!s.processes.every((p) => stillOurs(s, p, l.apiSocket))) return false;
+  // pushbase's bridges are not the cluster's health: `up` starts a missing one again on its own.
+  if (!s.processes.filter((p) => !BRIDGE.test(p.name)).every((p) => stillOurs(s, p, l.run))) return false;
   return (await apiReady(c)) && (await nodeReady(c));
 }
 
 async function start(c: ClusterConfig, l: Layout, bins: Binaries, say: Say): Promise<void> {
   for (const d of [l.logs, l.etc, l.cni, l.run, l.images]) await mkdir(d, { recursive: true });
+  // A new cluster starts with empty servers too (a failed `up` leaves their logs until then).
+  await forgetDeps(c);
   await rm(l.apiSocket, { force: true });
   const pki = await ensurePki(l.pki);
   const busyCgroups = podCgroups().filter((cg) => pidsIn([cg]).length > 0);
@@ -446,6 +511,8 @@ async function prepareNamespace(l: Layout, ns: Namespace): Promise<void> {
   await ns.run(ip, ['link', 'set', 'lo', 'up']);
   await ns.run(ip, ['link', 'add', NODE_BRIDGE, 'type', 'bridge']);
   await ns.run(ip, ['addr', 'add', `${NODE_IP}/24`, 'dev', NODE_BRIDGE]);
+  // The address Kafka, ClickHouse and Redis listen on for the pods (deps.ts).
+  await ns.run(ip, ['addr', 'add', `${DEPS_IP}/24`, 'dev', NODE_BRIDGE]);
   await ns.run(ip, ['link', 'set', NODE_BRIDGE, 'up']);
   // A default route for the node's own processes (Service addresses are rewritten after routing); the
   // bridge has no ports, so whatever is not rewritten goes nowhere.
@@ -526,7 +593,12 @@ function processesInNamespace(mntNs: string, holder: number): number[] {
 export async function down(c: ClusterConfig, say: Say): Promise<boolean> {
   const l = layout(c);
   if (!existsSync(l.dir)) return false;
-  return withLock(l.lock, 'another cluster command', say, 10 * 60_000, () => stopAll(c, say));
+  return withLock(l.lock, 'another cluster command', say, 10 * 60_000, async () => {
+    const stopped = await stopAll(c, say);
+    // Kafka's, ClickHouse's and Redis's data belong to this cluster, whose etcd is gone with it.
+    await forgetDeps(c);
+    return stopped;
+  });
 }
 
 /** Order: the kubelet (so nothing restarts pods), then kube-proxy and the control plane, etcd; then the pods, containerd, the rest. */
@@ -536,7 +608,7 @@ async function stopAll(c: ClusterConfig, say: Say): Promise<boolean> {
   const l = layout(c);
   const s = readState(l);
   if (s === undefined) return false;
-  const ours = s.processes.filter((p) => p.name !== 'holder' && stillOurs(s, p, l.apiSocket));
+  const ours = s.processes.filter((p) => p.name !== 'holder' && stillOurs(s, p, l.run));
   const byName = (n: string): Recorded | undefined => ours.find((p) => p.name === n);
   // Everything is thrown away with the namespace's tmpfs, so a clean shutdown buys little: a short grace
   // (the API server, told to stop, often lingers past 10 s).
@@ -589,9 +661,9 @@ async function stopAll(c: ClusterConfig, say: Say): Promise<boolean> {
   }
   if (removed > 0) say(`removed ${removed} pod cgroups`);
   if (holder !== undefined) await stopPid(holder, 'holder', say, 10_000);
-  const outer = byName('socat-host');
-  if (outer !== undefined) {
-    say(`socat-host: stopping pid ${outer.pid} and its connections`);
+  // The host-side socats (the API server's, pushbase's public and admin bridges), with their connections.
+  for (const outer of ours.filter((p) => p.side === 'host')) {
+    say(`${outer.name}: stopping pid ${outer.pid} and its connections`);
     try {
       process.kill(-outer.pid, 'SIGTERM');
     } catch {
@@ -621,7 +693,7 @@ export async function status(c: ClusterConfig): Promise<Status> {
   const l = layout(c);
   const s = readState(l);
   const holder = liveHolder(s);
-  const processes = (s?.processes ?? []).map((p) => ({ ...p, running: s !== undefined && stillOurs(s, p, l.apiSocket) }));
+  const processes = (s?.processes ?? []).map((p) => ({ ...p, running: s !== undefined && stillOurs(s, p, l.run) }));
   const [a, n] = await Promise.all([apiReady(c), nodeReady(c)]);
   return { up: holder !== undefined && a && n && processes.every((p) => p.running), holder, processes, apiReady: a, nodeReady: n, apiServer: `https://127.0.0.1:${c.apiHostPort}`, kubeconfig: l.kubeconfig };
 }

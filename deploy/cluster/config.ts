@@ -25,6 +25,14 @@ export const SERVICE_CIDR = '10.96.0.0/16';
 export const API_SERVICE_IP = '10.96.0.1';
 export const DNS_SERVICE_IP = '10.96.0.10';
 export const API_PORT = 6443;
+/**
+ * Kafka, ClickHouse and Redis for the pods: processes on a second address of the node's bridge, reached
+ * through Services with explicit EndpointSlices, as a managed service outside the cluster would be.
+ */
+export const DEPS_IP = '10.250.0.2';
+/** The namespace and release of `helm install` (the namespace enforces PSA `restricted`). */
+export const PUSHBASE_NAMESPACE = 'pushbase';
+export const PUSHBASE_RELEASE = 'pushbase';
 
 export interface ClusterConfig {
   readonly repoRoot: string;
@@ -34,6 +42,16 @@ export interface ClusterConfig {
   readonly cacheDir: string;
   /** The host loopback port that reaches the API server. */
   readonly apiHostPort: number;
+  /** The host loopback ports bridged to the gateway's public (HTTPS) and admin Services. */
+  readonly publicHostPort: number;
+  readonly adminHostPort: number;
+}
+
+function portFrom(env: NodeJS.ProcessEnv, name: string, def: number): number {
+  const raw = env[name] ?? '';
+  const port = raw.trim() === '' ? def : Number(raw);
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) throw new Error(`${name}: not a port: ${raw}`);
+  return port;
 }
 
 export function toolsDir(env: NodeJS.ProcessEnv): string {
@@ -43,14 +61,14 @@ export function toolsDir(env: NodeJS.ProcessEnv): string {
 }
 
 export function readClusterConfig(env: NodeJS.ProcessEnv, repoRoot: string): ClusterConfig {
-  const rawPort = env.PUSHBASE_CLUSTER_API_PORT ?? '';
-  const apiHostPort = rawPort.trim() === '' ? 16443 : Number(rawPort);
-  if (!Number.isInteger(apiHostPort) || apiHostPort <= 0 || apiHostPort > 65535) throw new Error(`PUSHBASE_CLUSTER_API_PORT: not a port: ${rawPort}`);
+  const apiHostPort = portFrom(env, 'PUSHBASE_CLUSTER_API_PORT', 16443);
   const rawDir = env.PUSHBASE_CLUSTER_DIR ?? '';
   return {
     repoRoot,
     dir: path.resolve(repoRoot, rawDir.trim() === '' ? '.cluster' : rawDir),
     cacheDir: toolsDir(env),
     apiHostPort,
+    publicHostPort: portFrom(env, 'PUSHBASE_CLUSTER_PUBLIC_PORT', 18443),
+    adminHostPort: portFrom(env, 'PUSHBASE_CLUSTER_ADMIN_PORT', 18444),
   };
 }
