@@ -83,8 +83,29 @@ function logCreatorFor(connection: KafkaConnection): logCreator {
     };
 }
 
+/**
+ * kafkajs 2.2.4, its last release, sets a timer with a negative delay after every response while no broker
+ * throttles (upstream issue 1751). Node has always run such a timer after 1 ms; since Node 24 it also prints
+ * a TimeoutNegativeWarning, once per process, to stderr, where a CLI's clean stderr (`pushbase replay`)
+ * reads it as a fault. That warning is dropped when kafkajs sets it; every other warning prints as before.
+ */
+let kafkajsTimerWarningDropped = false;
+function dropKafkajsTimerWarning(): void {
+  if (kafkajsTimerWarningDropped) return;
+  kafkajsTimerWarningDropped = true;
+  const emit = process.emitWarning.bind(process) as (...args: unknown[]) => void;
+  process.emitWarning = (...args: unknown[]) => {
+    const options = args[1];
+    const type = typeof options === 'string' ? options : (options as { type?: unknown } | undefined)?.type;
+    // Only when a warning is emitted (once per process here): the stack says who set the timer.
+    if (type === 'TimeoutNegativeWarning' && /[\\/]kafkajs[\\/]/.test(new Error().stack ?? '')) return;
+    emit(...args);
+  };
+}
+
 /** A kafkajs client with pushbase's timeouts, bounded retries and logging. Cheap: it connects nothing yet. */
 export function createKafka(connection: KafkaConnection): Kafka {
+  dropKafkajsTimerWarning();
   const retry = connection.retry ?? {};
   return new Kafka({
     brokers: [...connection.brokers],

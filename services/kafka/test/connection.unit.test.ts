@@ -1,3 +1,5 @@
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { createKafka, parseBrokers, type KafkaLogLevel } from '../src/connection';
 
 describe('Kafka connection settings', () => {
@@ -28,5 +30,23 @@ describe('Kafka connection settings', () => {
     const verbose = createKafka({ brokers: ['127.0.0.1:1'], logLevel: 'info', log: (level) => void all.push(level) });
     verbose.logger().namespace('Connection').error('Response ListOffsets(key: 2, version: 3)', { error: 'This server is not the leader for that topic-partition' });
     expect(all).toEqual(['info']);
+  });
+
+  it("drops the negative-timer warning kafkajs causes after every response, and no other warning", () => {
+    // A child: Node prints a TimeoutNegativeWarning once per process (since Node 24). kafkajs's request
+    // queue sets such a timer whenever no broker throttles; here it is driven without a broker.
+    const script = `
+      const { createKafka } = require(${JSON.stringify(path.resolve(__dirname, '../src/connection.ts'))});
+      const RequestQueue = require('kafkajs/src/network/requestQueue');
+      createKafka({ brokers: ['127.0.0.1:1'] });
+      const queue = new RequestQueue({ maxInFlightRequests: 1, requestTimeout: 1000, clientId: 'c', broker: 'b', logger: { debug() {}, warn() {} } });
+      queue.scheduleCheckPendingRequests();
+      setTimeout(() => process.emitWarning('-5 is a negative number.', 'TimeoutNegativeWarning'), 20);
+      setTimeout(() => clearTimeout(queue.throttleCheckTimeoutId), 40);`;
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '-e', script], { encoding: 'utf8' });
+    expect(child.status).toBe(0);
+    // Only the warning pushbase's own code would have caused.
+    expect(child.stderr.match(/TimeoutNegativeWarning/g)).toEqual(['TimeoutNegativeWarning']);
+    expect(child.stderr).toMatch(/TimeoutNegativeWarning: -5 is a negative number/);
   });
 });
