@@ -30,6 +30,9 @@ module.exports = {
     // `npm run start:distributed` as separate processes (test/helpers/distributed-mode.ts). test/embedded
     // holds the tests about the embedded data directory itself and runs only against `pushbase serve`.
     { ...common, displayName: 'e2e-distributed', testMatch: ['<rootDir>/test/e2e/**/*.e2e.test.ts'], setupFilesAfterEnv: ['<rootDir>/test/helpers/distributed-mode.ts'] },
+    // pushbase installed with helm on the single-node Kubernetes cluster of `npm run cluster:up` (deploy/cluster;
+    // jest's global setup builds the image and brings it up; docs/cluster.md).
+    { ...common, displayName: 'cluster', testMatch: ['<rootDir>/test/k8s/**/*.cluster.test.ts'] },
     // The Kafka suites once more, on the 3.9.x broker jest's global setup starts beside the 4.x one
     // (PUSHBASE_KAFKA_LEGACY_VERSION, PUSHBASE_KAFKA_LEGACY_BROKERS; test/helpers/legacy-kafka.ts).
     { ...common, displayName: 'int-kafka-3.9', testMatch: kafkaSuites.map((s) => `<rootDir>/${s}`), setupFiles: ['<rootDir>/test/helpers/legacy-kafka.ts'] },

@@ -61,6 +61,36 @@ module.exports = async () => {
     }
   }
 
+  // pushbase on the single-node Kubernetes cluster (deploy/cluster, docs/cluster.md) for the cluster
+  // projects: the image built fresh (deploy/image/build.ts), then `cluster:up`, which installs it with helm.
+  // A cluster that already runs is used as it is (and left running); one this run starts, the teardown
+  // stops. A failure fails those suites with the reason (test/k8s/cluster.ts), not the whole run.
+  if (runs('cluster') || runsPrefix('e2e-cluster')) {
+    const { readClusterConfig } = tsx.require('../deploy/cluster/config.ts', __filename);
+    const { up, healthy, layout } = tsx.require('../deploy/cluster/cluster.ts', __filename);
+    const config = readClusterConfig(process.env, path.join(__dirname, '..'));
+    const clusterSay = (line) => process.stderr.write(`\npushbase cluster: ${line}\n`);
+    try {
+      const wasUp = await healthy(config);
+      let archive;
+      if (!wasUp) {
+        const t0 = Date.now();
+        const { buildImage } = tsx.require('../deploy/image/build.ts', __filename);
+        archive = (await buildImage({ say: clusterSay })).archive ?? undefined;
+        clusterSay(`image built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      }
+      globalThis.__pushbaseClusterStarted = !wasUp;
+      await up(config, clusterSay, archive === undefined ? {} : { archive });
+      process.env.PUSHBASE_CLUSTER_ENDPOINTS = layout(config).endpoints;
+    } catch (e) {
+      process.env.PUSHBASE_CLUSTER_ERROR = e instanceof Error ? e.message : String(e);
+    }
+  }
+
+  // The cluster projects reach pushbase's own Kafka, ClickHouse and Redis inside the cluster: the host's
+  // servers only for the other projects.
+  if (projects !== undefined && [...projects].every((p) => p === 'unit' || p === 'cluster' || p.startsWith('e2e-cluster'))) return;
+
   const { startTestServices } = tsx.require('../deploy/local/test-services.ts', __filename);
   // Quiet unless slow: only the once-per-machine steps (apt-get, Maven, formatting) are announced.
   const say = (line, kind) => {

@@ -12,5 +12,12 @@ module.exports = async () => {
   // Stops only the servers the global setup started; ones that already answered stay up.
   const services = globalThis.__pushbaseTestServices;
   if (services) await services.stop();
+  // The cluster (and pushbase on it) only when the global setup started it.
+  if (globalThis.__pushbaseClusterStarted) {
+    const path = require('node:path');
+    const { readClusterConfig } = tsx.require('../deploy/cluster/config.ts', __filename);
+    const { down } = tsx.require('../deploy/cluster/cluster.ts', __filename);
+    await down(readClusterConfig(process.env, path.join(__dirname, '..')), (line) => process.stderr.write(`pushbase cluster: ${line}\n`));
+  }
   if (dir) rmSync(dir, { recursive: true, force: true });
 };
