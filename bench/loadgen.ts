@@ -261,8 +261,8 @@ if (require.main === module) {
   }
   process.once('message', (msg: LoadRequest) => {
     run(msg).then(
-      (result) => process.send!({ result }, () => process.disconnect()),
-      (e: unknown) => process.send!({ error: e instanceof Error ? (e.stack ?? e.message) : String(e) }, () => process.disconnect()),
+      (result) => process.send!({ result }, () => process.disconnect!()),
+      (e: unknown) => process.send!({ error: e instanceof Error ? (e.stack ?? e.message) : String(e) }, () => process.disconnect!()),
     );
   });
 }

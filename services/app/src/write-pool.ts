@@ -4,6 +4,8 @@ import path from 'node:path';
 import { eventsFromEncodedBatch } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import Piscina from 'piscina';
+
+type RunOptions = NonNullable<Parameters<Piscina['run']>[1]>;
 import type { WriteDecider } from './write-decider';
 import type { WriteTask, WriteTaskError, WriteTaskResult } from './write-worker';
 
@@ -62,7 +64,10 @@ export function createWritePool(threads: number, options: WritePoolOptions = {})
       dataset === undefined
         ? undefined
         : { account: dataset.account, id: dataset.id, incarnation: dataset.incarnation, definition: dataset.definition, created_at: dataset.created_at, updated_at: dataset.updated_at };
-    const result = await pool.run({ cmd: { ...cmd, json }, dataset: schema }, { transferList: [json.buffer] });
+    // piscina 5.3.2 types transferList after MessagePort.postMessage's last overload, the options form in
+    // @types/node 26; at run time it must be, and is handed on as, postMessage's array of transferables.
+    const transferList = [json.buffer] as unknown as RunOptions['transferList'];
+    const result = await pool.run({ cmd: { ...cmd, json }, dataset: schema }, { transferList });
     if ('error' in result) throw new DomainError(result.error.code, result.error.message, result.error.path);
     return { events: eventsFromEncodedBatch(result.text, result.heads), encoded: result.encoded };
   };
