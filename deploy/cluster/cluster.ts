@@ -366,9 +366,19 @@ export function hands(c: ClusterConfig): ClusterHands {
   const { kubectl } = kubectlFor(c);
   return {
     inside: (file, args, cwd) => ns.argv(file, args, cwd),
-    keep: async (name, side, argv) => {
+    keep: async (name, side, argv, replace = false) => {
       const now = readState(l) ?? s;
-      if (now.processes.some((p) => p.name === name && stillOurs(now, p, l.run))) return;
+      const existing = now.processes.find((p) => p.name === name && stillOurs(now, p, l.run));
+      if (existing !== undefined && !replace) return;
+      if (existing !== undefined) {
+        // Its process group: a forking socat's connections go with it.
+        try {
+          process.kill(-existing.pid, 'SIGTERM');
+        } catch {
+          // gone
+        }
+        while (running(existing.pid)) await sleep(50);
+      }
       const mutable: State = { ...now, processes: now.processes.filter((p) => p.name !== name) };
       const rec = await launch(l, mutable, name, side, argv);
       await sleep(300);
@@ -391,7 +401,7 @@ async function withPushbase(c: ClusterConfig, say: Say, opts: UpOptions): Promis
   return e;
 }
 
-const BRIDGE = /^socat-(public|admin)-/;
+const BRIDGE = /^socat-.+-(inner|host)$/;
 
 /** Everything recorded is still running and the API server and node answer. */
 export async function healthy(c: ClusterConfig): Promise<boolean> {

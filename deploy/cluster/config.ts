@@ -45,6 +45,8 @@ export interface ClusterConfig {
   /** The host loopback ports bridged to the gateway's public (HTTPS) and admin Services. */
   readonly publicHostPort: number;
   readonly adminHostPort: number;
+  /** The host loopback port bridged to the cluster's Kafka (its HOST listener advertises it). */
+  readonly kafkaHostPort: number;
 }
 
 function portFrom(env: NodeJS.ProcessEnv, name: string, def: number): number {
@@ -70,5 +72,6 @@ export function readClusterConfig(env: NodeJS.ProcessEnv, repoRoot: string): Clu
     apiHostPort,
     publicHostPort: portFrom(env, 'PUSHBASE_CLUSTER_PUBLIC_PORT', 18443),
     adminHostPort: portFrom(env, 'PUSHBASE_CLUSTER_ADMIN_PORT', 18444),
+    kafkaHostPort: portFrom(env, 'PUSHBASE_CLUSTER_KAFKA_PORT', 16092),
   };
 }

@@ -26,5 +26,9 @@ export function depsConfig(c: ClusterConfig): ServicesConfig {
     clickhouse: { host: DEPS_IP, port: 8123, tcpPort: 9000, interserverPort: 9009 },
     redis: { host: DEPS_IP, port: 6379 },
     legacyKafka: host.legacyKafka,
+    // For the host (tests that wait for the projector, people with a Kafka tool): the namespace's own
+    // loopback, which a bridge in pushbase.ts makes the host's 127.0.0.1:<kafkaHostPort>. The address
+    // advertised is the host's, the one its clients reach through the bridge.
+    kafkaHostListener: { host: '127.0.0.1', port: c.kafkaHostPort },
   };
 }

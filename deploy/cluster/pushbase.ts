@@ -25,8 +25,8 @@ import { capture, check, type Say } from './proc';
 export interface ClusterHands {
   /** argv that runs `file args` inside the holder's namespaces, in `cwd`. */
   readonly inside: (file: string, args: readonly string[], cwd?: string) => [string, string[]];
-  /** Starts a recorded long-running process (stopped by `down`), unless one of that name still runs. */
-  readonly keep: (name: string, side: 'ns' | 'host', argv: [string, string[]]) => Promise<void>;
+  /** Starts a recorded long-running process (stopped by `down`), unless one of that name still runs (which `replace` stops first). */
+  readonly keep: (name: string, side: 'ns' | 'host', argv: [string, string[]], replace?: boolean) => Promise<void>;
   readonly kubectl: string;
   readonly kubeconfig: string;
   readonly run: string;
@@ -44,6 +44,8 @@ export interface Endpoints {
   readonly admin: string;
   readonly adminToken: string;
   readonly apiKeys: string[];
+  /** The cluster's Kafka from the host (its HOST listener through a bridge): brokers for a client. */
+  readonly kafka: string;
 }
 
 function helmBinary(): string {
@@ -52,12 +54,12 @@ function helmBinary(): string {
   return ensureHelm();
 }
 
-export function helmArgs(h: Pick<ClusterHands, 'kubeconfig'>, args: readonly string[]): string[] {
-  return ['--kubeconfig', h.kubeconfig, '--namespace', PUSHBASE_NAMESPACE, ...args];
+export function helmArgs(h: Pick<ClusterHands, 'kubeconfig'>, args: readonly string[], namespace = PUSHBASE_NAMESPACE): string[] {
+  return ['--kubeconfig', h.kubeconfig, '--namespace', namespace, ...args];
 }
 
-export async function helm(h: Pick<ClusterHands, 'kubeconfig'>, args: readonly string[]): Promise<string> {
-  return check(helmBinary(), helmArgs(h, args));
+export async function helm(h: Pick<ClusterHands, 'kubeconfig'>, args: readonly string[], namespace = PUSHBASE_NAMESPACE): Promise<string> {
+  return check(helmBinary(), helmArgs(h, args, namespace));
 }
 
 async function kubectl(h: ClusterHands, args: readonly string[], input?: string): Promise<string> {
@@ -65,7 +67,7 @@ async function kubectl(h: ClusterHands, args: readonly string[], input?: string)
 }
 
 /** The namespace and the external servers' Services, with their EndpointSlices. */
-export function dependencyObjects(): object[] {
+export function dependencyObjects(namespace = PUSHBASE_NAMESPACE): object[] {
   const external = [
     { name: 'kafka', port: 9092 },
     { name: 'clickhouse', port: 8123 },
@@ -76,7 +78,7 @@ export function dependencyObjects(): object[] {
       apiVersion: 'v1',
       kind: 'Namespace',
       metadata: {
-        name: PUSHBASE_NAMESPACE,
+        name: namespace,
         labels: {
           'pod-security.kubernetes.io/enforce': 'restricted',
           'pod-security.kubernetes.io/enforce-version': 'latest',
@@ -89,7 +91,7 @@ export function dependencyObjects(): object[] {
       {
         apiVersion: 'v1',
         kind: 'Service',
-        metadata: { name, namespace: PUSHBASE_NAMESPACE, labels: { 'app.kubernetes.io/part-of': 'pushbase-cluster-deps' } },
+        metadata: { name, namespace, labels: { 'app.kubernetes.io/part-of': 'pushbase-cluster-deps' } },
         // No selector: the endpoints are the EndpointSlice below, an address outside the pod network.
         spec: { type: 'ClusterIP', ports: [{ name: 'tcp', port, targetPort: port, protocol: 'TCP' }] },
       },
@@ -98,7 +100,7 @@ export function dependencyObjects(): object[] {
         kind: 'EndpointSlice',
         metadata: {
           name: `${name}-external`,
-          namespace: PUSHBASE_NAMESPACE,
+          namespace,
           labels: { 'kubernetes.io/service-name': name, 'endpointslice.kubernetes.io/managed-by': 'pushbase-cluster', 'app.kubernetes.io/part-of': 'pushbase-cluster-deps' },
         },
         addressType: 'IPv4',
@@ -184,8 +186,13 @@ export async function installPushbase(c: ClusterConfig, h: ClusterHands, say: Sa
   return endpoints.pushbase;
 }
 
-async function serviceIp(h: ClusterHands, name: string): Promise<string> {
-  const ip = (await kubectl(h, ['-n', PUSHBASE_NAMESPACE, 'get', 'service', name, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
+/** The namespace (PSA restricted) with the Kafka, ClickHouse and Redis Services a release reaches. */
+export async function applyDependencies(h: ClusterHands, namespace: string): Promise<void> {
+  await kubectl(h, ['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: dependencyObjects(namespace) }));
+}
+
+async function serviceIp(h: ClusterHands, name: string, namespace = PUSHBASE_NAMESPACE): Promise<string> {
+  const ip = (await kubectl(h, ['-n', namespace, 'get', 'service', name, '-o', 'jsonpath={.spec.clusterIP}'])).trim();
   if (!/^\d+\.\d+\.\d+\.\d+$/.test(ip)) throw new Error(`service ${name} has no cluster IP (${ip})`);
   return ip;
 }
@@ -196,13 +203,20 @@ async function bridges(c: ClusterConfig, h: ClusterHands): Promise<void> {
   for (const [name, service, port, hostPort] of [
     ['public', `${PUSHBASE_RELEASE}-gateway`, 443, c.publicHostPort],
     ['admin', `${PUSHBASE_RELEASE}-gateway-admin`, 8444, c.adminHostPort],
+    // Kafka's HOST listener, on the namespace's loopback at the same port (deps.ts).
+    ['kafka', undefined, c.kafkaHostPort, c.kafkaHostPort],
   ] as const) {
     const sock = path.join(h.run, `${name}.sock`);
-    const ip = await serviceIp(h, service);
-    await h.keep(`socat-${name}-inner`, 'ns', h.inside(h.socat, [`UNIX-LISTEN:${sock},fork,unlink-early,mode=600`, `TCP:${ip}:${port}`]));
-    for (let i = 0; i < 100 && !existsSync(sock); i++) await new Promise((r) => setTimeout(r, 100));
-    await h.keep(`socat-${name}-host`, 'host', [h.socat, [`TCP-LISTEN:${hostPort},bind=127.0.0.1,reuseaddr,fork`, `UNIX-CONNECT:${sock}`]]);
+    const ip = service === undefined ? '127.0.0.1' : await serviceIp(h, service);
+    await bridge(h, name, sock, `${ip}:${port}`, hostPort);
   }
+}
+
+/** One loopback bridge: host 127.0.0.1:<hostPort> → `sock` → `target` inside; recorded as socat-<name>-*. */
+async function bridge(h: ClusterHands, name: string, sock: string, target: string, hostPort: number, replace = false): Promise<void> {
+  await h.keep(`socat-${name}-inner`, 'ns', h.inside(h.socat, [`UNIX-LISTEN:${sock},fork,unlink-early,mode=600`, `TCP:${target}`]), replace);
+  for (let i = 0; i < 100 && !existsSync(sock); i++) await new Promise((r) => setTimeout(r, 100));
+  await h.keep(`socat-${name}-host`, 'host', [h.socat, [`TCP-LISTEN:${hostPort},bind=127.0.0.1,reuseaddr,fork`, `UNIX-CONNECT:${sock}`]], replace);
 }
 
 async function readSecretEndpoints(c: ClusterConfig, h: ClusterHands): Promise<{ pushbase: Endpoints; file: object }> {
@@ -214,9 +228,21 @@ async function readSecretEndpoints(c: ClusterConfig, h: ClusterHands): Promise<{
     admin: `http://127.0.0.1:${c.adminHostPort}`,
     adminToken: text('admin-token'),
     apiKeys: text('api-keys').split(',').map((x) => x.trim()).filter((x) => x !== ''),
+    kafka: `127.0.0.1:${c.kafkaHostPort}`,
   };
   if (pushbase.adminToken === '' || pushbase.apiKeys.length === 0) throw new Error(`secret ${PUSHBASE_RELEASE}-auth holds no admin token or API keys`);
   return { pushbase, file: { ...pushbase, namespace: PUSHBASE_NAMESPACE, release: PUSHBASE_RELEASE } };
+}
+
+/**
+ * Host loopback bridges to another release's gateway Services (the lifecycle tests' second release),
+ * stopped by `down` like the others.
+ */
+export async function bridgeGateway(h: ClusterHands, namespace: string, release: string, publicPort: number, adminPort: number): Promise<void> {
+  await mkdir(h.run, { recursive: true });
+  // Replaced when running: a release installed again has Services at new addresses.
+  await bridge(h, `${release}-public`, path.join(h.run, `${release}-public.sock`), `${await serviceIp(h, `${release}-pushbase-gateway`, namespace)}:443`, publicPort, true);
+  await bridge(h, `${release}-admin`, path.join(h.run, `${release}-admin.sock`), `${await serviceIp(h, `${release}-pushbase-gateway-admin`, namespace)}:8444`, adminPort, true);
 }
 
 /** For `down`: the deps' data is thrown away with the cluster. */

@@ -59,6 +59,11 @@ export interface ServicesConfig {
   readonly redis: Endpoint;
   /** The second, 3.9.x broker of the int-kafka-3.9 jest project (PUSHBASE_KAFKA_LEGACY_*). */
   readonly legacyKafka: { readonly version: string; readonly endpoint: KafkaEndpoint };
+  /**
+   * A second Kafka listener, named HOST, advertised at its own address. Never set from the environment:
+   * deploy/cluster's broker serves the pods on the node's address and the host through a loopback bridge.
+   */
+  readonly kafkaHostListener?: Endpoint;
 }
 
 export type KafkaEndpoint = Endpoint & { readonly controllerPort: number };

@@ -381,16 +381,17 @@ async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command>
     throw new Error(`${data} was formatted by Kafka ${formattedBy}, which ${c.kafkaVersion} cannot read: use another PUSHBASE_SERVICES_DIR for ${c.kafkaVersion} (or delete ${home})`);
   }
   const { host, port, controllerPort } = c.kafka;
+  const hostListener = c.kafkaHostListener === undefined ? '' : `,HOST://${c.kafkaHostListener.host}:${c.kafkaHostListener.port}`;
   const properties = [
     '# Written by deploy/local at every start; the ports follow PUSHBASE_KAFKA_BROKERS.',
     'process.roles=broker,controller',
     'node.id=1',
     `controller.quorum.voters=1@${host}:${controllerPort}`,
-    `listeners=PLAINTEXT://${host}:${port},CONTROLLER://${host}:${controllerPort}`,
-    `advertised.listeners=PLAINTEXT://${host}:${port}`,
+    `listeners=PLAINTEXT://${host}:${port},CONTROLLER://${host}:${controllerPort}${hostListener}`,
+    `advertised.listeners=PLAINTEXT://${host}:${port}${hostListener}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
-    'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT',
+    `listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${c.kafkaHostListener === undefined ? '' : ',HOST:PLAINTEXT'}`,
     `log.dirs=${data}`,
     // One node: every replication factor is 1.
     'default.replication.factor=1',
