@@ -13,6 +13,8 @@ const common = { transform, testEnvironment: 'node', moduleFileExtensions: ['ts'
 // (220 s against 154 s, measured on the shared 2-core machine).
 const kafkaSuites = ['services/kafka/test/*.int.test.ts', 'test/contract/kafka-event-log.contract.test.ts', 'services/projector/test/replay.int.test.ts'];
 
+const clusterE2eSuites = ['datasets', 'read-api', 'geckoboard-client', 'records', 'window', 'auth-and-limits'];
+
 /** @type {import('jest').Config} */
 module.exports = {
   // Per-test ceiling; e2e tests start real servers. Unit tests finish far below it.
@@ -33,6 +35,10 @@ module.exports = {
     // pushbase installed with helm on the single-node Kubernetes cluster of `npm run cluster:up` (deploy/cluster;
     // jest's global setup builds the image and brings it up; docs/cluster.md).
     { ...common, displayName: 'cluster', testMatch: ['<rootDir>/test/k8s/**/*.cluster.test.ts'] },
+    // The e2e suites that can run against one shared installation, once more against it (through the
+    // gateway's Service; test/helpers/cluster-target.ts). The others restart or kill servers, set what
+    // only a server's environment sets, or read a server's files: docs/cluster.md lists them.
+    { ...common, displayName: 'e2e-cluster', testMatch: clusterE2eSuites.map((s) => `<rootDir>/test/e2e/${s}.e2e.test.ts`), setupFilesAfterEnv: ['<rootDir>/test/helpers/cluster-mode.ts'] },
     // The Kafka suites once more, on the 3.9.x broker jest's global setup starts beside the 4.x one
     // (PUSHBASE_KAFKA_LEGACY_VERSION, PUSHBASE_KAFKA_LEGACY_BROKERS; test/helpers/legacy-kafka.ts).
     { ...common, displayName: 'int-kafka-3.9', testMatch: kafkaSuites.map((s) => `<rootDir>/${s}`), setupFiles: ['<rootDir>/test/helpers/legacy-kafka.ts'] },

@@ -1,5 +1,5 @@
 import { request as httpRequest } from 'node:http';
-import { TestServer } from '../helpers/server';
+import { E2E_MODE, TestServer } from '../helpers/server';
 import { ANY_BODY, createDataset, expectError, expectOk, field, uid } from './support';
 
 /*
@@ -115,21 +115,26 @@ describe('rate limit: 60 requests a minute per key', () => {
   });
 });
 
-describe('failed authentications are limited per client address', () => {
-  it('answers 429 as JSON once an address has failed too often', async () => {
-    const guarded = await new TestServer({ env: { PUSHBASE_AUTH_FAILURES_PER_MINUTE: '5' } }).start();
-    try {
-      for (let i = 0; i < 5; i++) expectError(await guarded.request('GET', '/', { key: `guess-${i}` }), 401, INVALID_KEY);
-      const res = await guarded.request('GET', '/', { key: 'guess-6' });
-      expectError(res, 429, /.+/);
-      expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      // Only failing requests are refused: a valid key from the same address is not locked out.
-      expectOk(await guarded.request('GET', '/', { key: guarded.keys.acme! }));
-    } finally {
-      await guarded.stop();
-    }
+// Not on the cluster target (E2E_MODE 'cluster'): the limit is the installation's, not a server's, and
+// every client reaches its gateway from the one address of the host's bridge, so a low limit would refuse
+// the other suites' deliberate bad keys. docs/cluster.md lists what runs there.
+if (E2E_MODE !== 'cluster') {
+  describe('failed authentications are limited per client address', () => {
+    it('answers 429 as JSON once an address has failed too often', async () => {
+      const guarded = await new TestServer({ env: { PUSHBASE_AUTH_FAILURES_PER_MINUTE: '5' } }).start();
+      try {
+        for (let i = 0; i < 5; i++) expectError(await guarded.request('GET', '/', { key: `guess-${i}` }), 401, INVALID_KEY);
+        const res = await guarded.request('GET', '/', { key: 'guess-6' });
+        expectError(res, 429, /.+/);
+        expect(Number(res.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+        // Only failing requests are refused: a valid key from the same address is not locked out.
+        expectOk(await guarded.request('GET', '/', { key: guarded.keys.acme! }));
+      } finally {
+        await guarded.stop();
+      }
+    });
   });
-});
+}
 
 describe('request bodies', () => {
   let id: string;

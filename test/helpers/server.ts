@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { request as httpsRequest, type RequestOptions as HttpsRequestOptions } from 'node:https';
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import os from 'node:os';
@@ -10,6 +10,7 @@ import { createKafka, parseBrokers } from '@pushbase/kafka';
 import type { Admin } from 'kafkajs';
 import { DistributedStack, SERVICES, type ServiceExit } from '../../services/cli/src/distributed';
 import { HighWatermarks } from './high-watermarks';
+import { CLUSTER_GROUP, CLUSTER_TOPIC, clusterEndpoints, portOf, provisionAccounts, servedCertificate, translatePath } from './cluster-target';
 import { stackNamesOf, type StackNames } from './stack-names';
 
 export const ROOT = path.resolve(__dirname, '../..');
@@ -21,7 +22,8 @@ export const BUNDLE = path.join(ROOT, 'dist/pushbase.js');
  * `npm run start:distributed` as separate processes when PUSHBASE_E2E_MODE is `distributed` (the jest
  * project e2e-distributed sets it). The e2e suites run unchanged against both.
  */
-export const E2E_MODE: 'embedded' | 'distributed' = process.env.PUSHBASE_E2E_MODE === 'distributed' ? 'distributed' : 'embedded';
+export type E2EMode = 'embedded' | 'distributed' | 'cluster';
+export const E2E_MODE: E2EMode = process.env.PUSHBASE_E2E_MODE === 'distributed' || process.env.PUSHBASE_E2E_MODE === 'cluster' ? process.env.PUSHBASE_E2E_MODE : 'embedded';
 
 export interface ServerOptions {
   /** Reuse a data directory (restart tests); a fresh temporary one otherwise. */
@@ -32,7 +34,7 @@ export interface ServerOptions {
   /** How long `start()` waits for the "listening" line; 30 s by default (a big log replays longer; distributed: at least 120 s for the four services). */
   readonly startTimeoutMs?: number;
   /** Which pushbase to start; E2E_MODE (the jest project's) by default. */
-  readonly mode?: 'embedded' | 'distributed';
+  readonly mode?: E2EMode;
   /** Extra node flags for the server process, e.g. `--cpu-prof` (not allowed in NODE_OPTIONS). */
   readonly nodeArgs?: readonly string[];
 }
@@ -55,7 +57,8 @@ export interface RequestOptions {
 }
 
 export class TestServer {
-  readonly adminToken = randomBytes(18).toString('base64url');
+  /** The token this server's admin listener takes (cluster: the installation's, from endpoints.json). */
+  adminToken = randomBytes(18).toString('base64url');
   readonly keys: Record<string, string>;
   readonly dataDir: string;
   port = 0;
@@ -76,6 +79,8 @@ export class TestServer {
   stack: DistributedStack | undefined;
   readonly names: StackNames | undefined;
   private kafkaAdmin: { admin: Admin; ends: HighWatermarks } | undefined;
+  /** Cluster mode (cluster-target.ts): the suite's account names → this server's own accounts, once started. */
+  readonly cluster: { accounts: Record<string, string>; kafka: string } | undefined;
 
   constructor(opts: ServerOptions = {}) {
     this.dataDir = opts.dataDir ?? mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'pushbase-e2e-'));
@@ -84,6 +89,7 @@ export class TestServer {
     this.startTimeoutMs = opts.startTimeoutMs ?? 30_000;
     this.nodeArgs = opts.nodeArgs ?? [];
     this.names = (opts.mode ?? E2E_MODE) === 'distributed' ? stackNamesOf(this.dataDir) : undefined;
+    this.cluster = (opts.mode ?? E2E_MODE) === 'cluster' ? { accounts: {}, kafka: '' } : undefined;
   }
 
   get distributed(): boolean {
@@ -140,6 +146,7 @@ export class TestServer {
    */
   async start(): Promise<this> {
     if (this.names !== undefined) return this.startDistributed();
+    if (this.cluster !== undefined) return this.startOnCluster(this.cluster);
     const proc = spawn(process.execPath, [...this.nodeArgs, '--enable-source-maps', BUNDLE, 'serve'], {
       cwd: ROOT,
       env: this.serverEnv(),
@@ -176,6 +183,25 @@ export class TestServer {
     return this;
   }
 
+  /** Cluster mode: the installation's gateway through its loopback bridges; accounts and keys of our own. */
+  private async startOnCluster(cluster: { accounts: Record<string, string>; kafka: string }): Promise<this> {
+    const e = clusterEndpoints();
+    this.port = portOf(e.public);
+    this.adminPort = portOf(e.admin);
+    this.adminToken = e.adminToken;
+    this.plainHttp = false;
+    this.ca = await servedCertificate(this.port);
+    // For clients in child processes (NODE_EXTRA_CA_CERTS), as a local server's "listening" line names it.
+    this.certFile = path.join(this.dataDir, 'cluster-gateway.pem');
+    writeFileSync(this.certFile, this.ca);
+    cluster.kafka = e.kafka;
+    const { accounts, keys } = await provisionAccounts(e, Object.keys(this.keys), this.env);
+    Object.assign(cluster.accounts, accounts);
+    // The suite reads its keys from this object after start (they are the installation's now).
+    Object.assign(this.keys, keys);
+    return this;
+  }
+
   private async startDistributed(): Promise<this> {
     this.stack = await DistributedStack.start({
       bundle: BUNDLE,
@@ -204,12 +230,15 @@ export class TestServer {
    * exited 0, else the first other exit).
    */
   async stop(): Promise<number | null> {
+    // The installation outlives the suite (the cluster's teardown removes it): only our Kafka client goes.
+    if (this.cluster !== undefined) return this.stopDistributed(() => Promise.resolve([]));
     if (this.stack !== undefined) return this.stopDistributed(() => this.stack!.stop().then((exits) => Object.values(exits)));
     return this.signal('SIGTERM');
   }
 
   /** kill -9: no chance to flush anything (distributed: all four services at once). */
   async kill9(): Promise<void> {
+    if (this.cluster !== undefined) throw new Error('the cluster target cannot kill its server: the pod fault tests do that (test/k8s)');
     if (this.stack !== undefined) {
       const stack = this.stack;
       await this.stopDistributed(() => Promise.all(SERVICES.map((service) => (stack.pid(service) === undefined ? Promise.resolve({ code: null, signal: null }) : stack.kill(service)))));
@@ -235,10 +264,11 @@ export class TestServer {
    * deadline; the embedded read side is immediate.
    */
   async caughtUp(timeoutMs = 60_000): Promise<void> {
-    const names = this.names;
+    const names = this.names ?? (this.cluster === undefined ? undefined : { topic: CLUSTER_TOPIC, group: CLUSTER_GROUP });
     if (names === undefined) return;
     if (this.kafkaAdmin === undefined) {
-      const kafka = createKafka({ brokers: parseBrokers(process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092'), clientId: 'pushbase-e2e-reads' });
+      const brokers = this.cluster?.kafka ?? process.env.PUSHBASE_KAFKA_BROKERS ?? '127.0.0.1:9092';
+      const kafka = createKafka({ brokers: parseBrokers(brokers), clientId: 'pushbase-e2e-reads' });
       const admin = kafka.admin();
       await admin.connect();
       this.kafkaAdmin = { admin, ends: new HighWatermarks(kafka) };
@@ -264,13 +294,18 @@ export class TestServer {
 
   /** A request to the public HTTPS API, trusting the server's certificate. */
   request(method: string, urlPath: string, opts: RequestOptions = {}): Promise<Response> {
-    return requestTo(this, method, urlPath, opts);
+    return requestTo(this, method, this.path(urlPath), opts);
+  }
+
+  /** The path as sent: on the cluster, the suite's account names are this server's accounts. */
+  path(urlPath: string): string {
+    return this.cluster === undefined ? urlPath : translatePath(urlPath, this.cluster.accounts);
   }
 
   /** A request to the admin listener with the bearer token (distributed: once the read side has caught up). */
   async admin(urlPath: string, token: string = this.adminToken): Promise<Response> {
     await this.caughtUp();
-    return send(httpRequest, { host: '127.0.0.1', port: this.adminPort, method: 'GET', path: urlPath, headers: { authorization: `Bearer ${token}` } }, undefined);
+    return send(httpRequest, { host: '127.0.0.1', port: this.adminPort, method: 'GET', path: this.path(urlPath), headers: { authorization: `Bearer ${token}` } }, undefined);
   }
 
   /** The records of a dataset as the read side shows them, oldest insertion first. */
