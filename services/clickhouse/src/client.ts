@@ -83,10 +83,9 @@ export async function command(conn: ClickHouseConnection, query: string, what: s
  */
 const READ_SETTINGS = { optimize_move_to_prewhere: 0 } as const;
 
-/** `settings` adds to the read settings (the read API's `priority`, read-shares.ts). */
-export async function selectRows<T>(conn: ClickHouseConnection, query: string, what: string, settings: { readonly priority?: number } = {}): Promise<T[]> {
+export async function selectRows<T>(conn: ClickHouseConnection, query: string, what: string): Promise<T[]> {
   try {
-    const rs = await conn.client.query({ query, format: 'JSONEachRow', clickhouse_settings: settings.priority === undefined ? READ_SETTINGS : { ...READ_SETTINGS, priority: String(settings.priority) } });
+    const rs = await conn.client.query({ query, format: 'JSONEachRow', clickhouse_settings: READ_SETTINGS });
     return await rs.json<T>();
   } catch (e) {
     throw storeError(conn.url, what, e);

@@ -7,4 +7,3 @@ export { INDEX_GRANULARITY, migrate, MIGRATIONS, promoteStatement, tablesIn, TAB
 export { accountLiteral, checkAccount, datasetLiteral, quoteIdentifier, quoteString } from './sql';
 export { ClickHouseProjection, MAX_INSERT_BYTES, MAX_INSERT_ROWS, MAX_LOAD_DATASETS } from './store';
 export { databaseExists, dropDatabase, listListedHeads, listStoredHeads, promoteProjection, type ListedHead, type StoredHead } from './inventory';
-export { ReadShares, type ReadSharesOptions } from './read-shares';

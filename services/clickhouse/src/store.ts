@@ -23,7 +23,6 @@ import { RowBinaryWriter } from './row-binary';
 import { tablesIn, type ProjectionTables } from './migrations';
 import { accountLiteral, checkAccount, datasetLiteral } from './sql';
 import type { DatasetViews } from './views';
-import type { ReadShares } from './read-shares';
 
 /*
  * The projection in ClickHouse: the projector's ProjectionStore, and the read side (ReadModel, and a
@@ -166,33 +165,14 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     private readonly conn: ClickHouseConnection,
     database: string,
     /** The live projector's Grafana-ready views, kept in step after each write (not a replay's scratch database's). */
-    options: {
-      readonly views?: DatasetViews;
-      readonly onViewsError?: (e: unknown) => void;
-      /** The read API's: each account's queries and aggregates go out at a priority from its recent use. */
-      readonly readShares?: ReadShares;
-    } = {},
+    options: { readonly views?: DatasetViews; readonly onViewsError?: (e: unknown) => void } = {},
   ) {
     this.tables = tablesIn(database);
     this.views = options.views;
-    this.readShares = options.readShares;
     this.onViewsError = options.onViewsError ?? (() => undefined);
   }
 
   private readonly onViewsError: (e: unknown) => void;
-  private readonly readShares: ReadShares | undefined;
-
-  /** A read API statement: at the account's priority, its time counted to the account. */
-  private async shared<T>(account: string, run: (settings: { readonly priority?: number }) => Promise<T>): Promise<T> {
-    const shares = this.readShares;
-    if (shares === undefined) return run({});
-    const started = performance.now();
-    try {
-      return await run({ priority: shares.priorityOf(account) });
-    } finally {
-      shares.record(account, performance.now() - started);
-    }
-  }
 
   /*
    * The buffer the last landed write encoded its rows into, reused by the next write. Why: a write's body
@@ -456,12 +436,10 @@ ORDER BY account, dataset, seq`,
     const q = resolveRecordQuery(scope.definition, params);
     const sql = recordQuerySql(scope, q);
     // Two statements, so under concurrent writes the total and the page may be of two moments.
-    const [rows, total] = await this.shared(account, (settings) =>
-      Promise.all([
-        selectRows<Record<string, string | null>>(this.conn, sql.page, `reading records of ${account}/${id}`, settings),
-        selectRows<{ n: string }>(this.conn, sql.total, `counting records of ${account}/${id}`, settings),
-      ]),
-    );
+    const [rows, total] = await Promise.all([
+      selectRows<Record<string, string | null>>(this.conn, sql.page, `reading records of ${account}/${id}`),
+      selectRows<{ n: string }>(this.conn, sql.total, `counting records of ${account}/${id}`),
+    ]);
     const slots = slotsOf(scope.definition);
     const records = rows.slice(0, q.limit).map((r) => decodeRecord(slots, Object.fromEntries(slots.map((s) => [s.stored, r[`${OUTPUT_PREFIX}${s.stored}`]]))));
     return { records, total: Number(total[0]?.n ?? 0), offset: q.offset, limit: q.limit, next_offset: rows.length > q.limit ? q.offset + q.limit : null };
@@ -471,7 +449,7 @@ ORDER BY account, dataset, seq`,
     const scope = await this.scopeOf(account, id);
     if (scope === undefined) return undefined;
     const q = resolveAggregateQuery(scope.definition, params);
-    const rows = await this.shared(account, (settings) => selectRows<{ n: string; v?: string | null; k?: string | null }>(this.conn, aggregateSql(scope, q), `aggregating ${account}/${id}`, settings));
+    const rows = await selectRows<{ n: string; v?: string | null; k?: string | null }>(this.conn, aggregateSql(scope, q), `aggregating ${account}/${id}`);
     const valueOf = (r: { n: string; v?: string | null }): number | null => {
       const v = r.v === undefined || r.v === null ? NaN : doubleFromBits(r.v);
       return aggregateValue(q.op, Number(r.n), v, v, v);

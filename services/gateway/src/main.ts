@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoreConflict } from '@pushbase/app';
-import { ClickHouseProjection, connectClickHouse, ReadShares } from '@pushbase/clickhouse';
+import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/data-dir';
@@ -72,8 +72,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
 
     // Called inside the failed request (its span active): the line carries its trace_id.
     const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
-    // One tenant's costly reads yield to another's light ones inside ClickHouse (read-shares.ts).
-    const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database, { readShares: new ReadShares() });
+    const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
     const uiDir = findUiDir();
     if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
     const rateLimiter = new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix });
