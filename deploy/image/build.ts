@@ -80,6 +80,8 @@ export interface BuildOptions {
   readonly onOutput?: (line: string) => void;
   /** Announces the slow once-per-machine steps. */
   readonly say?: (line: string) => void;
+  /** Labels set on the image (`--label k=v`): a rebuilt image that differs, for the cluster's upgrade test. */
+  readonly labels?: Readonly<Record<string, string>>;
 }
 
 export interface BuiltImage {
@@ -180,6 +182,7 @@ export async function buildImage(options: BuildOptions = {}): Promise<BuiltImage
       // The build's npm ci fetches from the npm registry through the host's network.
       '--network=host',
       ...(npmrc === undefined ? [] : ['--volume', `${npmrc}:/usr/local/etc:ro`]),
+      ...Object.entries(options.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]),
       '--file',
       path.join(context, 'deploy', 'Dockerfile'),
       '--tag',
