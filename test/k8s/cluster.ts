@@ -67,12 +67,12 @@ export function helmBinary(): string {
 }
 
 /** helm in the release's namespace; never throws. */
-export function helm(args: readonly string[], timeoutMs = 600_000): Promise<Run> {
-  return run(helmBinary(), helmArgs({ kubeconfig: KUBECONFIG }, args), timeoutMs);
+export function helm(args: readonly string[], namespace = NAMESPACE, timeoutMs = 900_000): Promise<Run> {
+  return run(helmBinary(), helmArgs({ kubeconfig: KUBECONFIG }, args, namespace), timeoutMs);
 }
 
-export async function helmOk(args: readonly string[], timeoutMs = 600_000): Promise<string> {
-  const r = await helm(args, timeoutMs);
+export async function helmOk(args: readonly string[], namespace = NAMESPACE, timeoutMs = 900_000): Promise<string> {
+  const r = await helm(args, namespace, timeoutMs);
   if (r.code !== 0) throw new Error(`helm ${args.join(' ')}: exit ${r.code}: ${r.stderr || r.stdout}`);
   return r.stdout;
 }
