@@ -15,7 +15,8 @@ module.exports = async () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pushbase-cluster-test-'));
   const before = path.join(dir, 'host-before.json');
   writeFileSync(before, JSON.stringify(await hostSnapshot()));
-  await up(config, (line) => process.stderr.write(`\npushbase cluster: ${line}\n`));
+  // The bare cluster: this suite checks Kubernetes itself (pushbase on it is test/k8s's).
+  await up(config, (line) => process.stderr.write(`\npushbase cluster: ${line}\n`), { pushbase: false });
   process.env.PUSHBASE_CLUSTER_HOST_BEFORE = before;
   process.env.PUSHBASE_CLUSTER_TEST_TMP = dir;
   globalThis.__pushbaseClusterStarted = !wasUp;
