@@ -41,6 +41,21 @@ async function rolledOut(): Promise<void> {
   for (const c of ['gateway', 'schema', 'records', 'projector']) await kubectlOk(['-n', NS, 'rollout', 'status', `deployment/${REL}-pushbase-${c}`, '--timeout=300s'], 320_000);
 }
 
+/**
+ * The images the release's service pods run, once the old ones have gone: `rollout status` returns when
+ * the new pods are ready, while the old ones may still be terminating. Hook Jobs' pods are not counted.
+ */
+async function serviceImages(): Promise<Set<string>> {
+  const selector = `app.kubernetes.io/instance=${REL},app.kubernetes.io/component in (gateway,schema,records,projector)`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const out = await kubectlOk(['-n', NS, 'get', 'pods', '-l', selector, '-o', 'jsonpath={.items[*].spec.containers[*].image}']);
+    const images = new Set(out.split(' ').filter((x) => x !== ''));
+    if (images.size <= 1 || Date.now() > deadline) return images;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
 /** A fresh workload on accounts of its own, started. */
 async function load(): Promise<FaultWorkload> {
   const names = Array.from({ length: 3 }, (_, i) => `lc${workloads.length}-${i}`);
@@ -111,8 +126,7 @@ describe('a pushbase release on the cluster', () => {
     // unknown to the client, and the oracle accepts either.
     const tally = await settle(w, /^(200|201|400 invalid|404 not_found|ECONNRESET)$/);
     expect(tally.acknowledged).toBeGreaterThan(100);
-    const images = await kubectlOk(['-n', NS, 'get', 'pods', '-l', `app.kubernetes.io/instance=${REL}`, '-o', 'jsonpath={.items[*].spec.containers[*].image}']);
-    expect(new Set(images.split(' ').filter((x) => x !== '' && !x.includes('migrate')))).toEqual(new Set([UPGRADE_TAG]));
+    expect(await serviceImages()).toEqual(new Set([UPGRADE_TAG]));
   });
 
   for (const component of ['records', 'projector', 'gateway']) {
