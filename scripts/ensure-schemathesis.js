@@ -7,30 +7,22 @@
 //
 // Every version is pinned (requirements.txt: schemathesis and all it pulls in), so a new release of a
 // dependency cannot change what the test checks; editing the file makes a new virtualenv. Two runs may
-// provision at once (two worktrees, jest projects): each builds in a folder of its own and renames it into
-// place; a loser uses the winner's. A virtualenv's console scripts hold their folder's path, so the tool
-// runs as `<venv>/bin/python -m schemathesis.cli`, which works from the renamed folder.
+// provision at once (scripts/tool-cache.js). A virtualenv's console scripts hold their folder's path, so
+// the tool runs as `<venv>/bin/python -m schemathesis.cli`, which works from the renamed folder.
 //
 //   node scripts/ensure-schemathesis.js    installs when missing, prints the interpreter to run it with
 //   PUSHBASE_PYTHON=/path/to/python3       the Python to make the virtualenv with (default: python3)
 //   PUSHBASE_TOOLS_DIR=/some/dir           cache folder (default: $XDG_CACHE_HOME/pushbase or ~/.cache/pushbase)
 'use strict';
 const { createHash } = require('node:crypto');
-const { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, openSync, closeSync } = require('node:fs');
+const { existsSync, readFileSync, openSync, closeSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
-const os = require('node:os');
 const path = require('node:path');
+const { provisionOnce, tail, toolsDir } = require('./tool-cache.js');
 
 const REQUIREMENTS = path.resolve(__dirname, '..', 'test', 'schemathesis', 'requirements.txt');
 /** schemathesis 4 needs Python 3.9 or later; the virtualenv uses whichever python3 is on PATH. */
 const MIN_PYTHON = [3, 9];
-
-/** The same cache as scripts/ensure-helm.js. */
-function toolsDir() {
-  if (process.env.PUSHBASE_TOOLS_DIR) return path.resolve(process.env.PUSHBASE_TOOLS_DIR);
-  const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(cache, 'pushbase');
-}
 
 function pinnedVersion(requirements) {
   const m = /^schemathesis==(\S+)$/m.exec(requirements);
@@ -46,14 +38,6 @@ function run(file, args, log, opts = {}) {
     return res.status;
   } finally {
     closeSync(fd);
-  }
-}
-
-function tail(file, lines = 30) {
-  try {
-    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
-  } catch {
-    return '';
   }
 }
 
@@ -81,40 +65,20 @@ function ensureSchemathesis(say = (line) => process.stderr.write(`${line}\n`)) {
   const requirements = readFileSync(REQUIREMENTS, 'utf8');
   const version = pinnedVersion(requirements);
   const hash = createHash('sha256').update(requirements).digest('hex').slice(0, 16);
-  const tools = toolsDir();
-  const home = path.join(tools, `schemathesis-${hash}`);
-  const python = path.join(home, 'bin', 'python');
-  const done = path.join(home, '.complete');
-  if (existsSync(done)) return { python, version, home };
-
-  mkdirSync(tools, { recursive: true });
-  const mine = `${home}.${process.pid}.${Date.now()}`;
-  const log = `${mine}.log`;
-  say(`pushbase: installing schemathesis ${version} from PyPI into ${home} (once per machine; a minute)…`);
-  try {
+  const name = `schemathesis-${hash}`;
+  const home = provisionOnce(name, (dir, log) => {
+    say(`pushbase: installing schemathesis ${version} from PyPI into ${path.join(toolsDir(), name)} (once per machine; a minute)…`);
     const base = findPython(log, say);
-    if (run(base, ['-m', 'venv', mine], log) !== 0) throw new Error(`${base} -m venv failed; ${log} ends:\n${tail(log)}`);
-    const venvPython = path.join(mine, 'bin', 'python');
+    if (run(base, ['-m', 'venv', dir], log) !== 0) throw new Error(`${base} -m venv failed; ${log} ends:\n${tail(log)}`);
+    const venvPython = path.join(dir, 'bin', 'python');
     const pip = ['-m', 'pip', 'install', '--disable-pip-version-check', '--no-input', '--no-cache-dir', '-r', REQUIREMENTS];
     if (run(venvPython, pip, log) !== 0) throw new Error(`pip install -r ${REQUIREMENTS} failed; ${log} ends:\n${tail(log)}`);
     const check = spawnSync(venvPython, ['-m', 'schemathesis.cli', '--version'], { encoding: 'utf8' });
     if (check.status !== 0 || !check.stdout.includes(version)) {
       throw new Error(`the new virtualenv does not run schemathesis ${version}: ${check.stdout}${check.stderr}`);
     }
-    writeFileSync(path.join(mine, '.complete'), `${new Date().toISOString()}\n`);
-    try {
-      // A folder left by a run killed before it wrote .complete is incomplete: replace it.
-      if (existsSync(home) && !existsSync(done)) rmSync(home, { recursive: true, force: true });
-      renameSync(mine, home);
-    } catch (err) {
-      // Another run renamed its complete folder into place first: use that one.
-      if (!existsSync(done)) throw err;
-    }
-  } finally {
-    rmSync(mine, { recursive: true, force: true });
-  }
-  rmSync(log, { force: true });
-  return { python, version, home };
+  });
+  return { python: path.join(home, 'bin', 'python'), version, home };
 }
 
 module.exports = { ensureSchemathesis, REQUIREMENTS };

@@ -3,7 +3,7 @@
 // complete, then renamed into place, so two runs provisioning at once never see half a tool (a loser uses
 // the winner's).
 'use strict';
-const { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } = require('node:fs');
+const { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
@@ -22,16 +22,30 @@ function tail(file, lines = 30) {
   }
 }
 
+/** The build folders and logs of runs killed midway; a live run's are younger than this. */
+const STALE_MS = 6 * 3600_000;
+
+function removeStale(home) {
+  const parent = path.dirname(home);
+  const prefix = `${path.basename(home)}.`;
+  for (const f of readdirSync(parent)) {
+    if (!f.startsWith(prefix) || !/^\d+\.\d+(\.log)?$/.test(f.slice(prefix.length))) continue;
+    const where = path.join(parent, f);
+    if (Date.now() - statSync(where).mtimeMs > STALE_MS) rmSync(where, { recursive: true, force: true });
+  }
+}
+
 /**
  * `<tools>/<name>` once it is complete; otherwise runs `build(folder, log)` into a fresh folder (it throws
- * on failure; `log` is a file it may append to), marks it complete and renames it into place.
+ * on failure; `log` is a file it may append to), marks it complete and renames it into place. `name` may
+ * hold a slash: its parent folder is made first.
  */
 function provisionOnce(name, build) {
-  const tools = toolsDir();
-  const home = path.join(tools, name);
+  const home = path.join(toolsDir(), name);
   const done = path.join(home, '.complete');
   if (existsSync(done)) return home;
-  mkdirSync(tools, { recursive: true });
+  mkdirSync(path.dirname(home), { recursive: true });
+  removeStale(home);
   const mine = `${home}.${process.pid}.${Date.now()}`;
   const log = `${mine}.log`;
   try {
