@@ -200,11 +200,14 @@ export class DistributedStack {
       await stack.migrate();
       const env = stack.env;
       const grpcHost = connectHost(env.PUSHBASE_GRPC_HOST);
-      const [, schema, records] = await Promise.all([
+      const launches = [
         stack.launch('projector', env),
         stack.launch('schema', { ...env, PUSHBASE_SCHEMA_GRPC_PORT: env.PUSHBASE_SCHEMA_GRPC_PORT ?? '0' }),
         stack.launch('records', { ...env, PUSHBASE_RECORDS_GRPC_PORT: env.PUSHBASE_RECORDS_GRPC_PORT ?? '0' }),
-      ]);
+      ] as const;
+      // Every launch settled before a failure is thrown: one still starting would be ready after stop().
+      await Promise.allSettled(launches);
+      const [, schema, records] = await Promise.all(launches);
       stack.addresses = { schema: `${grpcHost}:${String(schema.ready.grpc_port)}`, records: `${grpcHost}:${String(records.ready.grpc_port)}` };
       stack.env = { ...env, PUSHBASE_SCHEMA_ADDRESS: stack.addresses.schema, PUSHBASE_RECORDS_ADDRESS: stack.addresses.records };
       await stack.launch('gateway', stack.env);

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DistributedStack, type ServiceExit, type ServiceName } from '../src/distributed';
@@ -6,7 +6,8 @@ import { DistributedStack, type ServiceExit, type ServiceName } from '../src/dis
 /*
  * The supervisor of `npm run start:distributed` and of the distributed tests, over stand-in services
  * (fake-bundle.js): the start order and the gRPC addresses handed to the gateway, the stop order, one
- * service killed and restarted on the same port, an unexpected exit reported, a failed migration.
+ * service killed and restarted on the same port, an unexpected exit reported, a failed migration, a service
+ * that fails to start.
  */
 
 const BUNDLE = path.join(__dirname, 'fake-bundle.js');
@@ -15,20 +16,43 @@ function setup(extra: Record<string, string> = {}) {
   const dir = mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'pushbase-supervisor-'));
   const events = path.join(dir, 'events');
   writeFileSync(events, '');
+  const pidFile = path.join(dir, 'pids');
   const unexpected: { service: ServiceName; exit: ServiceExit }[] = [];
   const lines: string[] = [];
   const start = () =>
     DistributedStack.start({
       bundle: BUNDLE,
-      env: { ...process.env, FAKE_EVENTS: events, ...extra },
+      env: { ...process.env, FAKE_EVENTS: events, FAKE_PIDS: pidFile, ...extra },
       readyTimeoutMs: 30_000,
       stopTimeoutMs: 10_000,
       onLine: (service, line) => lines.push(`${service} ${line}`),
       onUnexpectedExit: (service, exit) => unexpected.push({ service, exit }),
     });
   const read = (): string[] => readFileSync(events, 'utf8').split('\n').filter((l) => l !== '');
-  return { start, read, unexpected, lines };
+  /** Every service process started so far, by its pid. */
+  const pids = (): Map<string, number> =>
+    new Map(
+      (existsSync(pidFile) ? readFileSync(pidFile, 'utf8') : '')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => [l.split(' ')[0]!, Number(l.split(' ')[1])]),
+    );
+  return { start, read, unexpected, lines, pids };
 }
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+/** Processes a failing test may have left behind, killed by pid after each test. */
+const leftovers: number[] = [];
+afterEach(() => {
+  for (const pid of leftovers.splice(0)) if (alive(pid)) process.kill(pid, 'SIGKILL');
+});
 
 const stacks: DistributedStack[] = [];
 afterAll(async () => {
@@ -91,4 +115,15 @@ it('refuses to start when the migration fails, saying why, and leaves nothing ru
   const t = setup({ FAKE_MIGRATE_FAILS: 'true' });
   await expect(t.start()).rejects.toThrow(/pushbase migrate failed \(exit 3\)[\s\S]*cannot reach ClickHouse/);
   expect(t.read()).toEqual(['start migrate']);
+});
+
+it('stops the services it started when one of them fails to start, and says which failed', async () => {
+  const t = setup({ FAKE_FAILS: 'schema', FAKE_READY_AFTER_MS: '500' });
+  await expect(t.start()).rejects.toThrow(/schema exited \(1\) before it was ready:[\s\S]*cannot bind its port/);
+  const pids = t.pids();
+  leftovers.push(...pids.values());
+  expect([...pids.keys()].sort()).toEqual(['projector', 'records', 'schema']);
+  expect([...pids].filter(([, pid]) => alive(pid))).toEqual([]);
+  // The two that were still starting were ready, then stopped; the gateway never started.
+  expect(t.read().filter((e) => e.startsWith('stop')).sort()).toEqual(['stop projector', 'stop records']);
 });
