@@ -252,8 +252,8 @@ describe('helm/pushbase', () => {
     expect(res.stdout.trim()).toBe(HELM_VERSION);
   });
 
-  it('sets only variables the README documents', () => {
-    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  it('sets only variables docs/configuration.md documents', () => {
+    const readme = readFileSync(path.join(root, 'docs', 'configuration.md'), 'utf8');
     const production = render('docs', ['-f', path.join(chart, 'ci', 'production-values.yaml')]);
     const variables = new Set<string>();
     for (const o of [...byKind(production, 'Deployment'), ...byKind(production, 'Job')]) for (const e of o.spec.template.spec.containers[0].env) variables.add(e.name as string);

@@ -1,5 +1,5 @@
 /*
- * The documentation a reader gets with the repository (README.md, docs/*.md, the chart's README) stays
+ * The documentation a reader gets with the repository (README.md, CONTRIBUTING.md, docs/*.md, the READMEs of deploy and the chart) stays
  * inside it and in step with the code: every relative link resolves to a file of the repository (and a
  * link to a heading, to a heading that exists), nothing sends the reader to the documents that live beside
  * the project rather than in it, every PUSHBASE_* variable named is one the code reads, and every
@@ -13,7 +13,7 @@ const root = path.resolve(__dirname, '..', '..');
 /** Commands the docs describe as planned (docs/operations.md → API keys). When one lands, document it and drop it here. */
 const PLANNED_COMMANDS = new Set<string>([]);
 
-const docs = ['README.md', 'helm/pushbase/README.md', ...readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const docs = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', 'helm/pushbase/README.md', ...readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
 const read = (file: string): string => readFileSync(path.join(root, file), 'utf8');
 
 /** The text outside fenced code blocks, with inline code spans blanked: links and headings live there. */
@@ -72,7 +72,7 @@ const links: Link[] = docs.flatMap((file) => [...prose(read(file)).matchAll(/\]\
 const relative = links.filter((l) => !/^[a-z][a-z0-9+.-]*:/i.test(l.target));
 
 test('the documents exist and link to one another', () => {
-  expect(docs).toEqual(expect.arrayContaining(['docs/README.md', 'docs/api.md', 'docs/operations.md', 'docs/helm.md']));
+  expect(docs).toEqual(expect.arrayContaining(['docs/README.md', 'docs/api.md', 'docs/operations.md', 'docs/helm.md', 'docs/configuration.md', 'docs/architecture.md']));
   expect(relative.length).toBeGreaterThan(20);
 });
 
