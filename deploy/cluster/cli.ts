@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { runCommand } from '../command';
 import { readClusterConfig } from './config';
 import { down, importImage, status, up } from './cluster';
 
@@ -11,11 +12,8 @@ import { down, importImage, status, up } from './cluster';
 
 const USAGE = 'usage: cluster up [--no-pushbase]|down|status|import <image archive>\n';
 
-async function main(argv: readonly string[]): Promise<number> {
+async function main(argv: readonly string[], say: (line: string) => void): Promise<number> {
   const config = readClusterConfig(process.env, path.resolve(__dirname, '..', '..'));
-  const say = (line: string): void => {
-    process.stdout.write(`cluster: ${line}\n`);
-  };
   switch (argv[0]) {
     case 'up': {
       // `up --no-pushbase`: the bare cluster, without Kafka, ClickHouse, Redis and the chart.
@@ -52,12 +50,4 @@ async function main(argv: readonly string[]): Promise<number> {
   return 2;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    process.stderr.write(`cluster: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+void runCommand('cluster', main);

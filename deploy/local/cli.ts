@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { runCommand } from '../command';
 import { readServicesConfig } from './config';
 import { down, SERVER_NAMES, status, up, type ServerName } from './local-servers';
 
@@ -12,7 +13,7 @@ import { down, SERVER_NAMES, status, up, type ServerName } from './local-servers
 
 const USAGE = 'usage: services up|down|status [kafka|clickhouse|redis …]   (down --kill: SIGKILL, as a crash)\n';
 
-async function main(argv: readonly string[]): Promise<number> {
+async function main(argv: readonly string[], say: (line: string) => void): Promise<number> {
   const verb = argv[0];
   const rest = argv.slice(1);
   const kill = rest.includes('--kill');
@@ -25,9 +26,6 @@ async function main(argv: readonly string[]): Promise<number> {
   // One server or a few (stop or restart just Kafka, say); all three when none is named.
   const names = named.length === 0 ? SERVER_NAMES : (named as ServerName[]);
   const config = readServicesConfig(process.env, path.resolve(__dirname, '..', '..'));
-  const say = (line: string): void => {
-    process.stdout.write(`services: ${line}\n`);
-  };
   switch (verb) {
     case 'up': {
       const t0 = Date.now();
@@ -57,12 +55,4 @@ async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    process.stderr.write(`services: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  },
-);
+void runCommand('services', main);
