@@ -145,13 +145,20 @@ export function apiServerArgs(f: ApiServerFiles): string[] {
   ];
 }
 
-export function controllerManagerArgs(kubeconfigPath: string, f: { ca: string; caKey: string; saKey: string }): string[] {
+/** What the controller manager and the scheduler share: one kubeconfig for everything, loopback, one replica. */
+function controlPlaneClientArgs(kubeconfigPath: string): string[] {
   return [
     `--kubeconfig=${kubeconfigPath}`,
     `--authentication-kubeconfig=${kubeconfigPath}`,
     `--authorization-kubeconfig=${kubeconfigPath}`,
     '--bind-address=127.0.0.1',
     '--leader-elect=false',
+  ];
+}
+
+export function controllerManagerArgs(kubeconfigPath: string, f: { ca: string; caKey: string; saKey: string }): string[] {
+  return [
+    ...controlPlaneClientArgs(kubeconfigPath),
     `--root-ca-file=${f.ca}`,
     `--cluster-signing-cert-file=${f.ca}`,
     `--cluster-signing-key-file=${f.caKey}`,
@@ -166,14 +173,7 @@ export function controllerManagerArgs(kubeconfigPath: string, f: { ca: string; c
 }
 
 export function schedulerArgs(kubeconfigPath: string): string[] {
-  return [
-    `--kubeconfig=${kubeconfigPath}`,
-    `--authentication-kubeconfig=${kubeconfigPath}`,
-    `--authorization-kubeconfig=${kubeconfigPath}`,
-    '--bind-address=127.0.0.1',
-    '--leader-elect=false',
-    '--profiling=false',
-  ];
+  return [...controlPlaneClientArgs(kubeconfigPath), '--profiling=false'];
 }
 
 export function etcdArgs(): string[] {
