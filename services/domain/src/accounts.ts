@@ -2,7 +2,7 @@ import { DomainError, invalid, quoteValue } from './errors';
 import { LIMITS } from './types';
 
 /*
- * Accounts and their API keys, as events (issue 8 item 3). Like datasets, they live only in the log — the
+ * Accounts and their API keys, as events (docs/operations.md → Accounts and API keys). Like datasets, they live only in the log — the
  * embedded data directory's account log, the accounts topic in distributed mode — and every store that
  * answers "whose key is this?" (the embedded process's memory, Redis) is a fold of those events that replay
  * rebuilds. Nothing here does I/O: the fold and the decisions are pure; time, key ids and key hashes are
@@ -21,8 +21,8 @@ export const ACCOUNT_EVENT_SCHEMA_VERSION = 1;
 export const ACCOUNT_NAME = /^[A-Za-z0-9._-]{1,100}$/;
 
 /**
- * What a key may do. `write`: the whole public API (the only kind before issue 11). `read`: the read side
- * only (issue 11's widget read API and browser page); a read key is refused by every write route.
+ * What a key may do. `write`: the whole public API (the only kind before read keys came). `read`: the read side
+ * only (docs/read-api.md, docs/browser.md); a read key is refused by every write route.
  */
 export type KeyScope = 'write' | 'read';
 export const KEY_SCOPES: readonly KeyScope[] = ['write', 'read'];

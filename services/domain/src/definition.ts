@@ -10,7 +10,7 @@ import {
   type FieldType,
 } from './types';
 
-// DECISIONS.md → Identifiers.
+// docs/api.md → Routes (dataset ids) and Find or create a dataset (field keys).
 const DATASET_ID = /^[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?$/;
 export const FIELD_KEY = /^[a-z][a-z0-9_]{0,49}$/;
 const MULTI_UNIQUE_TYPES: ReadonlySet<FieldType> = new Set(['string', 'date', 'datetime']);

@@ -15,7 +15,7 @@ export interface DatasetSummary {
 
 /**
  * One dataset's state. `rows` iterates oldest insertion first (a Map keeps insertion order, and a
- * unique_by merge deletes then re-inserts, which makes the merged record the newest, as DECISIONS.md asks).
+ * unique_by merge deletes then re-inserts, which makes the merged record the newest, as docs/api.md → Append records says).
  * The fold makes it a RowMap, which may hold the newest rows still encoded (rows.ts).
  */
 export interface DatasetState extends DatasetSummary {
@@ -47,7 +47,7 @@ function insertRows(rows: Map<RowKey, DatasetRecord>, uniqueBy: readonly string[
     return next;
   }
   const records = event.records;
-  // Within one request a later duplicate wins but keeps the first one's place (DECISIONS.md worked example:
+  // Within one request a later duplicate wins but keeps the first one's place (docs/api.md → Append records:
   // [d1→1, d2→2, d1→3, d3→4] → d1→3, d2→2, d3→4). Against a stored record, the new one replaces it whole
   // and is re-inserted, so it counts as newly inserted for the window.
   const request = new Map<string, DatasetRecord>();
@@ -60,7 +60,7 @@ function insertRows(rows: Map<RowKey, DatasetRecord>, uniqueBy: readonly string[
 }
 
 /**
- * The 5000-record window (SPEC.md → Limits, DECISIONS.md → Append). Runs only when the dataset holds more
+ * The 5000-record window (docs/api.md → The 5000-record window). Runs only when the dataset holds more
  * than the limit. Without `deleteBy` the oldest insertions go. With it, records are ordered by that field
  * and dropped from the oldest end in whole groups of equal value (a whole day for a date, an exact
  * instant for a datetime), so fewer than the limit may remain. Null values are the oldest and go first,

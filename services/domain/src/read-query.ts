@@ -4,7 +4,7 @@ import { civilFromDays, daysFromCivil, isCalendarDate, parseDateTimeMillis } fro
 import type { DatasetDefinition, DatasetRecord, FieldType, FieldValue } from './types';
 
 /*
- * The read API's queries (issue 11): what a widget may ask of one dataset, and the rules every read model
+ * The read API's queries (docs/read-api.md): what a widget may ask of one dataset, and the rules every read model
  * (the embedded fold in memory, ClickHouse) answers by. Two steps: `parseRecordQuery`/`parseAggregateQuery`
  * read the query string's syntax (no dataset needed, so the gateway can refuse nonsense before any read);
  * `resolveRecordQuery`/`resolveAggregateQuery` check it against the dataset's definition and type every

@@ -39,7 +39,7 @@ export function civilFromDays(z: number): [number, number, number] {
  * Dates and datetimes are validated on every record of every request, so they are scanned by character
  * codes rather than by regular expressions: no match arrays, no number parsing of substrings, and the
  * common UTC forms are normalised without any calendar arithmetic. Grammar of a datetime:
- *   YYYY-MM-DD(T|t| )hh:mm[:ss[(.|,)f…]][Z|z|±hh:mm]   — no offset reads as UTC (DECISIONS.md → Records).
+ *   YYYY-MM-DD(T|t| )hh:mm[:ss[(.|,)f…]][Z|z|±hh:mm]   — no offset reads as UTC (docs/api.md → Fields and values).
  * Lower-case t and z, a space for the T and a decimal comma are the RFC 3339 and ISO 8601 variants real
  * clients write; they change nothing about the instant.
  */
@@ -112,7 +112,7 @@ function scanDateTime(s: string): boolean {
   if (c === 90 || c === 122) {
     i++; // Z z
   } else if (c === 43 || c === 45) {
-    // Only ±hh:mm (DECISIONS.md → Records): the shorter ISO 8601 forms ±hh and ±hhmm are refused.
+    // Only ±hh:mm (docs/api.md → Fields and values): the shorter ISO 8601 forms ±hh and ±hhmm are refused.
     const oh = digits2(s, i + 1);
     const om = digits2(s, i + 4);
     if (oh < 0 || oh > 23 || s.charCodeAt(i + 3) !== 58 || om < 0 || om > 59) return false;

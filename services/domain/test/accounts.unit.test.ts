@@ -1,5 +1,5 @@
 /*
- * Accounts and keys as events (issue 8 item 3): the fold, the decisions, the quotas in force, and the
+ * Accounts and keys as events (docs/operations.md → Accounts and API keys): the fold, the decisions, the quotas in force, and the
  * property every consumer of the log relies on — folding any suffix of the log again changes nothing, so a
  * redelivery (a projector restarting before its commit, a replay overlapping the live tail) is harmless.
  */

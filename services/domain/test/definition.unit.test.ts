@@ -211,7 +211,7 @@ describe('field definitions', () => {
     given([]).when(defineDataset('ds', oneField({ type: 'number', name }))).thenThrows('invalid', 'needs a name', 'fields.value.name');
   });
 
-  it('accepts any non-empty name, even one of spaces (DECISIONS.md asks only for a non-empty string)', () => {
+  it('accepts any non-empty name, even one of spaces (docs/api.md → Find or create a dataset asks only for a non-empty string)', () => {
     given([]).when(defineDataset('ds', oneField({ type: 'number', name: '   ' }))).thenState((s) => expect(s.get(ACCOUNT)?.get('ds')?.definition.fields.value?.name).toBe('   '));
   });
 

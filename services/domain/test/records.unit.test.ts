@@ -118,7 +118,7 @@ describe('append and replace bodies', () => {
     given(ordersDefined).when(replaceRecords('orders', { data })).thenThrows('invalid', 'Record 2', 'data[2].qty');
   });
 
-  it('refuses a wrong type, e.g. a number in a datetime field (SPEC.md → Record)', () => {
+  it('refuses a wrong type, e.g. a number in a datetime field (docs/api.md → Fields and values)', () => {
     given(ordersDefined)
       .when(appendRecords('orders', { data: [{ ...order(0), at: 1709280000000 }] }))
       .thenThrows('invalid', 'the field "at" must be an ISO 8601 date-time', 'data[0].at');
@@ -390,7 +390,7 @@ describe('datetime: ISO 8601 with Z, ±hh:mm or no offset (UTC), stored as UTC w
     '2024-01-31T12:00:00.123 ',
     '2024-01-31T12:00:00.12a',
     '2024-01-31T12:00x',
-    // The offset is written ±hh:mm (DECISIONS.md → Records); ±hh and ±hhmm are not taken.
+    // The offset is written ±hh:mm (docs/api.md → Fields and values); ±hh and ±hhmm are not taken.
     '2024-01-31T12:00:00+01',
     '2024-01-31T12:00:00-05',
     '2024-01-31T12:00:00+0100',

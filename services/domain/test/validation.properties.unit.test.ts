@@ -1,5 +1,5 @@
 /*
- * Validation accepts exactly what DECISIONS.md accepts: valid values are generated per type and must be
+ * Validation accepts exactly what docs/api.md → Fields and values accepts: valid values are generated per type and must be
  * taken (normalised as promised), invalid ones must be refused. Oracles are written independently of the
  * domain code (Date is allowed on the test side; the domain itself may not use it).
  */
