@@ -123,7 +123,7 @@ function accountRoutes(router: Router, accounts: AccountAdmin, configuredAccount
 }
 
 /**
- * The internal read side (DECISIONS.md → Read side): a separate listener, loopback by default, behind a
+ * The internal read side (docs/operations.md → The read side): a separate listener, loopback by default, behind a
  * bearer token. The public API deliberately offers no read of records.
  */
 export function createAdminApp({ readModel, token, log, metrics, accounts, keys, uiDir, configuredAccounts = new Set(), ...limits }: AdminDeps): Koa {

@@ -19,7 +19,7 @@ export interface GatewayDeps {
   readonly schemas: SchemaService;
   readonly records: RecordService;
   readonly keys: KeyStore;
-  /** Requests per key, up to the key's account's requests_per_minute quota (60 a rolling minute by DECISIONS.md). */
+  /** Requests per key, up to the key's account's requests_per_minute quota (60 a rolling minute: docs/api.md → Limits). */
   readonly rateLimiter: RateLimiter;
   /** Failed authentications per client address: a brute-force guard. */
   readonly authFailureLimiter: FlexibleRateLimiter;
@@ -192,7 +192,7 @@ function traced(router: Router) {
   };
 }
 
-/** The public API of SPEC.md as an unstarted Koa app; the caller puts it behind HTTPS. */
+/** The public API of docs/api.md as an unstarted Koa app; the caller puts it behind HTTPS. */
 export function createGatewayApp(deps: GatewayDeps): Koa {
   const log = deps.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   // Koa's own proxy mode would believe X-Forwarded-* from any peer that reaches the port: the forwarded
@@ -265,7 +265,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     await next();
   });
 
-  // 60 requests per minute per API key (DECISIONS.md → Rate limit), or the account's own quota.
+  // 60 requests per minute per API key (docs/api.md → Limits), or the account's own quota.
   app.use(async (ctx: Context, next: Next) => {
     // Reads count apart, under a limit of their own: a page polling once a second must not use up the
     // key's pushes, and pushes must not starve the page.
@@ -291,7 +291,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     await next();
   });
 
-  // A read key (issue 11's widget read side, which may sit in a browser page) authenticates — it may ping
+  // A read key (the widget read side of docs/read-api.md, which may sit in a browser page) authenticates — it may ping
   // and read — but writes nothing. Decided here by method for every route, before any is matched, rather
   // than by each write route: a write route added later is protected without remembering to be.
   app.use(async (ctx: Context, next: Next) => {

@@ -6,8 +6,8 @@ import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase
 import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
 
 /*
- * `pushbase gateway`, the distributed gateway: the listeners' variables of `pushbase serve` (README →
- * Configuration), where the two gRPC services answer, and the Redis and ClickHouse it reads. One schema,
+ * `pushbase gateway`, the distributed gateway: the listeners' variables of `pushbase serve`
+ * (docs/configuration.md), where the two gRPC services answer, and the Redis and ClickHouse it reads. One schema,
  * parsed once at start.
  */
 const address = (name: string) =>

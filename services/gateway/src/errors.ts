@@ -15,14 +15,14 @@ export class HttpError extends Error {
   }
 }
 
-// The one place where a domain code becomes an HTTP status (DECISIONS.md → Statuses and bodies).
+// The one place where a domain code becomes an HTTP status (docs/api.md → Errors).
 const STATUS_OF: Record<DomainErrorCode, number> = {
   invalid: 400,
   not_found: 404,
   conflict: 409,
   dataset_limit: 400,
   unavailable: 503,
-  // Not a 503: a 503 promises the write will never be applied (DECISIONS.md → "nothing half-written"),
+  // Not a 503: a 503 promises the write will never be applied (docs/api.md → Retrying safely),
   // and this one may have been. "Anything unexpected" is a 500 with the request id to quote.
   outcome_unknown: 500,
 };

@@ -6,7 +6,7 @@ import { DEFAULT_ACCOUNT_SHARE, type AccountShare } from './account-gate';
 
 /*
  * The variables of the public and admin listeners, the same for `pushbase serve` and `pushbase gateway`
- * (README → Configuration): each service's one config schema spreads `listenerEnv` into its own, refines it
+ * (docs/configuration.md): each service's one config schema spreads `listenerEnv` into its own, refines it
  * with `tlsPairRefinement` and maps it with `listenerConfigOf`. Unset and empty variables both mean "use
  * the default".
  */

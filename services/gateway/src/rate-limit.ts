@@ -48,18 +48,13 @@ export const memoryRateLimiter = (points: number, durationSeconds: number, keyPr
   new FlexibleRateLimiter(new RateLimiterMemory({ points, duration: durationSeconds, keyPrefix }));
 
 /**
- * The per-key limit of DECISIONS.md: `limit` requests in any rolling `windowMs`, refused requests not
- * counted. rate-limiter-flexible has no rolling window — its window is fixed from a key's first request, so
- * a burst at the end of one window and another at the start of the next let up to twice the limit through
- * in one rolling minute (measured: limit 3 per 2 s admitted 5 within 0.6 s across the boundary).
- * rolling-rate-limiter has a rolling window but records refused attempts too, so a client retrying at a
- * steady pace stays refused for ever (and it needs a native clock addon). Hence this sliding log: per key,
- * the times of the last `limit` admitted requests, oldest first. The Redis twin (a sorted set per key and
- * one Lua script) comes with the distributed gateway, behind the same RateLimiter port.
+ * The per-key limit of docs/api.md → Limits: `limit` requests in any rolling `windowMs`, refused requests
+ * not counted. A sliding log of the last `limit` admitted times per key, because rate-limiter-flexible's
+ * fixed window lets twice the limit through across a boundary and rolling-rate-limiter counts refused
+ * attempts (a steady retrier stays refused for ever). The Redis twin is services/redis/src/rate-limiter.ts.
  *
- * Its clock must be monotonic: with the wall clock, a step back (NTP, a resumed VM) left every admitted
- * time in the future, so a key stayed refused for the size of the step, and a step forward emptied every
- * window at once. The default is `performance.now()`; tests pass their own.
+ * The clock is monotonic (`performance.now()`; tests pass their own): a wall-clock step would keep a key
+ * refused, or empty every window at once.
  */
 export class SlidingWindowRateLimiter implements RateLimiter {
   private readonly log = new Map<string, number[]>();

@@ -5,7 +5,7 @@ import { parseAccountName, parseAggregateQuery, parseDatasetId, parseRecordQuery
 import { HttpError } from './errors';
 
 /*
- * The read API for widgets (issue 11; docs/read-api.md, docs/read-api.yaml): one account's datasets, a
+ * The read API for widgets (docs/read-api.md, docs/read-api.yaml): one account's datasets, a
  * dataset's records paged, sorted and filtered, and aggregates. JSON in the public API's error shape.
  * Every route names its account, and asks `access` whether the request may read it. read-side.ts mounts it
  * on both listeners with `sessionReadAccess`: the admin token reads every account, a key its own only.

@@ -6,7 +6,7 @@ import { createReadApi, READ_API_PREFIX, type ReadAccess } from './read-api';
 import { uiMiddleware } from './ui';
 
 /*
- * The read side a user reaches (issue 11): the read API and the dataset browser page, mounted on both
+ * The read side a user reaches (docs/read-api.md, docs/browser.md): the read API and the dataset browser page, mounted on both
  * listeners with the same routes and different credentials:
  * - the public listener (HTTPS, the address users already push to): an API key of the account, read or
  *   write scope, sent as the push API sends it (Basic, the key as user name), reads its own account only;

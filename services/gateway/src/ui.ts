@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { Context, Next } from 'koa';
 
 /*
- * The dataset browser page (issue 11 item 2), served by both listeners beside the read API it calls (read-side.ts):
+ * The dataset browser page (docs/browser.md), served by both listeners beside the read API it calls (read-side.ts):
  * the files scripts/build.js puts in dist/ui (index.html, styles.css, app.js with chart.js bundled in, its
  * source map and licence notes). Written here rather than with a static-file middleware on purpose: the
  * set of files is fixed at build time, so they are read once into memory and matched by exact name — no

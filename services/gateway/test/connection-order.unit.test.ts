@@ -1,5 +1,5 @@
 /*
- * The gateway runs the requests of one connection in the order they were sent (issue 9, item 6), whatever
+ * The gateway runs the requests of one connection in the order they were sent (docs/api.md → Basics, Pipelining), whatever
  * server and services are behind it: here over plain HTTP with in-process services and an event log that
  * holds a dataset's creation until the append pipelined behind it has reached the server.
  */

@@ -1,5 +1,5 @@
 /*
- * What a key's principal decides in the gateway (issue 8 item 3): its scope (a read key writes nothing),
+ * What a key's principal decides in the gateway (docs/operations.md → Accounts and API keys): its scope (a read key writes nothing),
  * its account's requests_per_minute quota (counted per key) and its account's dataset quota (via the schema
  * service's QuotaSource), each read at every request, so a change applies from the next one.
  */

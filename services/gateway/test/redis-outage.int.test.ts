@@ -9,7 +9,7 @@ import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../
 import { requestTo } from '../../../test/helpers/server';
 
 /*
- * The distributed gateway while Redis is unreachable (issue 7): every request needs the rate limiter (and a
+ * The distributed gateway while Redis is unreachable (docs/architecture.md → The gateway): every request needs the rate limiter (and a
  * key from the Redis key store), so it is answered 503 JSON — at once, not after ioredis's reconnection
  * attempts — and served again as soon as Redis is back. Redis is "stopped" by cutting a TCP relay between
  * the gateway and the shared Redis (the shared server itself is never stopped).
