@@ -61,5 +61,5 @@ export function checkAccount(account: string): string {
 /** The SQL literal of a validated account. */
 export const accountLiteral = (account: string): string => quoteString(checkAccount(account));
 
-/** The SQL literal of a validated dataset id (DECISIONS.md → Identifiers). */
+/** The SQL literal of a validated dataset id (docs/api.md → Routes). */
 export const datasetLiteral = (id: string): string => quoteString(parseDatasetId(id));

@@ -175,15 +175,9 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
   private readonly onViewsError: (e: unknown) => void;
 
   /*
-   * The buffer the last landed write encoded its rows into, reused by the next write. Why: a write's body
-   * lives for the whole insert (hundreds of ms under load), so a fresh one every write outlived two
-   * scavenges and reached the old generation, and V8 starts a full mark-compact of the whole heap whenever
-   * such external memory grew by 64 MB since the last one (a fixed limit, no flag). In the projector that
-   * was a full marking of its 400–600 MB of held dataset states every ~5 s at 60,000 rows/s, for buffers
-   * only: three quarters of its large allocations were these bodies (bench:distributed, a Buffer
-   * allocation count by stack). One long-lived buffer, grown to the largest write's body, makes none of
-   * that garbage. One larger than MAX_SCRATCH_BYTES (a flush size far above the default's ~13 MB) is not
-   * kept.
+   * The buffer the last landed write encoded its rows into, reused by the next write: a fresh body per
+   * write lived long enough to reach the old generation and set off full mark-compacts of the projector's
+   * heap (docs/performance.md → The projector's write buffer). One larger than MAX_SCRATCH_BYTES is not kept.
    */
   private scratch: Buffer | undefined;
 

@@ -7,7 +7,7 @@ import { tablesIn } from './migrations';
 import { accountLiteral, datasetLiteral, isIdentifier, quoteIdentifier, quoteString } from './sql';
 
 /*
- * Grafana-ready views (issue 11 item 3): for every live dataset, one view in a database of its own whose
+ * Grafana-ready views (docs/clickhouse.md → Grafana-ready views): for every live dataset, one view in a database of its own whose
  * columns are the dataset's field keys, typed, so a ClickHouse data source charts a dataset with plain SQL:
  *
  *   SELECT day, sum(amount) FROM pushbase_views.`acme/sales.by.day` GROUP BY day ORDER BY day
