@@ -11,78 +11,10 @@ import { IdempotentProducer, NotSentError } from './idempotent-producer';
 import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer, TransactionFencedError } from './transactional-producer';
 
 /*
- * The write half of the Kafka event log (EventAppender): what the schema and record services use.
- *
- * Linger and group commit. An append is queued; the first append into an empty queue starts a short timer
- * (`lingerMs`), and when it fires everything queued goes out as ONE batch — one produce request (one record
- * batch per partition) and, in transactional mode, one commit. While that batch is in flight, new appends
- * queue up and go out together the moment it completes. So under load one round trip carries the appends of many
- * concurrent requests, and throughput follows the batch size, not the round-trip time; an idle appender adds
- * only `lingerMs`.
- *
- * Exact failure, in one of two modes (`mode`). Either way an append is told `unavailable` (503) only when
- * its events are not and will never be stored, and its positions only once the broker confirmed them.
- *
- * `transactional` (the default; the schema service and the accounts log): Kafka transactions
- * (transactional-producer.ts). Every reader of the topic reads committed only (kafkajs's consumer default,
- * kept in consumer.ts), so an event is applied exactly when its transaction commits. An append is told
- *  - its positions once the coordinator confirmed the commit;
- *  - `unavailable` when the commit was never sent: the send failed, or the append's deadline came before
- *    the commit went out (then the commit is not sent at all). The transaction is aborted (best effort); an
- *    abort that does not get through changes nothing, because a transaction whose commit was never sent can
- *    only end aborted — at the coordinator's transaction timeout, or at once when this transactional id is
- *    initialised again (the next batch on a new producer, or a restarted instance of the service);
- *  - `unavailable` also when the coordinator refused the commit (the transaction was aborted);
- *  - `outcome_unknown` only when the commit was sent and no retry could tell the outcome before the
- *    append's deadline. A commit whose answer is lost is retried: EndTxn(commit) of the same producer epoch
- *    is answered "done" for a completed commit, commits an open transaction, and is refused for an aborted
- *    one. The one answer a retry cannot read is a fencing error after an unanswered attempt (the earlier
- *    attempt may have committed before another producer with this id took over): outcome_unknown.
- *
- * `idempotent` (the records service): confirmation instead of transactions (idempotent-producer.ts). A
- * batch is one produce request, acks=all, answered once stored; no AddPartitionsToTxn, EndTxn or markers,
- * which cost the broker about three times the work of the produce itself and two more round trips per
- * write (docs/operations.md has the measurements). An append is told
- *  - its positions once the broker acknowledged the produce;
- *  - `unavailable` when no produce request of its batch was written to a socket (NotSentError: Kafka
- *    could not be reached, the producer could not connect), or its deadline came before it was sent;
- *  - otherwise — the request went out and no success came back (a lost answer, a cut connection, an error
- *    answer) — its batch is CONFIRMED: sent again on the same producer with the same sequence numbers,
- *    backing off, until the broker acknowledges it. The broker stores a batch it has not seen and answers
- *    one it already holds with that batch's offset, so either way the batch is then stored exactly once
- *    and the append is told its positions. Only when no acknowledgement comes before the append's deadline
- *    is it told `outcome_unknown` (so is a batch the broker keeps refusing: safe, if not informative).
- *    Confirmation runs beside the queue: the batches after it go out on a new producer (a new producer
- *    id), so one lost answer does not hold every later write. A write that overtakes a batch being
- *    confirmed was sent while that batch's writer still had no answer: the two were concurrent, and either
- *    order is one they could have had.
- *
- * What ordering and exactly-once rest on (kafkajs 2.2, read in its producer source):
- *  - Both modes' producers are idempotent (a producer id; each partition's record batches carry sequence
- *    numbers) and every request uses acks=all (-1): the broker answers only once all in-sync replicas hold
- *    the batch, rejects a batch out of sequence and answers a batch it already wrote (it remembers the last
- *    five per partition) with the original offset instead of writing it twice.
- *  - ONE transaction (batch) in flight per producer, by construction (the queue above), and
- *    maxInFlightRequests 1. This is what makes re-sending safe: a retry carries the same sequence numbers
- *    as the attempt before — kafkajs's own retries because it rolls the failed broker's partitions back,
- *    a confirmation because the idempotent producer puts every partition of the batch back to where it
- *    was before the first attempt (idempotent-producer.ts). A batch being confirmed is alone on its
- *    producer, which the queue no longer uses.
- *  - Within a send, kafkajs groups messages per partition in the order given, so one dataset's events keep
- *    queue order, i.e. the order of the append() calls.
- *  - A send that fails after kafkajs's (bounded) retries leaves the producer's sequence numbers in an
- *    unknown state relative to the broker, so that producer is discarded and the next batch goes out on a
- *    new one (transactional: which initialises the transactional id again, aborting whatever the old one
- *    left open; idempotent: at once, while the old one confirms the failed batch or gives up at its deadline).
- * Retries are bounded (KafkaConnection.retry; none inside an idempotent producer's send, whose re-sends the
- * appender makes) rather than kafkajs's idempotent default of "forever": a write must answer within
- * `appendTimeoutMs` either way, and an unbounded retry loop would hold every later append behind it.
- *
- * Transactional mode: the transactional id is stable per service instance (its config), so a restarted
- * instance fences its predecessor at its first connect instead of waiting for the predecessor's transaction to time out; two
- * live appenders must never share one (they would fence each other on every batch). The transaction timeout
- * is short (10 s) because an open transaction holds back the partition's last stable offset, and with it
- * every read-committed reader (the projector), until it ends.
+ * The write half of the Kafka event log (EventAppender), for the schema and record services: appends
+ * queued while a batch is in flight go out together as the next batch (group commit), in one of two modes,
+ * `transactional` or `idempotent`; either way an append is told `unavailable` only when its events will
+ * never be stored. Why each rule holds: docs/architecture.md → The Kafka appender.
  */
 
 export interface KafkaEventAppenderOptions {

@@ -4,49 +4,10 @@ import { createKafka, type KafkaConnection } from './connection';
 import { decodeMessage, offsetNumber, PoisonEventError, type ConsumedEvent, type IncomingMessage } from './messages';
 
 /*
- * The read half of the Kafka event log, for the projector and the replay tool: a consumer group member that
- * hands over decoded events in batches per partition and commits an offset only when told to — after the
- * handler's sink write succeeded. Never autocommit: an offset committed before the rows are durable would
- * skip events after a crash.
- *
- * Delivery, per partition, in offset order:
- *   onBatch(batch) resolves  → the batch is accepted: the next fetch continues after it (in memory; nothing
- *                              is committed). Call commit() once the events' effects are durable.
- *   onBatch(batch) throws    → not accepted: the same events come again after kafkajs's retry backoff; after
- *                              the retries the consumer restarts from the last committed offset (revoking
- *                              and re-assigning its partitions on the way).
- *   an undecodable message   → the events before it are delivered, then the consumer STOPS and onCrash gets a
- *                              PoisonEventError naming topic/partition/offset and why. See below.
- *
- * Poison messages stop the consumer loudly instead of going to a dead-letter topic. A message here was
- * written by a pushbase appender after the domain decided it, so one that does not decode is either a
- * newer writer's schema_version (an upgrade in the wrong order: this reader must be upgraded, and then it
- * reads the event correctly) or a bug or a stray producer. In both cases skipping it would make the
- * projection diverge for good from the log — the fold is order-dependent, so every later event of the
- * dataset would be applied to the wrong state — and a dead-letter topic would only hide that. Stopping keeps
- * the committed offset before the message, so once fixed nothing is lost and nothing is applied twice.
- *
- * Partition assignment (kafkajs uses the eager protocol: every rebalance takes all partitions away and
- * hands out a new set): onRevoked gets every partition this member held, when a rebalance starts, when the
- * member rejoins after being dropped from the group, when it stops or crashes; onAssigned gets the new set
- * after each join. Batches of the new assignment wait until both callbacks have finished. A partition that
- * comes back after a revocation may have been processed by another member in between, so a handler must
- * treat everything it cached for a revoked partition as stale.
- *
- * Transactions: the appender writes in Kafka transactions, and this consumer reads committed only (kafkajs's
- * default isolation, never switched off here): events of an aborted or still open transaction are never
- * delivered, and a partition's events are held back while a transaction before them is open. Every
- * transaction leaves a marker that takes an offset but is never delivered, so a partition's end (its last
- * stable offset, what fetchTopicOffsets answers under read committed) is usually one past the offset of its
- * last event. Progress is therefore measured with `next` (the offset after everything a fetch covered,
- * markers included) and onSkipped (a fetch that covered only markers or aborted events), never with the
- * last event's offset + 1. Likewise commits: once every event delivered from a partition is committed, the
- * committed offset moves on past the markers and aborted events fetched after them, as a Java consumer's
- * position does. Without it the group would lag by one for ever behind every partition's
- * last transaction, and "the projection has caught up" (committed offsets = end offsets, what operators and
- * the tests read) could never be seen.
- *
- * Positions carry offsets as JS numbers: see offsetNumber (exact below 2^53).
+ * The read half of the Kafka event log, for the projector and replay: a consumer group member that hands
+ * over decoded events per partition and commits an offset only when told, after the sink's write (never
+ * autocommit: a crash would skip events). An undecodable event stops it instead of being skipped. Delivery,
+ * rebalances and transaction markers: docs/architecture.md → The Kafka consumer.
  */
 
 /** Something read at a position of the log: a dataset event (ConsumedEvent) or an account event. */

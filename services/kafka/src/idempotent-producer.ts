@@ -21,7 +21,7 @@ import { createCluster, kafkaInternals, topicPartitions, type EosManager, type I
  *    several brokers and one of them answered, its partitions' sequences have moved on. So the sequence
  *    of every partition of the batch is noted before its first attempt and put back before each re-send
  *    (`send(messages, true)`), after every request of the attempt before has settled. kafkajs's retrier
- *    is set to no retries: the appender decides when to send again (appender.ts, "confirmation").
+ *    is set to no retries: the appender decides when to send again (docs/architecture.md → The Kafka appender, "confirmed").
  * kafkajs sends one request per broker and rejects a send at the first failure while the other brokers'
  * requests may still be on their way; a send's failure is classified (and a re-send begun) only once all of
  * them settled, so their writes are seen. Every per-broker request takes the eos manager's lock of its

@@ -154,7 +154,7 @@ export interface TransactionalProducerOptions {
   readonly transactionalId: string;
   /** The coordinator aborts a transaction left open this long (a crashed producer's). */
   readonly transactionTimeoutMs: number;
-  /** kafkajs retry of produce requests (bounded; see appender.ts). */
+  /** kafkajs retry of produce requests (bounded; docs/architecture.md → The Kafka appender). */
   readonly retry: { readonly retries: number; readonly initialRetryTime: number; readonly maxRetryTime: number };
   /** Told the API name of every request sent (kafkajs's request instrumentation). */
   readonly onRequest?: (apiName: string) => void;
