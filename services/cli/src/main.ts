@@ -170,7 +170,7 @@ const schemaService = async (): Promise<void> => {
 
 /**
  * `pushbase records`: the distributed record-command service over gRPC. SIGTERM/SIGINT turn its health
- * NOT_SERVING, let the calls in flight finish (their transactions committed or refused), close Kafka and
+ * NOT_SERVING, let the calls in flight finish (their appends acknowledged or refused), close Kafka and
  * Redis and exit 0; a second signal exits at once.
  */
 const recordsService = async (): Promise<void> => {
