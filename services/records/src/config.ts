@@ -19,13 +19,13 @@ const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 /**
  * Kafka's request timeout for an append timeout: a third of it, at most 10 s, at least 1 s, so a broker
  * that stops answering leaves time to confirm the batch before the write's deadline
- * (services/kafka/src/appender.ts, idempotent mode).
+ * (docs/architecture.md → The Kafka appender, idempotent mode).
  */
 export const requestTimeoutMs = (appendTimeoutMs: number): number => Math.max(1000, Math.min(10_000, Math.floor(appendTimeoutMs / 3)));
 
 /**
  * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
- * none on one core (the rule: defaultWriteWorkerCount; the 2-core figures are in docs/operations.md).
+ * none on one core (the rule: defaultWriteWorkerCount; the 2-core figures: docs/operations.md → Stateless services).
  */
 export const defaultRecordsWriteWorkers = (cores: number = availableParallelism()): number => defaultWriteWorkerCount(0, cores);
 
@@ -60,13 +60,11 @@ const schema = z
     // for clients connected directly (the drain's GOAWAY sends them elsewhere).
     PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
     // From a write's append to the broker's acknowledgement; later it is refused (503) when its batch was
-    // never sent, else answered outcome_unknown (500): services/kafka/src/appender.ts, idempotent mode.
+    // never sent, else answered outcome_unknown (500): docs/architecture.md → The Kafka appender.
     PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: integer(30_000, 100, 600_000),
     // How long the first write into an idle appender waits for others to share its produce request. 1 ms, not
-    // the appender's 5: writes arriving while a request is in flight share the next one anyway, so under
-    // load the batches stay large, and an idle appender no longer adds 5 ms to every write. bench:distributed,
-    // alternating 5/1/0 twice on one machine: ack p50 at half the peak 12.6-13.0 ms at 5, 8.5-10.5 ms at 1,
-    // 8.3-8.4 ms at 0; the same CPU in every service and no lower peak (docs/operations.md).
+    // the appender's 5: writes arriving while a request is in flight share the next one anyway, so batches
+    // stay large under load and an idle appender adds little (figures: docs/operations.md → Stateless services).
     PUSHBASE_RECORDS_LINGER_MS: integer(1, 0, 1000),
     // 0: decide on the event loop.
     PUSHBASE_RECORDS_WRITE_WORKERS: integer(defaultRecordsWriteWorkers(), 0, 64),
