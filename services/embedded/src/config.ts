@@ -6,13 +6,8 @@ import { z } from 'zod';
 
 /**
  * One write worker more than the cores, at most 4; none on one core (the rule: defaultWriteWorkerCount).
- * A write passes the event loop, a worker and the event loop again, so with one worker per spare core (the
- * old default: 1 on 2 cores) requests queued behind the one busy worker while the other core idled. Measured
- * on 2 cores (`npm run bench -- --phases parse,throughput --concurrency 16 --keys 1000`, ratio to the
- * JSON.parse ceiling, runs alternating):
- * 1 worker 0.15–0.18, p99 71–80 ms; 2 workers 0.20–0.22, p99 44–48 ms; 3 workers 0.23–0.26, p99 36–54 ms;
- * 4 workers 0.20–0.22, p99 38–63 ms. Each worker is a V8 isolate with its own heap: the server held
- * 1.0 GiB RSS after that run with 3 workers against 0.8 GiB with 1 (5 M records held).
+ * A write passes the event loop, a worker and the event loop again, so with one worker per spare core
+ * requests queued behind the busy worker while a core idled (docs/performance.md → Embedded write workers).
  */
 export const defaultWriteWorkers = (cores: number = availableParallelism()): number => defaultWriteWorkerCount(1, cores);
 
