@@ -3,7 +3,8 @@ import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import * as path from 'node:path';
 import { COREDNS_VERSION, KUBERNETES_VERSION } from './config';
-import { check, findExecutable, Provisioner, withLock, type Say } from './proc';
+import { findExecutable, Provisioner, withLock, type Say } from '../proc';
+import { check } from './proc';
 
 /*
  * Kubernetes and CoreDNS built from source through Go's module proxy, once per machine: release binaries
@@ -70,7 +71,7 @@ export async function ensureBinaries(cacheDir: string, say: Say): Promise<Binari
   const bins = binariesIn(cacheDir);
   const complete = (): boolean => [...Object.values(bins.kube), bins.coredns, bins.pause].every((f) => existsSync(f));
   if (complete()) return bins;
-  return withLock(`${bins.dir}.lock`, 'another Kubernetes build', say, 3 * 60 * 60_000, async () => {
+  return withLock(`${bins.dir}.lock`, { what: 'another Kubernetes build', say, deadlineMs: 3 * 60 * 60_000 }, async () => {
     if (complete()) return bins; // built by the holder we waited for
     const work = `${bins.dir}.build-${process.pid}`;
     await rm(work, { recursive: true, force: true });

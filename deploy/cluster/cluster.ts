@@ -10,7 +10,8 @@ import { buildImageArchive } from './images';
 import { apiServerArgs, cniConfig, containerdConfig, controllerManagerArgs, coreDnsObjects, etcdArgs, kubeletConfig, kubeProxyConfig, schedulerArgs } from './manifests';
 import { ensurePki, kubeconfig, type Pki } from './pki';
 import { forgetDeps, installPushbase, type ClusterHands, type Endpoints } from './pushbase';
-import { alive, aptInstallMissing, capture, check, need, Provisioner, running, sleep, tail, withLock, type Say } from './proc';
+import { alive, Provisioner, running, sleep, stopPid, tail, withLock, type Say } from '../proc';
+import { aptInstallMissing, capture, check, need } from './proc';
 
 /*
  * A real single-node Kubernetes cluster (etcd, the control plane, containerd + runc, the kubelet,
@@ -320,7 +321,7 @@ export async function up(c: ClusterConfig, say: Say, opts: UpOptions = {}): Prom
   const l = layout(c);
   await mkdir(l.dir, { recursive: true });
   const t0 = Date.now();
-  return withLock(l.lock, 'another cluster command', say, 60 * 60_000, async () => {
+  return withLock(l.lock, { what: 'another cluster command', say, deadlineMs: 60 * 60_000 }, async () => {
     if (await healthy(c)) {
       say(`already up and healthy: API server https://127.0.0.1:${c.apiHostPort}, node ${NODE_NAME} Ready`);
       const installed = opts.pushbase === false ? undefined : await withPushbase(c, say, opts);
@@ -569,26 +570,6 @@ export async function importImage(c: ClusterConfig, tar: string): Promise<void> 
 
 // ── down ──
 
-async function stopPid(pid: number, name: string, say: Say, graceMs: number): Promise<void> {
-  say(`${name}: stopping pid ${pid}`);
-  try {
-    process.kill(pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  const end = Date.now() + graceMs;
-  while (running(pid) && Date.now() < end) await sleep(100);
-  if (running(pid)) {
-    say(`${name}: pid ${pid} still running after ${graceMs / 1000} s; SIGKILL`);
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      return;
-    }
-    while (running(pid)) await sleep(50);
-  }
-}
-
 /** Processes inside the holder's mount namespace (containerd's shims among them), holder excluded. */
 function processesInNamespace(mntNs: string, holder: number): number[] {
   const out: number[] = [];
@@ -603,7 +584,7 @@ function processesInNamespace(mntNs: string, holder: number): number[] {
 export async function down(c: ClusterConfig, say: Say): Promise<boolean> {
   const l = layout(c);
   if (!existsSync(l.dir)) return false;
-  return withLock(l.lock, 'another cluster command', say, 10 * 60_000, async () => {
+  return withLock(l.lock, { what: 'another cluster command', say, deadlineMs: 10 * 60_000 }, async () => {
     const stopped = await stopAll(c, say);
     // Kafka's, ClickHouse's and Redis's data belong to this cluster, whose etcd is gone with it.
     await forgetDeps(c);
@@ -625,7 +606,7 @@ async function stopAll(c: ClusterConfig, say: Say): Promise<boolean> {
   for (const group of STOP_ORDER) {
     await Promise.all(group.map(async (n) => {
       const p = byName(n);
-      if (p !== undefined) await stopPid(p.pid, n, say, 5000);
+      if (p !== undefined) await stopPid(p.pid, n, say, { graceMs: 5000 });
     }));
   }
   // The pods' processes: everything in the kubelet's pod cgroups (a kubepods tree only our kubelet makes
@@ -645,7 +626,7 @@ async function stopAll(c: ClusterConfig, say: Say): Promise<boolean> {
     await sleep(100);
   }
   const containerd = byName('containerd');
-  if (containerd !== undefined) await stopPid(containerd.pid, 'containerd', say, 10_000);
+  if (containerd !== undefined) await stopPid(containerd.pid, 'containerd', say, { graceMs: 10_000 });
   // What containerd left (its shims) and the inner socat: every process in our namespace, the holder last.
   const holder = liveHolder(s);
   if (holder !== undefined && s.holder !== undefined) {
@@ -657,7 +638,7 @@ async function stopAll(c: ClusterConfig, say: Say): Promise<boolean> {
           return '?';
         }
       })();
-      await stopPid(pid, comm, say, 5000);
+      await stopPid(pid, comm, say, { graceMs: 5000 });
     }));
   }
   let removed = 0;
@@ -670,7 +651,7 @@ async function stopAll(c: ClusterConfig, say: Say): Promise<boolean> {
     }
   }
   if (removed > 0) say(`removed ${removed} pod cgroups`);
-  if (holder !== undefined) await stopPid(holder, 'holder', say, 10_000);
+  if (holder !== undefined) await stopPid(holder, 'holder', say, { graceMs: 10_000 });
   // The host-side socats (the API server's, pushbase's public and admin bridges), with their connections.
   for (const outer of ours.filter((p) => p.side === 'host')) {
     say(`${outer.name}: stopping pid ${outer.pid} and its connections`);

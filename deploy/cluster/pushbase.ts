@@ -5,7 +5,8 @@ import { provision } from '../local/local-servers';
 import { DEFAULT_TAG } from '../image/build';
 import { DEPS_IP, PUSHBASE_NAMESPACE, PUSHBASE_RELEASE, type ClusterConfig } from './config';
 import { depsConfig } from './deps';
-import { capture, check, type Say } from './proc';
+import type { Say } from '../proc';
+import { capture, check } from './proc';
 
 /*
  * pushbase on the cluster, installed as a user would (docs/cluster.md, "pushbase on the cluster"):

@@ -5,6 +5,7 @@ import { closeSync, existsSync, openSync, readFileSync, readlinkSync } from 'nod
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import * as path from 'node:path';
 import { setAutogroupNiceness } from '../../services/projector/src/priority';
+import { alive, aptInstall, findExecutable, Provisioner, stopPid, tail, withLock } from '../proc';
 import type { Endpoint, ServicesConfig } from './config';
 import { clickhouseAnswers, kafkaAnswers, redisAnswers, waitUntilAnswering } from './probes';
 
@@ -102,26 +103,6 @@ function specs(c: ServicesConfig): Record<ServerName, ServerSpec> {
 
 // ── Processes ──
 
-function findExecutable(name: string): string | undefined {
-  // Root's PATH usually has the sbin folders, a CI runner's may not; clickhouse-server lives in /usr/sbin.
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/local/sbin', '/usr/sbin', '/sbin'];
-  for (const dir of dirs) {
-    if (dir === '') continue;
-    const candidate = path.join(dir, name);
-    if (existsSync(candidate)) return candidate;
-  }
-  return undefined;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * The pid recorded for `spec`, if that process is alive and still the server started from its folder.
  * Every server runs with its folder as working directory (Redis chdirs to its --dir, which is the same),
@@ -145,49 +126,9 @@ function recordedPid(spec: ServerSpec): number | undefined {
   return pid;
 }
 
-function tail(file: string, lines = 30): string {
-  try {
-    return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
-  } catch {
-    return '';
-  }
-}
-
-/** Runs one provisioning step to completion, its output appended to provision.log; fails with its tail. */
-class Provisioner {
-  constructor(
-    readonly dir: string,
-    readonly say: Say,
-  ) {}
-
-  get logFile(): string {
-    return path.join(this.dir, 'provision.log');
-  }
-
-  async run(file: string, args: readonly string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<void> {
-    const log = openSync(this.logFile, 'a');
-    try {
-      const code = await new Promise<number | null>((resolve, reject) => {
-        const child = spawn(file, args, { cwd: opts.cwd ?? this.dir, env: opts.env ?? process.env, stdio: ['ignore', log, log] });
-        child.on('error', reject);
-        child.on('exit', (c) => resolve(c));
-      });
-      if (code !== 0) throw new Error(`${path.basename(file)} ${args.join(' ')} exited with ${code}; ${this.logFile} ends:\n${tail(this.logFile)}`);
-    } finally {
-      closeSync(log);
-    }
-  }
-}
-
-async function aptInstall(p: Provisioner, pkgs: readonly string[]): Promise<void> {
-  if (pkgs.length === 0) return;
-  const apt = findExecutable('apt-get');
-  if (apt === undefined) throw new Error(`missing ${pkgs.join(', ')}, and there is no apt-get to install them with: install them yourself`);
-  p.say(`installing Debian packages: ${pkgs.join(' ')}`, 'provision');
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  // A fresh machine has no package lists yet.
-  await p.run(apt, ['update'], { env });
-  await p.run(apt, ['install', '-y', '--no-install-recommends', ...pkgs], { env });
+/** The once-per-machine steps, their output in <dir>/provision.log: the slow lines jest's setup shows. */
+function provisioner(c: ServicesConfig, say: Say): Provisioner {
+  return new Provisioner(path.join(c.dir, 'provision.log'), (line) => say(line, 'provision'), c.dir);
 }
 
 // ── Kafka ──
@@ -283,7 +224,7 @@ async function kafkaLibs(c: ServicesConfig, p: Provisioner): Promise<string> {
     return libs;
   };
   if (existsSync(done)) return check();
-  p.say(`collecting Apache Kafka ${version} jars with Maven`, 'provision');
+  p.say(`collecting Apache Kafka ${version} jars with Maven`);
   await mkdir(home, { recursive: true });
   // A jars folder shared by several services folders (PUSHBASE_KAFKA_JARS_DIR) may be filled by two runs at
   // once: each collects into a folder of its own and renames it into place; a loser finds the winner's.
@@ -420,7 +361,7 @@ async function prepareKafka(c: ServicesConfig, p: Provisioner): Promise<Command>
   for (const other of ['log4j.properties', 'log4j2.yaml'].filter((f) => f !== logging.file)) await rm(path.join(home, other), { force: true });
   await writeFile(path.join(home, logging.file), logging.config);
   if (!existsSync(path.join(data, 'meta.properties'))) {
-    p.say(`formatting Kafka ${c.kafkaVersion} storage (KRaft)`, 'provision');
+    p.say(`formatting Kafka ${c.kafkaVersion} storage (KRaft)`);
     // A cluster id is a random UUID in Kafka's text form: 16 bytes, URL-safe base64 without padding, and,
     // as Kafka's own Uuid.randomUuid makes them, never starting with "-" (it would read as an option).
     let clusterId = randomBytes(16).toString('base64url');
@@ -525,46 +466,8 @@ async function prepareRedis(c: ServicesConfig): Promise<Command> {
 
 // ── One command at a time per folder ──
 
-async function withLock<T>(dir: string, say: Say, fn: () => Promise<T>): Promise<T> {
-  const lock = path.join(dir, 'lock');
-  const deadline = Date.now() + 15 * 60_000;
-  let told = false;
-  // The lock directory appears with its pid file already inside (made aside, then renamed into place), so
-  // no holder is ever seen without its pid: a run killed at any moment leaves a lock whose pid is dead.
-  const mine = `${lock}.${process.pid}.${Date.now()}`;
-  await mkdir(mine, { recursive: true });
-  await writeFile(path.join(mine, 'pid'), String(process.pid));
-  for (;;) {
-    try {
-      await rename(mine, lock);
-      break;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== 'ENOTEMPTY' && code !== 'EEXIST') {
-        await rm(mine, { recursive: true, force: true });
-        throw err;
-      }
-      const holder = Number((await readFile(path.join(lock, 'pid'), 'utf8').catch(() => '')).trim());
-      // A holder that died leaves a stale lock behind; so does an older version of this script killed
-      // between making the directory and writing its pid (no pid at all).
-      if (!(Number.isInteger(holder) && holder > 0) || !alive(holder)) {
-        await rm(lock, { recursive: true, force: true });
-        continue;
-      }
-      if (Date.now() > deadline) {
-        await rm(mine, { recursive: true, force: true });
-        throw new Error(`${lock} is held by pid ${holder}`);
-      }
-      if (!told) say(`waiting for another services command (pid ${holder}) in ${dir}`, 'progress');
-      told = true;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-  }
-  try {
-    return await fn();
-  } finally {
-    await rm(lock, { recursive: true, force: true });
-  }
+function withFolderLock<T>(dir: string, say: Say, fn: () => Promise<T>): Promise<T> {
+  return withLock(path.join(dir, 'lock'), { what: `another services command in ${dir}`, say: (line) => say(line, 'progress'), deadlineMs: 15 * 60_000 }, fn);
 }
 
 // ── The commands ──
@@ -577,7 +480,7 @@ export async function status(c: ServicesConfig): Promise<ServerStatus[]> {
   return Promise.all(Object.values(specs(c)).map(statusOf));
 }
 
-async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
+async function launch(spec: ServerSpec, p: Provisioner, say: Say): Promise<void> {
   const command = await spec.prepare(p);
   const out = path.join(spec.home, 'out.log');
   const fd = openSync(out, 'a');
@@ -586,7 +489,7 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
     // Detached, in its own process group: it outlives this command (and jest's setup) until `down`.
     // A niceness is set by `nice` before the server starts, so every thread it starts inherits it.
     const nice = command.niceness === undefined ? undefined : findExecutable('nice');
-    if (command.niceness !== undefined && nice === undefined) p.say(`nice not found: ${spec.name} runs at the other servers' CPU priority`, 'progress');
+    if (command.niceness !== undefined && nice === undefined) say(`nice not found: ${spec.name} runs at the other servers' CPU priority`, 'progress');
     const niced = nice === undefined || command.niceness === undefined ? undefined : { nice, by: command.niceness };
     const [file, args] = niced === undefined ? [command.file, command.args] : [niced.nice, ['-n', String(niced.by), command.file, ...command.args]];
     const child = spawn(file, args, { cwd: spec.home, detached: true, stdio: ['ignore', fd, fd] });
@@ -604,7 +507,7 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
     if (niced !== undefined && child.pid !== undefined) {
       // The other servers' groups start at 0 whatever this script's niceness: the gap is `by` there too.
       const group = await setAutogroupNiceness(child.pid, Math.min(19, niced.by));
-      if (group.problem !== undefined) p.say(`${spec.name}: could not lower its session's CPU weight (${group.problem})`, 'progress');
+      if (group.problem !== undefined) say(`${spec.name}: could not lower its session's CPU weight (${group.problem})`, 'progress');
     }
     await writeFile(path.join(spec.home, 'pid'), `${child.pid}\n`);
   } finally {
@@ -623,7 +526,7 @@ async function launch(spec: ServerSpec, p: Provisioner): Promise<void> {
  */
 export async function up(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<ServerName[]> {
   await mkdir(c.dir, { recursive: true });
-  return withLock(c.dir, say, async () => {
+  return withFolderLock(c.dir, say, async () => {
     const all = specs(c);
     const before = await Promise.all(names.map((n) => statusOf(all[n])));
     // A recorded process that does not answer yet is still starting (or hung): wait for it, never start a twin.
@@ -632,7 +535,7 @@ export async function up(c: ServicesConfig, say: Say, names: readonly ServerName
     for (const s of before.filter((x) => x.answering)) say(`${s.name}: already answering on ${s.endpoint.host}:${s.endpoint.port}`, 'progress');
     if (starting.length + missing.length === 0) return [];
 
-    const p = new Provisioner(c.dir, say);
+    const p = provisioner(c, say);
     const pkgs = [...new Set(missing.flatMap((s) => s.packages.filter((x) => findExecutable(x.executable) === undefined).map((x) => x.pkg)))];
     await aptInstall(p, pkgs);
 
@@ -644,7 +547,7 @@ export async function up(c: ServicesConfig, say: Say, names: readonly ServerName
         say(`${spec.name}: starting on ${spec.endpoint.host}:${spec.endpoint.port}`, 'progress');
         const t0 = Date.now();
         started.push(spec.name);
-        await launch(spec, p);
+        await launch(spec, p, say);
         say(`${spec.name}: answering after ${((Date.now() - t0) / 1000).toFixed(1)} s`, 'progress');
       }),
     ]);
@@ -662,16 +565,9 @@ async function stopOne(spec: ServerSpec, say: Say, signal: 'SIGTERM' | 'SIGKILL'
   const pid = recordedPid(spec);
   await rm(path.join(spec.home, 'pid'), { force: true });
   if (pid === undefined) return false;
-  say(`${spec.name}: stopping pid ${pid}${signal === 'SIGKILL' ? ' (SIGKILL)' : ''}`, 'progress');
-  process.kill(pid, signal);
-  // Kafka's controlled shutdown takes a few seconds; past 60 s the process is hung.
-  const deadline = Date.now() + 60_000;
-  while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  if (alive(pid)) {
-    say(`${spec.name}: pid ${pid} ignored SIGTERM for 60 s; SIGKILL`, 'progress');
-    process.kill(pid, 'SIGKILL');
-    while (alive(pid)) await new Promise((r) => setTimeout(r, 50));
-  }
+  // Kafka's controlled shutdown takes a few seconds; past 60 s the process is hung. Stopped means the pid
+  // is gone, reaped too, as `down` promises: its callers look at the pid itself.
+  await stopPid(pid, spec.name, (line) => say(line, 'progress'), { graceMs: 60_000, signal, isRunning: alive });
   return true;
 }
 
@@ -686,7 +582,7 @@ export interface DownOptions {
  */
 export async function down(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES, opts: DownOptions = {}): Promise<ServerName[]> {
   if (!existsSync(c.dir)) return [];
-  return withLock(c.dir, say, async () => {
+  return withFolderLock(c.dir, say, async () => {
     const all = specs(c);
     const stopped = await Promise.all(names.map(async (n) => ((await stopOne(all[n], say, opts.signal)) ? [n] : [])));
     return stopped.flat();
@@ -701,7 +597,7 @@ export async function down(c: ServicesConfig, say: Say, names: readonly ServerNa
 export async function provision(c: ServicesConfig, say: Say, names: readonly ServerName[] = SERVER_NAMES): Promise<void> {
   await mkdir(c.dir, { recursive: true });
   const all = specs(c);
-  const p = new Provisioner(c.dir, say);
+  const p = provisioner(c, say);
   const pkgs = [...new Set(names.flatMap((n) => all[n].packages.filter((x) => findExecutable(x.executable) === undefined).map((x) => x.pkg)))];
   await aptInstall(p, pkgs);
   if (names.includes('kafka')) await kafkaLibs(c, p);
