@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { readServicesConfig, type ServicesConfig } from '../local/config';
-import { kafkaJarsDir } from '../local/local-servers';
+import { kafkaJarsDir } from '../local/kafka';
 import { DEPS_IP, type ClusterConfig } from './config';
 
 /*

@@ -1,7 +1,8 @@
 import * as path from 'node:path';
 import { runCommand } from '../command';
 import { readServicesConfig } from './config';
-import { down, SERVER_NAMES, status, up, type ServerName } from './local-servers';
+import { down, SERVER_NAMES, status, up } from './local-servers';
+import type { ServerName } from './server';
 
 /*
  * `npm run services:up|down|status`: Kafka, ClickHouse and Redis as local processes on loopback.

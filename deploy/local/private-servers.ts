@@ -1,6 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import * as path from 'node:path';
-import { down, kafkaJarsDir, status, up, type Say, type ServerName } from './local-servers';
+import { kafkaJarsDir } from './kafka';
+import { down, status, up, type Say } from './local-servers';
+import type { ServerName } from './server';
 import { readServicesConfig, serviceUrls, type ServicesConfig } from './config';
 import { freePort } from './ports';
 

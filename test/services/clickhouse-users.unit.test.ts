@@ -1,4 +1,4 @@
-import { usersConfig } from '../../deploy/local/local-servers';
+import { usersConfig } from '../../deploy/local/clickhouse';
 
 describe('the local ClickHouse users.xml', () => {
   it("sets background_pool_size inside the default profile, after comments, and keeps the rest of Debian's file", () => {
