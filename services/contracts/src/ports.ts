@@ -184,7 +184,7 @@ export interface RecordService {
   replace(req: RawDatasetBody): Promise<void>;
 }
 
-// ── Accounts and keys (issue 8 item 3): the admin side, one port for both modes. ──
+// ── Accounts and keys (docs/operations.md → Accounts and API keys): the admin side, one port for both modes. ──
 
 /** An account as the admin listener shows it: its quotas as set (null = the server's default) and in force. */
 export interface AccountView {

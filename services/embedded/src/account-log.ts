@@ -5,7 +5,7 @@ import { emptyAccounts, foldAccounts, type AccountEvent, type AccountsState } fr
 import { FileEventLog, type FileEventLogOptions, type LogCodec } from './file-event-log';
 
 /*
- * The embedded account log: accounts and keys as events (issue 8 item 3), in a log of their own beside the
+ * The embedded account log: accounts and keys as events (docs/operations.md → Accounts and API keys), in a log of their own beside the
  * dataset log, `<dataDir>/accounts/log/<20 digits>.seg`. The very same FileEventLog — segments, one crc per
  * group commit, fdatasync before an append resolves, a torn last commit cut at start and damage inside
  * acknowledged data refused — over a codec of account events instead of dataset events, so there is one

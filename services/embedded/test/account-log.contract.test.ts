@@ -8,7 +8,7 @@ import { EventLogCorruptError } from '../src/file-event-log';
 import { runUntilKilled } from './crash-child';
 
 /*
- * The embedded account log (issue 8 item 3) on disk: accounts, keys and revocations survive a restart and
+ * The embedded account log (docs/operations.md → Accounts and API keys) on disk: accounts, keys and revocations survive a restart and
  * a SIGKILL mid-write, a torn last commit is cut, damage inside acknowledged data and an event this reader
  * does not know stop the start, and only key hashes reach the file.
  */

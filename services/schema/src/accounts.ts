@@ -26,7 +26,7 @@ import type { Redis, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis
 import type { RedisSchemaChanges } from './changes';
 
 /*
- * Accounts and keys in the distributed mode (issue 8 item 3), served by the schema service over gRPC
+ * Accounts and keys in the distributed mode (docs/operations.md → Accounts and API keys), served by the schema service over gRPC
  * (AccountAdmin in proto/pushbase/v1/accounts.proto). Every change is decided by the domain (decide*) from
  * the Redis account store, under the account's lease — the very lease, intent and roll-forward of the
  * account's dataset changes (changes.ts, decidedAccount) — then appended to the accounts topic and applied

@@ -3,7 +3,7 @@ import { ApiError, ReadApi, type DatasetListing } from './api';
 import { aggregateQuery, byFields, cellText, chartPlan, valueFields, type Bucket, type ChartPlan } from './chart-plan';
 
 /*
- * The dataset browser (issue 11 item 2): sign in, the account's datasets, one dataset's schema, newest
+ * The dataset browser (docs/browser.md): sign in, the account's datasets, one dataset's schema, newest
  * records and a chart. It polls the read API once a second (a listing is one small read; server-sent events
  * would need a stream per open page through every proxy and load balancer in front), and redraws a dataset
  * only when its listing says it changed (record count or last update), so a push shows within about a
