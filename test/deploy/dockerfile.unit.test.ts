@@ -1,7 +1,7 @@
 /*
  * deploy/Dockerfile, checked without a Docker engine (none runs here): linted by dockerfile-utils and
  * parsed by dockerfile-ast, the linter and parser of VS Code's Docker language server. What the image
- * must be (issue 8): multi-stage, a Node LTS base pinned by exact version and digest, production
+ * must be (deploy/README.md): multi-stage, a Node LTS base pinned by exact version and digest, production
  * dependencies only, a non-root user, and the pushbase CLI as its entry point. test/deploy/image.int.test.ts
  * builds it for real and runs the image.
  */

@@ -2,7 +2,7 @@
  * The Helm chart (helm/pushbase) with a real helm, built from source by scripts/ensure-helm.js (jest's
  * global setup runs it; the binary is cached per machine): `helm lint --strict`, `helm template` with the
  * default values and with ci/production-values.yaml, every rendered object validated against the
- * Kubernetes API schemas (kubernetes-models, offline) and checked for what issue 8 asks of it, and bad
+ * Kubernetes API schemas (kubernetes-models, offline) and checked for what docs/helm.md promises of it, and bad
  * values refused at template time by values.schema.json or the chart's own checks.
  */
 import { spawnSync } from 'node:child_process';

@@ -9,7 +9,7 @@ import { sha } from '../helpers/api-keys';
 import { adminRequest, BUNDLE, ROOT, requestTo, TestServer, type Response } from '../helpers/server';
 
 /*
- * Accounts and keys in the distributed mode, over real processes (issue 8 item 3): two gateways on one
+ * Accounts and keys in the distributed mode, over real processes (docs/operations.md → Accounts and API keys): two gateways on one
  * stack; an account and a key made through gateway A's admin listener; a push with that key through A; the
  * key revoked through gateway B; both gateways refuse it within 5 seconds (measured, asserted); the account
  * deleted, and its datasets gone from the ClickHouse read side and from Redis; Redis wiped and

@@ -4,7 +4,7 @@ import { eventually, TestServer } from '../helpers/server';
 import { createDataset, expectOk, field, uid } from '../e2e/support';
 
 /*
- * One request followed from the gateway to the projector by its trace id (issue 8 item 4): the four
+ * One request followed from the gateway to the projector by its trace id (docs/operations.md → Traces): the four
  * services as processes, each exporting spans over OTLP/HTTP (JSON) to a receiver this test runs on
  * loopback. The push carries a W3C traceparent the test chose, so the trace id is known before anything
  * is exported; the spans of that trace must come from the gateway, the records service and the projector,

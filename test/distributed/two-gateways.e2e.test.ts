@@ -3,7 +3,7 @@ import { ServiceProcess } from '../../services/cli/src/distributed';
 import { BUNDLE, ROOT, requestTo, TestServer, type Response } from '../helpers/server';
 
 /*
- * Two gateways on one Redis (issue 7): the 60-a-minute limit of DECISIONS.md is one rolling window per API
+ * Two gateways on one Redis: the 60-a-minute limit of docs/api.md → Limits is one rolling window per API
  * key whichever gateway a request reaches, because both count in the same Redis sorted set on Redis's
  * clock. The second gateway is a process of its own on the first one's stack (same services, Redis prefix
  * and certificate).

@@ -4,7 +4,7 @@ import { ANY_BODY, createDataset, expectError, expectOk, field, uid } from './su
 
 /*
  * Authentication, the per-key rate limit, the body limit, routing and the transport rules
- * (SPEC.md → Authentication, Errors, Limits; DECISIONS.md → Statuses and bodies, Rate limit, Transport).
+ * (docs/api.md → Basics, Limits, Errors).
  * The server runs with the default limit of 60 requests a minute; each concern uses its own account so
  * that the budgets do not mix.
  */

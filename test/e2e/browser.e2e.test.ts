@@ -6,7 +6,7 @@ import { adminRequest, E2E_MODE, eventually, ROOT, TestServer, type Response } f
 import { appendAll, createDataset, field, uid, UNLIMITED } from './support';
 
 /*
- * The dataset browser page (issue 11 item 2) in a real headless Chromium (Debian's, driven by playwright-core
+ * The dataset browser page (docs/browser.md) in a real headless Chromium (Debian's, driven by playwright-core
  * through its path: scripts/ensure-chromium.js), in both modes (the e2e-distributed project runs this file
  * against the four services with ClickHouse behind the read side): a user signs in on the public port with a
  * read-only key, opens a dataset with the keyboard, sees the newest records and the chart's values, pushes

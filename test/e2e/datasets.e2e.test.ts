@@ -3,7 +3,7 @@ import { ANY_BODY, appendAll, createDataset, expectError, expectOk, field, listi
 
 /*
  * Find or create, definitions, ids, delete, the 100-dataset limit, account isolation and the admin read side
- * (SPEC.md → Resources, Endpoints; DECISIONS.md → Statuses and bodies, Identifiers, Definitions).
+ * (docs/api.md → Routes, Errors; docs/operations.md → The read side).
  */
 
 const NOT_FOUND = 'Dataset not found';

@@ -3,7 +3,7 @@ import { ANY_BODY, appendAll, createDataset, expectError, expectOk, field, uid, 
 
 /*
  * Every acknowledged write survives kill -9 and SIGTERM; nothing of a refused request is ever stored
- * (DECISIONS.md → a 2xx only after the write is durable; "nothing half-written"; graceful shutdown).
+ * (docs/api.md → When a write shows, Retrying safely; docs/embedded-storage.md).
  */
 
 const restart = (s: TestServer): Promise<TestServer> => new TestServer({ dataDir: s.dataDir, keys: s.keys, env: UNLIMITED }).start();

@@ -1,6 +1,6 @@
 /*
  * Fuzzing the public API over loopback, bounded in count: arbitrary (mostly almost-valid) definitions,
- * records and raw bodies. Whatever comes in, the server answers with a status DECISIONS.md lists for the
+ * records and raw bodies. Whatever comes in, the server answers with a status docs/api.md → Errors lists for the
  * operation — never a 500 — in the shape docs/openapi.yaml documents, and a refused write changes nothing.
  */
 import fc from 'fast-check';

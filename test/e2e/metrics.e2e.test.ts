@@ -1,5 +1,5 @@
 /*
- * Prometheus metrics (issue 8 item 4): after real traffic, every process's GET /metrics shows what that
+ * Prometheus metrics (docs/metrics.md): after real traffic, every process's GET /metrics shows what that
  * traffic did. Embedded: the admin listener of `pushbase serve`. Distributed (the e2e-distributed project):
  * the gateway's admin listener, the schema and records services' metrics listeners, and the projector's.
  */

@@ -1,5 +1,5 @@
 /*
- * HTTP/1.1 pipelining (issue 9, item 6): requests written back to back on one connection must take effect
+ * HTTP/1.1 pipelining (docs/api.md → Basics, Pipelining): requests written back to back on one connection must take effect
  * in the order they were sent, as if the client had waited for each answer. HTTP lets a server work on
  * pipelined requests in parallel only when they are all safe; writes are not.
  */

@@ -6,7 +6,7 @@ import { ANY_BODY, appendAll, createDataset, day, expectError, expectOk, field, 
 
 /*
  * Append, replace and clear; unique_by merges; record validation of every type; delete_by validation
- * (SPEC.md → Endpoints, Field types; DECISIONS.md → Records, Append, replace, delete, worked examples).
+ * (docs/api.md → Routes, Fields and values).
  */
 
 let s: TestServer;
@@ -115,7 +115,7 @@ describe('append with unique_by', () => {
     );
     const rows = await records(id);
     expect(rows).toHaveLength(3);
-    // Oldest first, as DECISIONS.md lists the worked example: the later d1 wins in the first d1's place.
+    // Oldest first, as docs/api.md → Append records says: the later d1 wins in the first d1's place.
     expect(rows).toEqual([
       { day: '2024-01-01', n: 3 },
       { day: '2024-01-02', n: 2 },

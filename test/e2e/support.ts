@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Response, TestServer } from '../helpers/server';
 
-/** Shared checks for the e2e suites: every rule here comes from DECISIONS.md → Statuses and bodies. */
+/** Shared checks for the e2e suites: every rule here comes from docs/api.md → Errors. */
 
 /** A dataset id no other test uses. */
 export const uid = (prefix: string): string => `${prefix}-${randomBytes(4).toString('hex')}`;
@@ -62,7 +62,7 @@ export async function createDataset(
   return res;
 }
 
-/** Appends records in requests of at most 500 (SPEC.md → Limits), asserting each 200. */
+/** Appends records in requests of at most 500 (docs/api.md → Limits), asserting each 200. */
 export async function appendAll(s: TestServer, key: string, id: string, records: readonly unknown[], extra: Record<string, unknown> = {}): Promise<void> {
   for (let i = 0; i < records.length; i += 500) {
     const res = await s.request('POST', `/datasets/${id}/data`, { key, body: { data: records.slice(i, i + 500), ...extra } });

@@ -1,8 +1,8 @@
 /*
- * DECISIONS.md → Transport: behind a TLS-terminating ingress the gateway may listen on plain HTTP only when
+ * docs/api.md → Basics (HTTPS only): behind a TLS-terminating ingress the gateway may listen on plain HTTP only when
  * told to trust the proxy, and then refuses requests whose X-Forwarded-Proto is not https. Forwarded
  * headers count only from the trusted proxies (PUSHBASE_TRUSTED_PROXIES, loopback by default); these
- * tests run from loopback, with lists that include and exclude it (issue 9, item 8).
+ * tests run from loopback, with lists that include and exclude it (PUSHBASE_TRUSTED_PROXIES: docs/configuration.md).
  */
 import { validateResponse } from '../helpers/openapi';
 import { TestServer, type Response } from '../helpers/server';

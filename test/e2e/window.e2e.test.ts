@@ -2,7 +2,7 @@ import { TestServer } from '../helpers/server';
 import { appendAll, createDataset, day, expectOk, field, listing, uid, UNLIMITED } from './support';
 
 /*
- * The 5000-record window (SPEC.md → Limits; DECISIONS.md → Append, worked examples): by insertion, by a
+ * The 5000-record window (docs/api.md → The 5000-record window): by insertion, by a
  * date field in whole days, by a datetime field in equal instants (milliseconds count), nulls first.
  * Filling a dataset takes ten appends of 500, so the server runs without the 60/minute limit.
  */

@@ -6,7 +6,7 @@ import { hashApiKey } from '@pushbase/gateway';
 import { adminRequest, BUNDLE, ROOT, TestServer, type Response } from '../helpers/server';
 
 /*
- * Accounts and keys in embedded mode (issue 8 item 3), over real processes: made through the admin
+ * Accounts and keys in embedded mode (docs/operations.md → Accounts and API keys), over real processes: made through the admin
  * listener and the CLI, used on the public API, revoked, limited by quotas, deleted with their datasets,
  * and all of it surviving kill -9 because it is events in the data directory's account log — where no key
  * appears in the clear, only its SHA-256.

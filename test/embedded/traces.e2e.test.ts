@@ -4,7 +4,7 @@ import { eventually, TestServer } from '../helpers/server';
 import { createDataset, expectOk, field, uid } from '../e2e/support';
 
 /*
- * `pushbase serve` with tracing on (issue 8 item 4): a push's HTTP server span, child of the caller's
+ * `pushbase serve` with tracing on (docs/operations.md → Traces): a push's HTTP server span, child of the caller's
  * traceparent, and the event log append as its child, exported over OTLP/HTTP to a receiver on loopback;
  * the request's log line carries its request id and trace id.
  */

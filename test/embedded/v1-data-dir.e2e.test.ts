@@ -51,7 +51,7 @@ describe('a v1 data directory (written before the batch-framed log)', () => {
     expect(await visible(s, token)).toEqual(state);
     const key = expected.api_key;
     expect((await s.request('GET', '/', { key })).status).toBe(200);
-    // Its api-keys.json was imported into the account log once and moved aside (issue 8 item 3).
+    // Its api-keys.json was imported into the account log once and moved aside (docs/operations.md → Accounts and API keys).
     expect(existsSync(path.join(dataDir, 'api-keys.json'))).toBe(false);
     expect(readFileSync(path.join(dataDir, 'api-keys.json.imported'), 'utf8')).toBe(readFileSync(path.join(FIXTURE, 'api-keys.json'), 'utf8'));
     const listed = await fetch(`http://127.0.0.1:${s.adminPort}/admin/accounts/default/keys`, { headers: { authorization: `Bearer ${token}` } });

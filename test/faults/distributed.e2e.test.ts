@@ -7,7 +7,7 @@ import { FaultWorkload, type Tally } from '../helpers/fault-workload';
 import { BUNDLE, ROOT } from '../helpers/server';
 
 /*
- * Fault tests of the distributed stack (issue 7): the four services as processes on a PRIVATE Kafka,
+ * Fault tests of the distributed stack (CONTRIBUTING.md → Tests): the four services as processes on a PRIVATE Kafka,
  * ClickHouse and Redis (free loopback ports, a temporary folder; the shared servers are never touched),
  * under the fault workload (test/helpers/fault-workload.ts). Each test kills or stops one thing in the middle
  * of the load, brings it back, and ends with the visible state (the admin listener, over ClickHouse) equal

@@ -8,7 +8,7 @@ import { ClickHouseProjection } from '../../services/clickhouse/src/store';
 import { emptyBatch, projectEvent, testDatabase, writeBatch, type TestDatabase } from '../../services/clickhouse/test/support';
 
 /*
- * The admin read routes (DECISIONS.md → Read side) and the read API (docs/read-api.md) served from the
+ * The admin read routes (docs/operations.md → The read side) and the read API (docs/read-api.md) served from the
  * ClickHouse projection: the same answers, errors included, byte for byte, as the embedded memory
  * projection gives for the same events; and a ClickHouse that cannot be reached is a 503 JSON error, never
  * a 500 or an empty list.

@@ -1,6 +1,6 @@
 /*
  * docs/openapi.yaml is itself valid (against the official OpenAPI 3.1 JSON schema) and documents what
- * DECISIONS.md fixes for every operation: Basic auth, 401, 429 with Retry-After, X-Request-Id
+ * docs/api.md fixes for every operation: Basic auth, 401, 429 with Retry-After, X-Request-Id
  * everywhere, RateLimit-* on success, the one error shape.
  */
 import {
@@ -106,7 +106,7 @@ describe('docs/openapi.yaml', () => {
     }
   });
 
-  it('documents 500 and 503, and every other error status of DECISIONS.md where it can occur', () => {
+  it('documents 500 and 503, and every other error status of docs/api.md where it can occur', () => {
     const expected: Record<string, string[]> = {
       'get /': ['200', '400', '401', '403', '429', '500', '503'],
       'put /datasets/{id}': ['200', '201', '400', '401', '403', '408', '409', '413', '415', '429', '500', '503'],
