@@ -1,9 +1,10 @@
 /*
- * The documentation a reader gets with the repository (README.md, CONTRIBUTING.md, docs/*.md, the READMEs of deploy and the chart) stays
- * inside it and in step with the code: every relative link resolves to a file of the repository (and a
- * link to a heading, to a heading that exists), nothing sends the reader to the documents that live beside
- * the project rather than in it, every PUSHBASE_* variable named is one the code reads, and every
- * `pushbase <command>` shown is a command of the CLI.
+ * The documentation a reader gets with the repository (README.md, CONTRIBUTING.md, docs/*.md, the READMEs
+ * of deploy and the chart) stays inside it and in step with the code: every relative link resolves to a
+ * file of the repository (and a link to a heading, to a heading that exists), nothing sends the reader to
+ * the documents that live beside the project rather than in it, every PUSHBASE_* variable named is one the
+ * code reads, every `pushbase <command>` shown is a command of the CLI, and every document a source file
+ * names exists.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -137,4 +138,40 @@ test('every `pushbase <command>` the docs show is a command of the CLI, and the 
   expect(shown.size).toBeGreaterThan(5);
   expect([...shown].filter((c) => !commands.has(c) && !PLANNED_COMMANDS.has(c))).toEqual([]);
   expect([...PLANNED_COMMANDS].filter((c) => commands.has(c))).toEqual([]);
+});
+
+/** The repository's files, as git lists them, less what it ignores (node_modules, dist, …). */
+function repositoryFiles(): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(path.join(root, dir), { withFileTypes: true })) {
+      if (['node_modules', 'dist', '.git', '.data', '.services', '.cluster', 'coverage', 'reports'].includes(entry.name)) continue;
+      const rel = dir === '' ? entry.name : `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(rel);
+      else out.push(rel);
+    }
+  };
+  walk('');
+  return out;
+}
+
+test('every document a source file names (a *.md file, a docs/ path) is a file of the repository', () => {
+  const files = repositoryFiles();
+  const known = new Set(files);
+  // test/helpers/ is being reworked in another change and still cites a document kept outside the
+  // repository (oracle.ts); include it once that change has landed.
+  const sources = files.filter((f) => /\.(ts|js|mjs|cjs|proto|yaml|yml|tpl)$/.test(f) && !f.startsWith('test/helpers/'));
+  expect(sources.length).toBeGreaterThan(200);
+  const exists = (from: string, name: string): boolean =>
+    known.has(name) || known.has(path.posix.normalize(path.posix.join(path.posix.dirname(from), name))) || files.some((f) => f.endsWith(`/${name}`));
+  const missing: string[] = [];
+  for (const file of sources) {
+    for (const [i, line] of read(file).split('\n').entries()) {
+      for (const m of line.matchAll(/(?<![\w./-])((?:[\w.-]+\/)*[\w.-]+\.md|docs\/[\w./-]*[\w-])(?![\w/-])/g)) {
+        const name = m[1] as string;
+        if (!exists(file, name)) missing.push(`${file}:${i + 1}: ${name}`);
+      }
+    }
+  }
+  expect(missing).toEqual([]);
 });
