@@ -19,55 +19,10 @@ import type { Result } from 'ioredis';
 import type { AccountLease, RedisAccountLock } from './account-lock';
 
 /*
- * How the distributed schema service makes a decision take effect, so that every replica decides from a
- * store holding every earlier decision of the account (the 100-dataset limit exact, one incarnation per
- * create) and a crash at any point leaves nothing half done for long:
- *
- *   1. take the account's lease in Redis (account-lock.ts), after this process's earlier requests for the
- *      account (a local mutex: replicas poll Redis, a replica's own requests queue in memory);
- *   2. roll forward an INTENT left by a holder that did not finish (see below);
- *   3. read the store (get + count), decide with the domain's decideDefine / decideDelete;
- *   4. write the decided event as the account's intent — only while the lease is still ours (fenced in one
- *      script);
- *   5. check the lease is still ours and extend it, then append the event to Kafka and wait for the
- *      broker's acknowledgment;
- *   6. apply the event to the Redis schema store (the store the records service and the gateway read);
- *   7. delete the intent, release the lease, answer.
- *
- *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
- *                                     (its key and shape: services/redis/src/schema-intent.ts)
- *
- * Account and key changes (accounts.ts, decidedAccount) take the same steps under the same lease: their
- * event goes to the accounts topic instead (its position returned by the append) and is applied to the
- * Redis account store at that position; an intent may hold either kind, and rolling it forward re-appends
- * it to its own topic. Duplicates there are harmless for the same reason: the account fold ignores a
- * second create, a key already known, a revocation of a revoked key, and nothing else of the account can
- * come between the two copies (the lease).
- *
- * Repair. An intent present at step 2 belongs to a holder that stopped between 4 and 7: its event may or
- * may not be in Kafka. Rolling forward re-appends the SAME event (same incarnation) and applies it, so both
- * cases end as "stored once or twice, applied". Twice is harmless by construction: the fold (and so the
- * projector and replay) ignores a definition of the live incarnation and a deletion of an incarnation that
- * is not live, and RedisSchemaStore.apply is idempotent per incarnation (schema.unit and int tests pin
- * both). A background sweep rolls forward intents of accounts nobody writes to.
- *
- * Answers. `unavailable` (503) only when the event is not stored and never will be: the append was refused
- * (the appender's contract: `unavailable` means never stored) and the intent was removed, or nothing was
- * written yet. When the append's fate cannot be told, the intent stays (the next holder or the sweep rolls
- * it forward, so the change WILL take effect) and the answer is `outcome_unknown`; also when the event is
- * in Kafka but Redis could not be updated — the change is stored, not yet visible, and a retry answers
- * from the repaired store.
- *
- * Fencing, and the window left. The lease's token is checked (and the lease extended to a full TTL) right
- * before each append, and the intent is written only under the lease. What remains: a holder paused for
- * longer than the TTL between that check and the broker's write could have its event land after a later
- * holder's decisions (a definition landing after its own deletion would resurrect it in the fold). The
- * Kafka appender is transactional: an event is visible to readers only once its transaction commits, and
- * a commit is never sent after the append's deadline (the open transaction is aborted, at the latest by the
- * coordinator's transaction timeout). So a late event needs a commit request sent in time and then held up
- * in flight longer than the lease. The TTL (default 60 s) is well above the append timeout (the config
- * refuses less than twice it), and a holder whose append's fate is unknown does NOT release the lease — it
- * lets it expire — so the next holder starts only once such a late commit can no longer arrive in practice.
+ * How a schema or account change takes effect in the distributed schema service: under the account's Redis
+ * lease (account-lock.ts), decided from the store, written ahead as the account's intent, appended to Kafka,
+ * applied to Redis, then the intent removed; a crash at any step is rolled forward by the next change or the
+ * sweep. The steps, repair, answers and fencing: docs/architecture.md → Schema changes.
  */
 
 type SchemaEvent = SchemaChangeEvent;
