@@ -13,33 +13,8 @@ import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, remov
 /*
  * The embedded mode's storage: the segmented event log, the snapshots, the in-memory projection, and the
  * background compaction that keeps restart time and disk bounded by the state rather than the history.
- *
- * Start: the newest snapshot that verifies (and that the log continues) is installed in the projection,
- * then only the log after its position is replayed. A damaged snapshot is skipped for an older one, or for
- * a full replay when segment 0 still exists; when neither is possible start() refuses with the reason.
- *
- * Compaction: when the sealed segments not yet covered by a snapshot hold ≥ compactAfterBytes, a snapshot
- * of the live projection is taken at the log's current position: captured synchronously (copies of each
- * dataset's row keys and record references — records are immutable — about 100 ms for 5 million records,
- * and of the slices of rows still encoded in their events), then written over many event-loop turns while
- * requests go on (datasets still encoded in their events are encoded on the snapshot pool's thread,
- * snapshot-pool.ts), then the segments it covers are deleted
- * (compaction.ts → pruneCovered). At most one runs at a time. A failed run is logged and retried after
- * retryMs, doubling with each failure in a row up to maxRetryMs (segment rolls do not cut the wait short);
- * it never stops the server, and it deletes nothing a durable snapshot does not cover.
- *
- * Disk space: a snapshot that fails half-written removes its temporary file (snapshot.ts), and a run does
- * not even start while the file system has less free space than the snapshot is expected to take (sampled
- * from the live state, estimateSnapshotBytes) with a quarter more as margin; it waits for the next retry
- * instead. Filling the disk with a snapshot that cannot fit would make appends fail (503) for nothing. Not
- * an upper bound of the log since the last snapshot: a dataset's records are capped, so a long log can fold
- * into a small state, and refusing the run that would free the covered segments is the worst choice on a
- * disk that is filling up.
- *
- * Why not fold the files again in a worker thread: that holds a second copy of the whole state (measured:
- * RSS 3.7 GiB with 5 million records, against 1 GiB for the server alone) and re-parses everything the
- * main thread already folded. The projection is the fold of exactly the log's frames so far — the log's
- * listener runs synchronously with each commit — so it is the snapshot, as of `position`.
+ * Start, compaction, disk space, and why the snapshot is taken from the live projection:
+ * docs/embedded-storage.md → Start and compaction.
  */
 
 export const DEFAULT_COMPACT_AFTER_BYTES = 256 * 1024 * 1024;

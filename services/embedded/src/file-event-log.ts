@@ -12,37 +12,10 @@ import { crc32 } from 'node:zlib';
 export { FRAME_HEADER_BYTES, MAX_FRAME_BYTES } from './frames';
 
 /*
- * The embedded mode's durable event log: numbered segment files of records
- *
- *   <dir>/log/<first frame index, 20 digits>.seg      e.g. <dir>/log/00000000000000000000.seg
- *   record = one batch per group commit: a header with one crc32 over the whole commit, then its frames
- *   frame  = one per append() call: [u32 LE payload length][payload = UTF-8 JSON array of the events]
- *   (log-records.ts has the layout, why a commit is checked as a whole, and the v1 frames still read)
- *
- * One frame per append() call inside one record per commit, so a multi-event append is atomic: after a
- * crash its commit is either whole (crc matches) or torn (dropped at the next start), never half-applied.
- *
- * Positions: every frame has a global index (0, 1, 2, … over the whole history). A segment is named by the
- * index of its first frame, so segment i holds the frames [base_i, base_{i+1}) and a snapshot "as of
- * position P" (every frame < P applied) says exactly which segments it covers, without reading them.
- * Names rather than a counter, so the log never needs an index file, and deleting covered segments from the
- * front (compaction.ts) leaves a log that still knows where it starts.
- *
- * Rolling: before a batch is written, a current segment that holds at least `segmentBytes` is sealed and a
- * new, empty one created (file created, directory fsync'd) at the next frame index; the batch goes there.
- * A batch never spans segments, so a segment may exceed `segmentBytes` by one batch. Sealed segments were
- * fully fsync'd before the next one existed, so only the last segment can have a torn tail: a bad record in
- * any other segment, a bad record followed by a valid batch, or a segment whose frame count disagrees with
- * its successor's name, is corruption and start() refuses. A legacy single-file log, `<dir>/events.log`, is renamed into place as segment 0.
- *
- * Group commit: append() encodes its frame at once and queues it; one writer takes everything queued (up to
- * maxBatchBytes), writes it with a single positional writev and a single fdatasync, then calls the listener
- * for each frame in log order and resolves the appends. Appends that arrive meanwhile form the next batch, so
- * at most one write+fsync is ever in flight and the number of fsyncs per second stays bounded under load.
- *
- * Raw fds with callback fs calls rather than fs/promises FileHandle: measured on the 2-core dev VM (1000
- * sequential writev+fdatasync of 50 KB, and 200 of 2.5 MB) the two were within noise of each other, callbacks
- * marginally ahead and steadier; the fd form also makes the small injectable I/O seam below simple.
+ * The embedded mode's durable event log: numbered segment files, one record per group commit (one crc over
+ * it), one frame per append() so a multi-event append is atomic. Only the last segment may have a torn
+ * tail; anything else damaged stops the start. Layout, positions, rolling and group commit:
+ * docs/embedded-storage.md → The event log.
  */
 
 export const SEGMENT_DIR = 'log';
