@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createConnection } from 'node:net';
-import { createKafka, KafkaEventConsumer, parseBrokers, type ConsumedEvent, type KafkaConnection, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, ensureTopic, KafkaEventConsumer, parseBrokers, type ConsumedEvent, type KafkaConnection, type KafkaLogLevel } from '@pushbase/kafka';
 import type { Admin } from 'kafkajs';
 
 /*
@@ -61,6 +61,61 @@ export async function testAdmin(): Promise<Admin> {
 
 export async function deleteTopics(admin: Admin, topics: readonly string[]): Promise<void> {
   if (topics.length > 0) await admin.deleteTopics({ topics: [...topics] });
+}
+
+export interface TestTopics {
+  /** The suite's admin client, connected in beforeAll. */
+  readonly admin: Admin;
+  /** A topic of its own random name, created now and deleted after the suite. */
+  create(prefix: string, partitions: number): Promise<string>;
+  /** A random topic name, deleted after the suite, that the test itself creates (or expects made). */
+  name(prefix: string): string;
+  /** A random consumer group name, deleted after the suite. */
+  group(prefix: string): string;
+}
+
+/**
+ * A suite's Kafka topics: in beforeAll, fails (never skips) when Kafka does not answer and connects an
+ * admin client; in afterAll, deletes every group and topic named through it and disconnects. Call it at the top of
+ * a test file.
+ */
+export function useTestTopics(): TestTopics {
+  let admin: Admin | undefined;
+  const topics: string[] = [];
+  const groups: string[] = [];
+  beforeAll(async () => {
+    await requireKafka();
+    admin = await testAdmin();
+  });
+  afterAll(async () => {
+    if (admin === undefined) return;
+    // A group still held by a member that did not stop cannot be deleted; its topic goes all the same.
+    if (groups.length > 0) await admin.deleteGroups(groups).catch(() => undefined);
+    await deleteTopics(admin, topics);
+    await admin.disconnect();
+  });
+  const suite: TestTopics = {
+    get admin(): Admin {
+      if (admin === undefined) throw new Error('useTestTopics: the admin client is connected in beforeAll');
+      return admin;
+    },
+    name(prefix) {
+      const topic = randomName(prefix);
+      topics.push(topic);
+      return topic;
+    },
+    group(prefix) {
+      const group = randomName(prefix);
+      groups.push(group);
+      return group;
+    },
+    async create(prefix, partitions) {
+      const topic = suite.name(prefix);
+      await ensureTopic(suite.admin, { topic, partitions });
+      return topic;
+    },
+  };
+  return suite;
 }
 
 /** Polls `check` until it returns true, failing with `what` after `timeoutMs`. */

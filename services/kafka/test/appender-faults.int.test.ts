@@ -1,8 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { Admin, ISocketFactory } from 'kafkajs';
-import { ensureTopic, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import type { ISocketFactory } from 'kafkajs';
+import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
+import { eventually, randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The appender while its connections to the broker are cut in the middle of produce requests — sometimes
@@ -19,17 +19,7 @@ import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConn
  * write never sent is the only kind refused is appender-idempotent.int.test.ts's.
  */
 
-let admin: Admin;
-const topics: string[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
+const kafka = useTestTopics();
 
 const PRODUCE_API_KEY = 0;
 const END_TXN_API_KEY = 26;
@@ -75,9 +65,7 @@ const event = (dataset: string, seq: number): DatasetEvent => ({
 });
 
 it.each(['transactional', 'idempotent'] as const)('%s: stores every acknowledged append exactly once and in order while connections are cut mid-request', async (mode) => {
-  const topic = randomName('pushbase-faults');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 4 });
+  const topic = await kafka.create('pushbase-faults', 4);
   const seed = Date.now() % 100_000;
   const chaos = cuttingSockets(40, 0.5, lcg(seed));
   const appender = new KafkaEventAppender({
@@ -121,7 +109,7 @@ it.each(['transactional', 'idempotent'] as const)('%s: stores every acknowledged
 
   // Read everything back, committed only: each partition's end (last stable offset: no transaction of the
   // appender is left open), then a fresh group until it read up to there, markers included.
-  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  const ends = new Map((await kafka.admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
   const at = new Map<number, number>();
   const read: ConsumedEvent[] = [];
   const groupId = randomName('pushbase-faults-read');
@@ -142,7 +130,7 @@ it.each(['transactional', 'idempotent'] as const)('%s: stores every acknowledged
   } finally {
     await consumer.stop();
   }
-  await admin.deleteGroups([groupId]).catch(() => undefined);
+  await kafka.admin.deleteGroups([groupId]).catch(() => undefined);
 
   const keys = read.map((e) => `${e.event.dataset}#${e.event.at}`);
   const duplicates = keys.filter((k, i) => keys.indexOf(k) !== i);

@@ -1,8 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { Admin, ISocketFactory } from 'kafkajs';
-import { ensureTopic, KafkaEventAppender } from '../src';
-import { deleteTopics, eventually, randomName, readEvents, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import type { ISocketFactory } from 'kafkajs';
+import { KafkaEventAppender } from '../src';
+import { eventually, readEvents, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The appender's idempotent mode (the records service's) against the shared Kafka: a write is one Produce
@@ -11,23 +11,10 @@ import { deleteTopics, eventually, randomName, readEvents, requireKafka, testAdm
  * the "outage" is the test's socket factory refusing and cutting connections, the broker stays up.
  */
 
-let admin: Admin;
-const topics: string[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
+const kafka = useTestTopics();
 
 async function newTopic(partitions: number): Promise<string> {
-  const topic = randomName('pushbase-idempotent');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions });
-  return topic;
+  return kafka.create('pushbase-idempotent', partitions);
 }
 
 const event = (dataset: string, seq: number): DatasetEvent => ({

@@ -1,8 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { Admin, ISocketFactory } from 'kafkajs';
-import { ensureTopic, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import type { ISocketFactory } from 'kafkajs';
+import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
+import { eventually, randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The appender's exact answers against the real broker, with the one request that matters cut on its way
@@ -11,17 +11,7 @@ import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConn
  * What the topic holds is read committed, as the projector reads it.
  */
 
-let admin: Admin;
-const topics: string[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
+const kafka = useTestTopics();
 
 const PRODUCE = 0;
 const END_TXN = 26;
@@ -62,7 +52,7 @@ const event = (seq: number): DatasetEvent => ({
 
 /** The topic's committed events, read by a fresh group up to the partitions' ends (markers included). */
 async function readCommitted(topic: string): Promise<number[]> {
-  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  const ends = new Map((await kafka.admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
   const at = new Map<number, number>();
   const read: ConsumedEvent[] = [];
   const groupId = randomName('pushbase-tx-read');
@@ -83,15 +73,12 @@ async function readCommitted(topic: string): Promise<number[]> {
   } finally {
     await consumer.stop();
   }
-  await admin.deleteGroups([groupId]).catch(() => undefined);
+  await kafka.admin.deleteGroups([groupId]).catch(() => undefined);
   return read.map((e) => e.event.at);
 }
 
 async function newTopic(): Promise<string> {
-  const topic = randomName('pushbase-tx');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 1 });
-  return topic;
+  return kafka.create('pushbase-tx', 1);
 }
 
 it('a produce whose answer is lost (the broker may have stored it): unavailable, aborted, never read', async () => {

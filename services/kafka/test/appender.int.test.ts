@@ -1,8 +1,7 @@
 import { createServer } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { Admin } from 'kafkajs';
-import { createKafka, ensureTopic, KafkaEventAppender, partitionerFor } from '../src';
-import { deleteTopics, randomName, readEvents, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { createKafka, KafkaEventAppender, partitionerFor } from '../src';
+import { readEvents, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The appender against the shared Kafka: the linger really shares produce requests between concurrent
@@ -10,23 +9,10 @@ import { deleteTopics, randomName, readEvents, requireKafka, testAdmin, testConn
  * a broker that cannot be reached turns into `unavailable` within a bounded time.
  */
 
-let admin: Admin;
-const topics: string[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
+const kafka = useTestTopics();
 
 async function newTopic(partitions: number): Promise<string> {
-  const topic = randomName('pushbase-appender');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions });
-  return topic;
+  return kafka.create('pushbase-appender', partitions);
 }
 
 const event = (account: string, dataset: string, seq: number): DatasetEvent => ({

@@ -1,9 +1,7 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { encodeEvent, type StreamPosition } from '@pushbase/contracts';
-import type { Admin } from 'kafkajs';
 import {
   createKafka,
-  ensureTopic,
   KafkaEventAppender,
   KafkaEventConsumer,
   partitionerFor,
@@ -12,7 +10,7 @@ import {
   type EventConsumerHandlers,
   type KafkaEventConsumerOptions,
 } from '../src';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { eventually, randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The readers' consumer against the shared Kafka: offsets move only by commit(), a poison message stops it
@@ -20,31 +18,14 @@ import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConn
  * and heartbeats keep a member with a long handler in its group.
  */
 
-let admin: Admin;
-const topics: string[] = [];
-const groups: string[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await admin.deleteGroups(groups).catch(() => undefined);
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
+const kafka = useTestTopics();
 
 async function newTopic(partitions: number): Promise<string> {
-  const topic = randomName('pushbase-consumer');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions });
-  return topic;
+  return kafka.create('pushbase-consumer', partitions);
 }
 
 function newGroup(): string {
-  const group = randomName('pushbase-consumer-group');
-  groups.push(group);
-  return group;
+  return kafka.group('pushbase-consumer-group');
 }
 
 const event = (dataset: string, seq: number, schema_version: number = EVENT_SCHEMA_VERSION): DatasetEvent =>
@@ -95,7 +76,7 @@ describe('KafkaEventConsumer against Kafka', () => {
     // The sink "wrote" the first ten: their last position is committed.
     expect(await first.consumer.commit(first.delivered.slice(0, 10).map((e) => e.position))).toEqual({ notOwned: [] });
     await first.consumer.stop();
-    const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    const [committed] = await kafka.admin.fetchOffsets({ groupId: group, topics: [topic] });
     expect(committed!.partitions).toEqual([{ partition: 0, offset: String(stored[9]!.offset + 1), metadata: null }]);
 
     const second = recording({ topic, groupId: group });
@@ -128,9 +109,9 @@ describe('KafkaEventConsumer against Kafka', () => {
       await eventually('the committed events delivered', () => reader.delivered.length === 4);
       expect(reader.delivered.map((e) => e.event.at).sort()).toEqual([1, 2, 4, 5]);
       await reader.consumer.commit(reader.delivered.map((e) => e.position));
-      const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, p.high]));
+      const ends = new Map((await kafka.admin.fetchTopicOffsets(topic)).map((p) => [p.partition, p.high]));
       const lagging = async (): Promise<string[]> => {
-        const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+        const [committed] = await kafka.admin.fetchOffsets({ groupId: group, topics: [topic] });
         // An empty partition has nothing to commit (-1 of 0).
         return committed!.partitions.filter((p) => ends.get(p.partition) !== '0' && p.offset !== ends.get(p.partition)).map((p) => `${p.partition}: ${p.offset} of ${ends.get(p.partition)}`);
       };

@@ -1,24 +1,14 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { Admin } from 'kafkajs';
-import { createKafka, ensureTopic, KafkaEventLog } from '../src';
-import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { createKafka, KafkaEventLog } from '../src';
+import { testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /* KafkaEventLog beyond the shared EventLog contract (test/contract): what it does with events it cannot read and listeners that fail. */
 
-let admin: Admin;
-const topics: string[] = [];
+const kafka = useTestTopics();
 const logs: KafkaEventLog[] = [];
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
 afterEach(async () => {
   for (const log of logs.splice(0)) await log.close().catch(() => undefined);
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
 });
 
 const event = (seq: number, schema_version: number = EVENT_SCHEMA_VERSION): DatasetEvent =>
@@ -31,10 +21,7 @@ function newLog(topic: string): KafkaEventLog {
 }
 
 async function newTopic(): Promise<string> {
-  const topic = randomName('pushbase-event-log');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 2 });
-  return topic;
+  return kafka.create('pushbase-event-log', 2);
 }
 
 describe('KafkaEventLog against Kafka', () => {

@@ -1,27 +1,13 @@
-import { ConfigResourceTypes, type Admin } from 'kafkajs';
+import { ConfigResourceTypes } from 'kafkajs';
 import { DEFAULT_MAX_MESSAGE_BYTES, ensureTopic } from '../src';
-import { deleteTopics, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { useTestTopics } from '../../../test/helpers/kafka';
 
-let admin: Admin;
-const topics: string[] = [];
+const kafka = useTestTopics();
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
-
-const name = (): string => {
-  const topic = randomName('pushbase-topic');
-  topics.push(topic);
-  return topic;
-};
+const name = (): string => kafka.name('pushbase-topic');
 
 async function configOf(topic: string): Promise<Record<string, string>> {
-  const described = await admin.describeConfigs({
+  const described = await kafka.admin.describeConfigs({
     includeSynonyms: false,
     resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['cleanup.policy', 'retention.ms', 'retention.bytes', 'max.message.bytes'] }],
   });
@@ -31,7 +17,7 @@ async function configOf(topic: string): Promise<Record<string, string>> {
 describe('ensureTopic against Kafka', () => {
   it('creates a missing topic that keeps every event, and leaves it as it is the second time', async () => {
     const topic = name();
-    expect(await ensureTopic(admin, { topic, partitions: 3 })).toEqual({ created: true, partitions: 3, notes: [] });
+    expect(await ensureTopic(kafka.admin, { topic, partitions: 3 })).toEqual({ created: true, partitions: 3, notes: [] });
     expect(await configOf(topic)).toEqual({
       'cleanup.policy': 'delete',
       'retention.ms': '-1',
@@ -39,13 +25,13 @@ describe('ensureTopic against Kafka', () => {
       'max.message.bytes': String(DEFAULT_MAX_MESSAGE_BYTES),
     });
     // Ready at once: every partition answers an offset request.
-    expect((await admin.fetchTopicOffsets(topic)).map((p) => p.high)).toEqual(['0', '0', '0']);
-    expect(await ensureTopic(admin, { topic, partitions: 3 })).toEqual({ created: false, partitions: 3, notes: [] });
+    expect((await kafka.admin.fetchTopicOffsets(topic)).map((p) => p.high)).toEqual(['0', '0', '0']);
+    expect(await ensureTopic(kafka.admin, { topic, partitions: 3 })).toEqual({ created: false, partitions: 3, notes: [] });
   });
 
   it('leaves an existing topic with fewer partitions and other settings alone, and says what differs', async () => {
     const topic = name();
-    await admin.createTopics({
+    await kafka.admin.createTopics({
       waitForLeaders: true,
       topics: [
         {
@@ -60,7 +46,7 @@ describe('ensureTopic against Kafka', () => {
         },
       ],
     });
-    const ensured = await ensureTopic(admin, { topic, partitions: 6 });
+    const ensured = await ensureTopic(kafka.admin, { topic, partitions: 6 });
     expect(ensured.created).toBe(false);
     expect(ensured.partitions).toBe(2);
     expect(ensured.notes).toEqual([
@@ -69,7 +55,7 @@ describe('ensureTopic against Kafka', () => {
       expect.stringContaining('retention.ms=86400000'),
       expect.stringContaining('max.message.bytes=1048588'),
     ]);
-    const metadata = await admin.fetchTopicMetadata({ topics: [topic] });
+    const metadata = await kafka.admin.fetchTopicMetadata({ topics: [topic] });
     expect(metadata.topics[0]!.partitions).toHaveLength(2);
     expect((await configOf(topic))['cleanup.policy']).toBe('compact');
   });

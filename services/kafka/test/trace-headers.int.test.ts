@@ -1,8 +1,7 @@
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { context, InMemorySpanExporter, pushbaseTracer, SpanKind, startTracing, trace, TELEMETRY_OFF, type Tracing } from '@pushbase/telemetry';
-import type { Admin } from 'kafkajs';
-import { ensureTopic, KafkaEventAppender } from '../src';
-import { deleteTopics, randomName, readEvents, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { KafkaEventAppender } from '../src';
+import { readEvents, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The Kafka hop of a trace: one transaction carries the appends of many requests (group commit), so each
@@ -10,23 +9,10 @@ import { deleteTopics, randomName, readEvents, requireKafka, testAdmin, testConn
  * span — in `traceparent`, and the consumer hands it over with the event. Without tracing no header is added.
  */
 
-let admin: Admin;
-const topics: string[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-});
+const kafka = useTestTopics();
 
 async function newTopic(): Promise<string> {
-  const topic = randomName('pushbase-trace');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 2 });
-  return topic;
+  return kafka.create('pushbase-trace', 2);
 }
 
 const event = (dataset: string, seq: number): DatasetEvent => ({

@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
-import type { Admin } from 'kafkajs';
-import { createKafka, ensureTopic, KafkaEventLog } from '../src';
-import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { createKafka, KafkaEventLog } from '../src';
+import { testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * A topic written by the release before the positional event encoding (commit c5d8818; fixtures/README.md)
@@ -21,20 +20,11 @@ const fixture = JSON.parse(readFileSync(path.join(__dirname, 'fixtures', 'v1-mes
 /** The same events as this release holds them in memory. */
 const expected = fixture.events.map((e) => ({ ...e, schema_version: EVENT_SCHEMA_VERSION }));
 
-let admin: Admin;
-const topics: string[] = [];
+const kafka = useTestTopics();
 const logs: KafkaEventLog[] = [];
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-});
 afterEach(async () => {
   for (const log of logs.splice(0)) await log.close().catch(() => undefined);
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
 });
 
 function newLog(topic: string): KafkaEventLog {
@@ -46,9 +36,7 @@ function newLog(topic: string): KafkaEventLog {
 describe('a topic written before the positional encoding (schema_version 1 messages)', () => {
   it('reads as the events that release decided, and goes on with the events written after the upgrade', async () => {
     expect(fixture.messages.every((m) => (JSON.parse(m.value) as { schema_version: number }).schema_version === 1)).toBe(true);
-    const topic = randomName('pushbase-v1-messages');
-    topics.push(topic);
-    await ensureTopic(admin, { topic, partitions: 2 });
+    const topic = await kafka.create('pushbase-v1-messages', 2);
     const producer = createKafka(testConnection()).producer({ allowAutoTopicCreation: false, idempotent: true });
     await producer.connect();
     await producer.send({ topic, acks: -1, messages: fixture.messages.map((m) => ({ key: m.key, value: m.value, ...(m.headers ? { headers: m.headers } : {}) })) });
