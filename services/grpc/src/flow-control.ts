@@ -11,8 +11,7 @@ import type { Http2SecureServer, Http2Server, ServerHttp2Session } from 'node:ht
  * every append needs at least one WINDOW_UPDATE from the server before its last bytes may be sent, and all
  * the gateway's calls share one connection window: a call waits until the server's event loop has read
  * the calls before it. Under load on a busy machine that wait was the largest part of a slow append
- * (gateway call start → server handler start: 48 ms at p50 in the slowest 9% of appends, 3–4 ms otherwise,
- * stop 7's traces).
+ * (docs/performance.md → gRPC receive windows).
  *
  * So each connection a server accepts announces a larger per-call window (a SETTINGS frame) and opens its
  * connection window, as grpc-java's servers do by default (1 MiB). The windows bound how much a gateway can
