@@ -6,10 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
  * The projector is background work: its target is records visible within a second, while the gateway's and
  * the records service's is an acknowledgement within tens of milliseconds. Where they share a host's CPU
  * (`npm run start:distributed`, one VM), an operator may have it yield to them: a niceness of its own
- * (PUSHBASE_PROJECTOR_NICE). Off by default, because it is a trade: measured with bench:distributed on
- * 2 cores, niceness 10 cut the ack p99 at half the peak (104-109 -> 65-91 ms) but let the projector fall
- * behind at 50,000 records/s while ClickHouse merged the peak's parts (over 100 records never seen within
- * 5 s; 0 at niceness 0). In Kubernetes each pod is a cgroup of its own and its CPU request sets its share;
+ * (PUSHBASE_PROJECTOR_NICE). Off by default, because it is a trade: it cut the ack p99 but let the
+ * projector fall behind at the target rate (docs/performance.md → The projector's niceness). In
+ * Kubernetes each pod is a cgroup of its own and its CPU request sets its share;
  * this changes nothing there (one process per container).
  *
  * Written here because no library does it: Node has os.setPriority but knows nothing of Linux's threads and
