@@ -15,32 +15,10 @@ import {
 
 /*
  * The event envelope, one codec for every log adapter (the file log's frames, Kafka's messages, replay):
- *
- *   { "type", "schema_version", "account", "dataset", "incarnation", "at", …the type's payload fields }
- *
- * The payload of DatasetDefined and DatasetDeleted is as the domain declares it (services/domain/src/events.ts).
- * RecordsAppended and RecordsReplaced store their records by position (the domain's recordShape, which
- * the snapshot uses too):
- *
- *   schema_version 2:  …, "fields": ["day", "units"], "rows": [["2024-01-01", 3], …], "delete_by": null
- *   schema_version 1:  …, "records": [{ "day": "2024-01-01", "units": 3 }, …], "delete_by": null
- *
- * Version 2 is what is written; version 1 (every log and topic written before it) is still read, lifted by
- * the upcaster below. In memory an event keeps its records as objects (DatasetEvent): the fold, the reads
- * and the projector work on records by name, and turning rows back into objects costs less than parsing the
- * keys did. The file log stores a JSON array of the events of one append per frame; Kafka stores one event
- * per message; both are this encoding.
- *
- * Why by position (bench/run.ts's 500-record appends of 7 fields): the event is 40% smaller (42.7 KB instead
- * of 70.7 KB), so 40% less to write, fsync, send to Kafka and replay; encoding it and decoding it (JSON plus
- * rows to records) each cost less than JSON of the objects did.
- *
- * Decoding checks the envelope and the payload's shape, not every record: events are written only after
- * the domain decided them (records validated and normalised), so re-validating 500 records on every replay
- * would cost a second copy of the rules for nothing. What decoding must catch is what a writer of another
- * version could put there: an unknown `type`, a `schema_version` this reader does not know, a missing field.
- * Such an event is an error naming what is wrong, never skipped: every later event of its dataset depends
- * on it (the fold is order-dependent), so dropping one would silently corrupt the dataset.
+ * schema_version 2 stores records by position (`fields` once, then `rows`) and is what is written; version 1
+ * (records as objects) is still read through the upcaster. Decoding checks the envelope and the payload's
+ * shape, not every record, and an event it cannot read is an error, never skipped. The encoding and why:
+ * docs/architecture.md → The event encoding.
  */
 
 /** An event this reader cannot understand. The log position, when known, is in the message. */
