@@ -4,38 +4,9 @@ import type { RedisSchemaStore } from '@pushbase/redis';
 
 /*
  * The records service's view of the schema store: definitions cached by incarnation, the live incarnation
- * read from Redis on every request.
- *
- * Why not a cache with a lifetime, or one invalidated by a message: a write validated against a cached
- * incarnation that was deleted (and perhaps re-created with another definition) would be appended with the
- * old incarnation, acknowledged, and then dropped by the fold, which applies a write only to its own
- * incarnation — a 2xx for records that never appear, even when the delete was answered before the write
- * began. Any staleness window allows that. Why not a generation counter in Redis: it needs every writer of
- * the store (the schema service, the projector, replay) to bump it, for no gain over what is here: the
- * incarnation is already the generation of a dataset, one per create, and the store keeps it atomically
- * with the definition.
- *
- * So every get reads the dataset's incarnation (HMGET of three short fields, one round trip, as the
- * uncached read was) and takes the parsed definition from the cache only when it belongs to that very
- * incarnation; otherwise it reads the whole hash (one HGETALL: incarnation and definition together, so
- * they cannot come from two different incarnations) and caches that. What the cache saves is moving and
- * parsing the definition on every write. The schema service updates Redis before it answers a delete or a
- * create, so a write that begins after that answer always sees the new incarnation.
- *
- * A write that races a delete (validated against incarnation A while A is being deleted) may still be
- * acknowledged and not applied: it is ordered before the delete, whose effect removes its records with the
- * rest of A. It is never applied to another incarnation: the event names A.
- *
- * A change the store does not show yet. The schema service writes its decided event as the account's
- * intent before Kafka and removes it once Redis shows the event; a schema service that dies in between
- * leaves the event committed and Redis stale until the next holder of the account's lease rolls it
- * forward (up to a lease TTL). A write validated then against the deleted (or not yet re-created)
- * incarnation would be acknowledged and dropped by the fold. So both reads below come with the account's
- * intent, from one moment of Redis (RedisSchemaStore.settledHead/settledGet: one script), and while a change
- * of THIS dataset is pending the write is refused `unavailable` (503) before anything is sent: it will
- * never be applied, and a retry after the roll-forward is validated against the store as the log has it.
- * That holds whether the pending event is a deletion or a definition of a new incarnation: the write is
- * validated against no incarnation at all. An intent of another dataset of the account does not block.
+ * (and the account's pending intent) read from Redis on every request, so a write is never validated
+ * against a deleted or stale incarnation. Why no cache lifetime or generation counter, and the races:
+ * docs/architecture.md → The records service's schema cache.
  */
 
 export interface CachedSchemaStoreOptions {
