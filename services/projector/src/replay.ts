@@ -32,38 +32,10 @@ import { Projector, type Logger } from './projector';
 import { compareGenerations, formatReport, type Difference, type VerifyReport } from './verify';
 
 /*
- * `pushbase replay`: rebuilds the ClickHouse projection and the Redis schema store from the Kafka topic
- * (and the Redis account store from the accounts topic, services/projector/src/accounts.ts),
- * from its beginning up to the end offsets taken when it starts (so it ends), into a fresh database and a
- * fresh key prefix, then makes them the live ones. The rebuild IS the projector — the same Projector
- * class (batching, memory bound, the pure `project` over the domain's evolve) pointed at the fresh stores
- * and fed by a throwaway consumer group — so there is no second copy of the rules or of the row derivation.
- *
- * The live projector must be stopped for the whole replay (the simplest sound choice):
- *   - replay refuses to start while the projector group has members, and checks again before the swap;
- *   - the live tables and keys keep serving reads until the swap (they only stop advancing; writers keep
- *     appending to the topic, and those events wait in Kafka);
- *   - at the swap it sets the projector group's committed offsets to the replay's end offsets, so a
- *     restarted projector continues exactly after the rebuilt state. Without that, a group behind the end
- *     would re-read (and skip) events, and a group ahead of it (a projector run and stopped during the
- *     replay) would leave the events in between out of the new tables for good.
- * A projector that joined the group between that check and the swap would write the old tables; the
- * command tells the operator to start the projectors only once replay has finished.
- *
- * The schema service goes on while replay runs, applying its changes to the live Redis stores, which the swap
- * replaces. So before the swap the fresh generation catches up with the topics: once while changes go on,
- * then again holding every schema change (services/redis/src/schema-hold.ts: no account lease is taken,
- * and the ones held are waited out), so the topics' ends then cover every change the live stores show.
- * The swap happens under the same hold, and the projector group continues at those ends. Re-applying the
- * changes to the live store after the swap instead (as accounts once were) is not sound for datasets: until
- * re-applied, the swapped-in store names incarnations deleted meanwhile, so the records service acknowledges
- * writes the fold drops, and the schema store's apply, ordered by incarnation history rather than position,
- * could take an older definition over one a writer applied in between. Schema changes wait (as for a busy
- * lease, answering 503 after the schema service's lock wait) only for the held catch-up and the swap.
- *
- * Exit codes of the command: 0 done (and, with --verify, equal), 1 the rebuilt state differs from the live
- * one (nothing swapped), 2 replay could not run (refused, or failed; the live state is untouched unless
- * the failure was in the swap itself, which the message says).
+ * `pushbase replay`: rebuilds the ClickHouse projection and the Redis stores from the topics with the
+ * projector's own code into a fresh database and key prefix, catches up under a hold of schema changes, then
+ * swaps them in. Why the projector must be stopped and why the catch-up comes before the swap:
+ * docs/architecture.md → Replay.
  */
 
 export class ReplayRefused extends Error {
