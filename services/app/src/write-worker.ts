@@ -20,8 +20,8 @@ export interface WriteTaskResult {
   /**
    * The same as text (a copy crosses), for the projection to keep while the records stay encoded. On the
    * JS heap, unlike `encoded`: V8 starts a full collection for every 64 MB or so of buffers kept alive
-   * outside its heap, and the projection keeps about 20 MB/s of them at full ingest (measured: a full
-   * collection every 300 ms, 15-35 ms each, where text on the heap is collected as the heap grows).
+   * outside its heap, and the projection keeps many of them at full ingest, where text on the heap is
+   * collected as the heap grows (docs/performance.md → Measurements behind the code).
    */
   readonly text: string;
   readonly heads: readonly EventHead[];
