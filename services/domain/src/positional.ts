@@ -46,11 +46,9 @@ export function recordShape(fields: readonly string[]): RecordShape {
 /*
  * The conversions of a shape of plain keys are generated (new Function), one straight-line function per
  * field list, instead of looping over the names: the loop writes (or reads) a different key at one site
- * for every field, which V8 runs as a megamorphic keyed access. Measured on 500-record events of 7 fields
- * (bench/workload.ts): JSON.parse of the rows plus fromValues 135 µs against 170 µs with the loop (and
- * 195 µs to parse the same records as objects); toValues plus JSON.stringify 106 µs against 180 µs with the
- * loop (165 µs to stringify the objects). Events are turned to rows and back on every write, so this is the
- * difference between the positional encoding paying for itself and not. Names reach the generated code
+ * for every field, which V8 runs as a megamorphic keyed access. Events are turned to rows and back on every
+ * write, so this is the difference between the positional encoding paying for itself and not
+ * (docs/performance.md → Measurements behind the code). Names reach the generated code
  * only as JSON.stringify quotes them, which is a valid JavaScript string literal for any string.
  */
 function generated(fields: readonly string[]): Pick<RecordShape, 'fromValues' | 'toValues' | 'intoColumns'> {

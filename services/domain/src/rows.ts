@@ -5,9 +5,9 @@ import type { DatasetRecord, FieldValue } from './types';
  * Records still encoded, and the row map that can hold them so.
  *
  * An event decided on another thread arrives as bytes (its log frame). Building its records as objects
- * on the thread that folds it costs about as much as parsing the request body did (measured on the
- * embedded server: a sixth of its event loop, plus the garbage collection of records that live until the
- * window evicts them), and most of those records are never read before they are evicted or snapshotted.
+ * on the thread that folds it costs about as much as parsing the request body did (docs/performance.md →
+ * Measurements behind the code), and most of those records are never read before they are evicted or
+ * snapshotted.
  * So such an event carries its records encoded (EncodedRecords), its `records` built only when someone
  * reads them, and a dataset's RowMap holds appended rows as slices of those encodings, building them only
  * when the dataset's records are used. Everything here is pure: decoding is the encoding's business.
