@@ -516,7 +516,7 @@ function readMeta(r: ByteReader): Meta {
  * A snapshot file that datasets still encoded in it read their columns from, open while any of them does.
  * Reading them back from the file, rather than keeping a copy of the encoded bytes in memory, keeps those
  * bytes out of the RSS (a third of the state again, which a server that ends up decoding every dataset
- * would otherwise carry as well, measured with 5 million records). References are counted: each LazyRows
+ * would otherwise carry as well). References are counted: each LazyRows
  * still encoded, and each capture of one until its snapshot is written; the last release closes the file,
  * and so does close() when the store stops. An open file stays readable after a compaction deletes it.
  */

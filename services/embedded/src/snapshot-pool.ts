@@ -7,8 +7,8 @@ import type { CapturedDataset, DatasetRows } from './snapshot-codec';
 /*
  * Snapshot frames encoded off the event loop. A snapshot taken during ingest finds most rows still encoded
  * in their events (the domain's RowMap): turning them into columns costs about a microsecond per record,
- * seconds for millions, which on the event loop stalls every request behind it for as long (measured: the
- * event loop 95% busy for 4 s per compaction of 3.5 million records, the write worker idling meanwhile).
+ * seconds for millions, which on the event loop stalls every request behind it for as long
+ * (docs/performance.md → Measurements behind the code).
  * Such a dataset travels to this pool as its encoded events' text (copied: about 86 bytes per record) and
  * comes back as its frame payload (moved). A dataset whose rows are mostly built records, or still encoded
  * in the snapshot file it was loaded from, is encoded on the event loop as before: cloning records costs
