@@ -216,8 +216,8 @@ export class TransactionalProducer {
   /**
    * The transaction coordinator. kafkajs's eos manager asks the cluster for it before every request it
    * sends, and the cluster answers each time with a FindCoordinator round trip: two extra round trips per
-   * transaction (before AddPartitionsToTxn and before EndTxn), half of them all (measured: 3,640
-   * FindCoordinator for 1,773 transactions). The coordinator of a transactional id moves only when its
+   * transaction (before AddPartitionsToTxn and before EndTxn), half of them all (docs/performance.md →
+   * Measurements behind the code). The coordinator of a transactional id moves only when its
    * broker goes or the partition's leadership moves (a controlled shutdown, a leader rebalance, a
    * reassignment); then the old broker, if still up, answers NOT_COORDINATOR. So the node id is remembered,
    * the broker looked up locally (kafkajs reconnects it if needed), and the id forgotten as soon as any
