@@ -137,6 +137,20 @@ class FakeBroker {
 
 const seqsOf = (request: Sent): number[] => request.map((m) => JSON.parse(m.value.toString('utf8')).at);
 
+/** What a promise settled with so far: 'ok', its error, or undefined while pending (for tests on fake timers). */
+function outcomeOf(promise: Promise<unknown>): { settled: 'ok' | DomainError | undefined } {
+  const seen: { settled: 'ok' | DomainError | undefined } = { settled: undefined };
+  promise.then(
+    () => (seen.settled = 'ok'),
+    (e: DomainError) => (seen.settled = e),
+  );
+  return seen;
+}
+
+afterEach(() => {
+  jest.useRealTimers();
+});
+
 describe('KafkaEventAppender', () => {
   it('sends concurrent appends together in one request after the linger, in call order', async () => {
     const broker = new FakeBroker(1);
@@ -150,17 +164,20 @@ describe('KafkaEventAppender', () => {
   });
 
   it('keeps one request in flight; appends made meanwhile go out together right after it', async () => {
+    jest.useFakeTimers();
     const broker = new FakeBroker(1);
     let release!: () => void;
     broker.gate = new Promise((resolve) => (release = resolve));
     const appender = new KafkaEventAppender({ connection: { brokers: [] }, topic: 't', lingerMs: 1, session: broker.session });
     const first = appender.append([event(0)]);
-    while (broker.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 1));
+    while (broker.requests.length === 0) await jest.advanceTimersByTimeAsync(1);
     const later = Array.from({ length: 30 }, (_, i) => appender.append([event(i + 1)]));
-    await new Promise((resolve) => setTimeout(resolve, 30)); // far past the linger: still held behind the first
+    await jest.advanceTimersByTimeAsync(30); // far past the linger: still held behind the first
     expect(broker.requests).toHaveLength(1);
     release();
-    await Promise.all([first, ...later]);
+    const all = Promise.all([first, ...later]);
+    await jest.advanceTimersByTimeAsync(10);
+    await all;
     expect(broker.requests.map(seqsOf)).toEqual([[0], Array.from({ length: 30 }, (_, i) => i + 1)]);
     expect(broker.maxInFlight).toBe(1);
     await appender.close();
@@ -356,18 +373,21 @@ describe('KafkaEventAppender: exact outcomes under faults (fault-injecting sessi
   });
 
   it('a commit unanswered until the deadline: outcome_unknown, and the retries stop', async () => {
+    jest.useFakeTimers();
     const broker = new FakeBroker(1);
     broker.faults.push(...Array<Fault>(1000).fill('commit-dropped'));
     const appender = appenderFor(broker, 150);
-    const started = Date.now();
-    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'outcome_unknown', message: expect.stringContaining('within 150 ms') });
-    expect(Date.now() - started).toBeLessThan(1000);
+    const first = outcomeOf(appender.append([event(0)]));
+    await jest.advanceTimersByTimeAsync(150);
+    expect(first.settled).toMatchObject({ code: 'outcome_unknown', message: expect.stringContaining('within 150 ms') });
     const attempts = broker.commits.length;
     expect(attempts).toBeGreaterThan(1);
-    await new Promise((resolve) => setTimeout(resolve, 1100)); // longer than the longest retry wait
+    await jest.advanceTimersByTimeAsync(1100); // longer than the longest retry wait
     expect(broker.commits.length - attempts).toBeLessThanOrEqual(1);
     broker.faults.length = 0;
-    await appender.append([event(1)]); // on a new producer
+    const second = outcomeOf(appender.append([event(1)])); // on a new producer
+    await jest.advanceTimersByTimeAsync(100);
+    expect(second.settled).toBe('ok');
     await appender.close();
     expect(broker.sessions).toBe(2);
     expect(broker.committed()).toEqual([1]);
@@ -600,30 +620,35 @@ describe('KafkaEventAppender, idempotent mode: one produce per batch, lost answe
   });
 
   it('no answer before the deadline: outcome_unknown, and nothing is sent again after it', async () => {
+    jest.useFakeTimers();
     const broker = new FakeIdempotentBroker();
     broker.down = true;
     const appender = appenderFor(broker, 150);
-    const started = performance.now();
-    await expect(appender.append([event(0)])).rejects.toMatchObject({ code: 'outcome_unknown' });
-    expect(performance.now() - started).toBeGreaterThanOrEqual(140);
-    await appender.close();
+    const write = outcomeOf(appender.append([event(0)]));
+    await jest.advanceTimersByTimeAsync(140);
+    expect(write.settled).toBeUndefined();
+    await jest.advanceTimersByTimeAsync(10);
+    expect(write.settled).toMatchObject({ code: 'outcome_unknown' });
+    const closed = appender.close();
+    await jest.advanceTimersByTimeAsync(100);
+    await closed;
     const sent = broker.requests.length;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await jest.advanceTimersByTimeAsync(100);
     expect(broker.requests.length).toBe(sent);
     expect(broker.stored()).toEqual([]);
   });
 
   it('closing while a batch is being confirmed ends it as outcome_unknown at the next failed attempt, not at its deadline', async () => {
+    jest.useFakeTimers();
     const broker = new FakeIdempotentBroker();
     broker.down = true;
     const appender = appenderFor(broker, 60_000);
-    const write = appender.append([event(0)]);
-    const outcome = write.then(() => 'ok', (e: DomainError) => e.code);
-    while (broker.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 1));
-    const started = performance.now();
-    await appender.close();
-    expect(await outcome).toBe('outcome_unknown');
-    expect(performance.now() - started).toBeLessThan(5_000);
+    const write = outcomeOf(appender.append([event(0)]));
+    while (broker.requests.length < 2) await jest.advanceTimersByTimeAsync(1);
+    const closed = appender.close();
+    await jest.advanceTimersByTimeAsync(100);
+    await closed;
+    expect(write.settled).toMatchObject({ code: 'outcome_unknown' });
   });
 
   it('counts a confirmed batch as committed and a refused one as aborted', async () => {

@@ -76,20 +76,22 @@ describe('startProgressLooks', () => {
       return new Promise((resolve) => (release = () => resolve([])));
     };
     answers.push(() => Promise.reject(new Error('broker down')));
+    jest.useFakeTimers();
     const stop = startProgressLooks({ watch, read, waiting: () => false, everyMs: 20 });
     try {
-      await new Promise((r) => setTimeout(r, 5));
+      await jest.advanceTimersByTimeAsync(5);
       expect(calls).toBe(1);
       expect(watch.verdict().body).toEqual({ status: 'unknown', reason: 'kafka_unreachable' });
       // The second look hangs: no third one starts until it answers.
-      await new Promise((r) => setTimeout(r, 100));
+      await jest.advanceTimersByTimeAsync(100);
       expect(calls).toBe(2);
       release?.();
-      await new Promise((r) => setTimeout(r, 60));
-      expect(calls).toBeGreaterThanOrEqual(3);
+      await jest.advanceTimersByTimeAsync(20);
+      expect(calls).toBe(3);
       expect(watch.verdict().body).toEqual({ status: 'ok' });
     } finally {
       stop();
+      jest.useRealTimers();
     }
   });
 });

@@ -84,6 +84,10 @@ const expectFold = (store: MemoryProjectionStore, upTo = events.length): void =>
   for (const id of ['sales', 'visits']) expect(store.records(ACCOUNT, id)).toStrictEqual(recordsOf(state.get(ACCOUNT)!.get(id)!));
 };
 
+afterEach(() => {
+  jest.useRealTimers();
+});
+
 describe('Projector', () => {
   it('writes the rows of many events in one write and commits after it, the offset of the last event of each partition', async () => {
     const { source, store, projector, deliver } = setup();
@@ -197,16 +201,17 @@ describe('Projector', () => {
   });
 
   it('writes as soon as the last write landed and flushIntervalMs has passed since it started, not a whole interval after the first event', async () => {
+    jest.useFakeTimers();
     const { source, store, projector, deliver } = setup({ flushIntervalMs: 40 });
     await projector.start(source);
     await deliver(0, events.slice(0, 3), 0);
     // The first write goes out one interval after the start, on the tick.
-    const deadline = Date.now() + 5000;
-    while (store.writes === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 2));
+    expect(store.writes).toBe(0);
+    await jest.advanceTimersByTimeAsync(40);
     expect(store.writes).toBe(1);
     await projector.drained();
     // Idle for longer than the interval: the next batch is written when it has been folded, on its own.
-    await new Promise((resolve) => setTimeout(resolve, 60));
+    await jest.advanceTimersByTimeAsync(60);
     await deliver(0, events.slice(3, 4), 3);
     expect(store.writes).toBe(2);
     await projector.stop();
