@@ -7,31 +7,11 @@ import { tablesIn } from './migrations';
 import { accountLiteral, datasetLiteral, isIdentifier, quoteIdentifier, quoteString } from './sql';
 
 /*
- * Grafana-ready views (docs/clickhouse.md → Grafana-ready views): for every live dataset, one view in a database of its own whose
- * columns are the dataset's field keys, typed, so a ClickHouse data source charts a dataset with plain SQL:
- *
- *   SELECT day, sum(amount) FROM pushbase_views.`acme/sales.by.day` GROUP BY day ORDER BY day
- *
- * A view is a stored query over the one records table (FINAL … WHERE deleted = 0, as every read; the
- * dataset's live incarnation, oldest insertion first), so it holds no data and is never behind the
- * projection. What must be kept in step is only its existence and its columns: the projector calls `sync`
- * with the heads of each write, and a view is created when a dataset's incarnation appears and dropped when
- * it is deleted; `reconcile` compares every view with the live heads (at start, after a replay).
- *
- * Column types: numbers (number, money, percentage, duration) Float64, strings String, dates Date, datetimes
- * DateTime('UTC') (second precision). ClickHouse's Date and DateTime start at 1970, and 18.16 shows them
- * truly only up to 2105 (measured: the day after 2106-02-06 and 2106-02-07 00:00:00 come back as 1970) and
- * has no wider type, so a date or datetime outside 1970–2105 does not show truly in a view (the read API and
- * the records table keep it exactly). Every column is Nullable: optional fields hold nulls.
- *
- * The SQL is built from validated names only: database names are identifiers, accounts and dataset ids
- * match their patterns and go in as string literals, field keys match the domain's FIELD_KEY and are
- * backquoted, and the incarnation is printable ASCII written by quoteString. No record value ever reaches
- * this text.
- *
- * A field key may be any column's name (`deleted`, `seq`, `num_0`…), and in ClickHouse an alias shadows a
- * column everywhere in its query, WHERE and ORDER BY included. So an inner query filters and names the
- * slots and seq `_pb_…`, which no key can be; the outer one orders by `_pb_seq` and alone gives the keys.
+ * Grafana-ready views: one view per live dataset, whose columns are its field keys, typed; a stored query over
+ * the records table, so only its existence and columns must be kept in step (`sync` on each write,
+ * `reconcile` at start and after replay). The SQL is built from validated names only (identifiers, patterns,
+ * FIELD_KEY, quoteString): no record value ever reaches it. Column types, the 1970–2105 range and why a
+ * view is two queries: docs/clickhouse.md → Grafana-ready views.
  */
 
 /** A view's name: `account/dataset`, the stream key users already know, unless too long for a file name. */
