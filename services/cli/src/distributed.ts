@@ -3,43 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 
 /*
- * The distributed stack as separate processes: `pushbase distributed` (`npm run start:distributed`) and
- * the tests (e2e against the distributed stack, fault tests) use this one supervisor.
- *
- * API (kept small and stable; the fault tests build on it):
- *
- *   const stack = await DistributedStack.start({ bundle, env, onLine, onUnexpectedExit });
- *       Runs `pushbase migrate` (topic + ClickHouse tables) to completion, then starts `pushbase projector`,
- *       `pushbase schema` and `pushbase records` (gRPC ports from PUSHBASE_SCHEMA_GRPC_PORT /
- *       PUSHBASE_RECORDS_GRPC_PORT, 0 = picked by each process and read from its "listening" line), then
- *       `pushbase gateway` with PUSHBASE_SCHEMA_ADDRESS / PUSHBASE_RECORDS_ADDRESS pointing at them.
- *       Resolves once every service is ready: the three servers wrote their "listening" line, the
- *       projector was assigned its partitions. `env` is the environment of every process (all PUSHBASE_*:
- *       topic, ClickHouse database, Redis prefix, ports, TLS, keys, limits); without a PUSHBASE_GRPC_TOKEN
- *       in it, one is generated for the stack.
- *   stack.gateway            { port, adminPort, certFile } of the running gateway (certFile null behind a TLS proxy)
- *   stack.addresses          { schema, records }: host:port of the gRPC services
- *   stack.env                the environment the services got (with the gRPC addresses and token filled in)
- *   stack.metricsPort(s)     the port of a service's GET /metrics: the gateway's admin port, the others'
- *                            metrics_port from their "listening" line (PUSHBASE_METRICS_PORT, 0 = picked)
- *   stack.pid(service)       the pid of a running service, undefined when it is not running
- *   stack.signal(service, s) sends SIGTERM / SIGKILL / … to ONE service and resolves with its exit
- *                            { code, signal } once it is gone; an exit asked for this way is not "unexpected"
- *   stack.kill(service)      signal(service, 'SIGKILL')
- *   stack.restart(service)   starts a stopped (or killed) service again with the same environment and the
- *                            same ports (so the gateway's addresses and the clients' URL stay valid), and
- *                            resolves once it is ready; a running service is stopped with SIGTERM first
- *   stack.stop()             SIGTERM in order: the gateway, then records and schema, the projector last
- *                            (so every acknowledged write is projected before it goes); SIGKILL after
- *                            `stopTimeoutMs`. Resolves with each service's exit.
- *
- * Services: 'gateway' | 'schema' | 'records' | 'projector'. `startService` starts one `pushbase <service>`
- * process on its own (e.g. a second gateway on the same servers).
- *
- * A service that exits without being asked to (a crash, an OOM kill) is reported to `onUnexpectedExit`
- * and NOT restarted: the supervisor is for a foreground process on one machine and for tests, where a
- * silent restart would hide the crash. `pushbase distributed` then stops the others and exits 1; in
- * production an orchestrator (one container per service) restarts what dies.
+ * The distributed stack as separate processes, one supervisor for `pushbase distributed` (`npm run
+ * start:distributed`) and the tests (e2e against the distributed stack, fault tests). A service that exits
+ * unasked is reported, not restarted: a silent restart would hide the crash. Its API, which the fault tests
+ * build on: docs/architecture.md → The supervisor.
  */
 
 export const SERVICES = ['projector', 'schema', 'records', 'gateway'] as const;
@@ -194,6 +161,10 @@ export class DistributedStack {
     this.env = { ...options.env, PUSHBASE_GRPC_TOKEN: given !== undefined && given.trim() !== '' ? given : randomBytes(32).toString('base64url') };
   }
 
+  /**
+   * Runs `pushbase migrate`, then starts the projector, schema and records (reading their gRPC ports from
+   * their "listening" lines) and the gateway pointed at them; resolves once every service is ready.
+   */
   static async start(options: StackOptions): Promise<DistributedStack> {
     const stack = new DistributedStack(options);
     try {
