@@ -19,15 +19,10 @@ import { markerField, raiseMarkers, RedisStateGuard, stateKey } from './state';
  *
  * The key itself is never here, only its SHA-256 (the gateway hashes what it is shown and looks the hash up).
  *
- * Idempotent and ordered by position: an account's events all sit in one partition of the topic (keyed by
- * account), and each is applied only if its offset is above the account's last applied one, in one Lua
- * script (atomic). So applying any suffix of the topic again changes nothing, and a late apply of an older
- * event (a lagging follower after the writer applied a newer one) cannot undo a revocation. What makes the
- * guard sound is that no writer applies an event while an earlier one of the account is unapplied: the
- * schema service holds the account's lease and rolls forward any change its predecessor left half done
- * (services/schema/src/changes.ts) before deciding, and the follower applies in offset order. The partition
- * count of the topic must therefore never change (as for the dataset topic).
- * Account names never contain ":" (ACCOUNT_NAME), so the key names cannot collide.
+ * Idempotent and ordered by position: an event is applied only above the account's last applied offset, in
+ * one script, so applying a suffix again changes nothing and a late, older event cannot undo a revocation
+ * (why that is sound: docs/architecture.md → The Redis account store). Account names never contain ":"
+ * (ACCOUNT_NAME), so the key names cannot collide.
  *
  * Each apply also raises the accounts topic's marker in `<prefix>state` (state.ts), checking it against the
  * highest this store object raised before, and every read first passes the state's guard: a Redis that
