@@ -1,5 +1,6 @@
-// Tests name their layer: *.unit.test.ts (pure, fast), *.contract.test.ts (ports against adapters),
-// *.int.test.ts (real Kafka, ClickHouse or Redis), *.e2e.test.ts (the real server over HTTPS).
+// Tests name their layer: *.unit.test.ts (pure, fast), *.contract.test.ts (one port's suite against each
+// adapter), *.int.test.ts (an adapter against real Kafka, ClickHouse, Redis, the filesystem, processes or
+// threads), *.e2e.test.ts (the real server over HTTPS).
 // `npm test` runs every project; none may be skipped, and a suite that cannot reach its server fails.
 const transform = { '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' } }] };
 // Data directories kept as fixtures hold `.snap` files of their own, which jest would take for obsolete snapshots.
