@@ -1,6 +1,6 @@
 /*
  * `npm run bench:noisy` — how much one tenant at every limit slows another tenant at a normal pace. Prints
- * figures; asserts nothing (the target and the runs are in docs/operations.md → Noisy neighbours).
+ * figures; asserts nothing (the target and the runs are in docs/operations.md → Many tenants on one deployment).
  *
  * Per mode (embedded, distributed), on one server:
  *   tenant B, the neighbour: a few keys appending 10 records every 2 s each, and reading its dataset

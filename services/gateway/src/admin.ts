@@ -64,7 +64,7 @@ async function readAdminBody(ctx: Context, allowed: readonly string[]): Promise<
 }
 
 /**
- * The account and key routes over the AccountAdmin port (docs/operations.md → Key management). Every answer
+ * The account and key routes over the AccountAdmin port (docs/operations.md → Accounts and API keys). Every answer
  * is `no-store`: a created key is shown this once, and the rest is not for caches either.
  */
 function accountRoutes(router: Router, accounts: AccountAdmin, configuredAccounts: ReadonlySet<string>): void {
