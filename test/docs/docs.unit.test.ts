@@ -11,7 +11,7 @@ import path from 'node:path';
 
 const root = path.resolve(__dirname, '..', '..');
 
-/** Commands the docs describe as planned (docs/operations.md → API keys). When one lands, document it and drop it here. */
+/** Commands the docs describe as planned (docs/operations.md → Accounts and API keys). When one lands, document it and drop it here. */
 const PLANNED_COMMANDS = new Set<string>([]);
 
 const docs = ['README.md', 'CONTRIBUTING.md', 'deploy/README.md', 'helm/pushbase/README.md', ...readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
@@ -174,4 +174,32 @@ test('every document a source file names (a *.md file, a docs/ path) is a file o
     }
   }
   expect(missing).toEqual([]);
+});
+
+test('every "<document> → <section>" a source file names is a section of that document', () => {
+  const files = repositoryFiles();
+  const docsByName = (from: string, name: string): string | undefined =>
+    [name, path.posix.normalize(path.posix.join(path.posix.dirname(from), name))].find((f) => files.includes(f)) ?? files.find((f) => f.endsWith(`/${name}`));
+  const norm = (s: string): string => s.replace(/`/g, '').replace(/\s+/g, ' ').trim().toLowerCase();
+  // A section is a heading (also up to its first colon or parenthesis) or a list item's bold label.
+  const headings = (file: string): string[] =>
+    [...read(file).matchAll(/^#{1,6}\s+(.*?)\s*#*\s*$|^\s*- \*\*(.+?)\*\*/gm)].flatMap((m) => {
+      const h = norm((m[1] ?? m[2]) as string);
+      return [h, h.split(/[:(]/)[0]?.trim() ?? h];
+    });
+  const wrong: string[] = [];
+  let seen = 0;
+  for (const file of files.filter((f) => /\.(ts|js|mjs|cjs|proto|yaml|yml|tpl)$/.test(f) && !f.startsWith('test/helpers/'))) {
+    // The reference may wrap onto the next comment line: join them, dropping the comment markers.
+    const text = read(file).replace(/\n\s*(?:\*|\/\/|#)\s?/g, ' ');
+    for (const m of text.matchAll(/([\w./-]+\.md)(?:\s*→\s*|, ")([^.,;:()"\n]+)/g)) {
+      const doc = docsByName(file, m[1] as string);
+      if (doc === undefined) continue; // a missing document is the test above's
+      const name = norm(m[2] as string);
+      seen++;
+      if (!headings(doc).some((h) => h !== '' && (h.startsWith(name) || name.startsWith(h)))) wrong.push(`${file}: ${m[1]} → ${(m[2] as string).trim()}`);
+    }
+  }
+  expect(seen).toBeGreaterThan(20);
+  expect(wrong).toEqual([]);
 });
