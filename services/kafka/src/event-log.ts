@@ -8,26 +8,10 @@ import { unavailable, type ConsumedEvent } from './messages';
 import { ensureTopic, type EnsuredTopic } from './topic';
 
 /*
- * The EventLog port over Kafka: one process that both writes and reads the whole log, as the embedded
- * runtime does with the file log (start(listener) replays everything, then follows; append() resolves once
- * the event is acknowledged AND the listener has seen it). It is the appender plus a reader of the whole
- * topic, glued by positions: an append learns its events' offsets from the broker's acknowledgment and
- * waits until the reader has delivered up to them.
- *
- * Why the distributed services do not use this port: a record service that writes never needs to read
- * the log back, yet this shape forces every writer to consume the whole topic (all datasets, all accounts)
- * just to learn that its own write was applied — N writers, N full reads. So the port is split in
- * ports.ts: EventAppender for writers, the consumer (consumer.ts) for readers (projector, replay). This
- * adapter exists so the single-process runtime can run on Kafka and so one contract suite checks Kafka
- * and the file log alike.
- *
- * Order: one dataset's events are in one partition, so the listener sees them in append order; events of
- * different datasets in different partitions may interleave differently from the call order (the port
- * promises order per dataset, which is what the fold needs). The events of one append (one dataset) reach
- * the listener in one call, put back together from the append header (messages.ts).
- *
- * The reader is a consumer group of its own (a random id, never committed: it always reads from the
- * beginning, as a restarted file log replays its file) and deletes the group on close.
+ * The EventLog port over Kafka, for one process that both writes and reads the whole log (the single-process
+ * runtime on Kafka, and the contract suite it shares with the file log): the appender plus a reader of the
+ * whole topic, an append resolving once the reader has delivered it. Why the distributed services do not
+ * use it, and its order: docs/architecture.md → The Kafka EventLog.
  */
 
 export interface KafkaEventLogOptions extends Omit<KafkaEventAppenderOptions, 'session'> {
