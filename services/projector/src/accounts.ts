@@ -4,24 +4,10 @@ import type { RedisAccountStore } from '@pushbase/redis';
 import type { Logger } from './projector';
 
 /*
- * The accounts topic into the Redis account store (services/redis/src/account-store.ts).
- *
- * The follower (in every `pushbase projector`) applies every account event, in offset order, to the live
- * store. The schema service applies each change itself right after appending it, so the follower changes
- * nothing then (the store skips what it already applied); it is what repairs a schema service that stopped
- * between the append and its own apply — within a fetch of the append, about a second — and what restores
- * the store if Redis lost it. It commits no offsets: at each start it reads the topic from the beginning
- * (a small topic: an operator's commands), so a projector restart also restores a wiped account store.
- * Each process follows under a consumer group of its own, so every projector replica follows the whole
- * topic (idempotent), and none waits for a rebalance of the dataset group. kafkajs cannot consume without
- * a group, so stop() deletes it (best effort: one left by a crash holds no offsets and is empty). A message that is not an
- * account event stops the follower and the projector (onFatal), as a poison dataset event does: skipping
- * it could leave a revoked key working.
- *
- * Replay (replayAccounts) reads the topic from its beginning to the end offsets taken when it starts into
- * a fresh prefix, which `pushbase replay` then swaps in with the schema store; holding schema changes just
- * before the swap, it applies the rest (from those end offsets to the new end) to the fresh store too,
- * since the changes made in between were applied by their writers to the store the swap replaces.
+ * The accounts topic into the Redis account store (services/redis/src/account-store.ts): the follower in
+ * every projector applies each account event in offset order, repairing a schema service that stopped
+ * between its append and its apply, and re-reads the topic from the beginning at every start; replay
+ * rebuilds the store into a fresh prefix. Why: docs/architecture.md → The accounts follower.
  */
 
 export interface AccountFollower {
