@@ -7,28 +7,10 @@ import { callback, closeFd, openFile } from '@pushbase/data-dir';
 import { errorText } from './frames';
 
 /*
- * One process per data directory: two servers appending to the same segments would interleave frames and
- * destroy the log. `pushbase serve` and `pushbase compact` both hold this lock.
- *
- * The lock is a flock(2) exclusive lock on the open file `<dir>/LOCK`, which the kernel drops when the last
- * descriptor of that open file goes away: when the holder closes it, or dies however it dies (kill -9, OOM
- * killer, power loss). So a restart right after a crash never waits and never needs a person, and there is
- * no window between creating the file and "owning" it. What the file holds (pid, host, start time) is for
- * people and error messages only; no decision is taken from it — a pid file cannot tell a zombie, or after
- * a reboot an unrelated process with the same pid, from a live holder.
- *
- * How: Node has no flock(2), so the `flock` command (util-linux, or BusyBox on Alpine) takes it for us on
- * our descriptor, passed to it as its fd 3: a flock lock belongs to the open file description, which the
- * child shares with us through the inherited descriptor and which stays open in our process after the child
- * exits. The descriptor is opened close-on-exec (Node always does), so no other child inherits it; the
- * write workers are threads of this process. Chosen over a native npm module (fs-ext needs a compiler at
- * install time; fs-native-extensions ships prebuilt glibc binaries and takes fcntl OFD locks, fine, but is a
- * native dependency we can avoid): flock(1) is part of every Linux base system. Not fcntl(F_SETLK) record
- * locks: those belong to the process and are dropped when it closes *any* descriptor of the file, e.g. a
- * readFile of LOCK for an error message.
- *
- * Never delete LOCK by hand while a server runs: a second server would create a new file and lock that one.
- * (On acquire we check that the file we locked is still the one at the path, and retry otherwise.)
+ * One process per data directory: `pushbase serve` and `pushbase compact` hold a flock(2) lock on
+ * `<dir>/LOCK`, taken by the `flock` command on our descriptor (Node has no flock), which the kernel drops
+ * however the holder dies; the file's contents are for people only. Why flock and not a pid file, a native
+ * module or fcntl locks: docs/embedded-storage.md → The data-directory lock.
  */
 
 export interface DataDirLock {
