@@ -3,25 +3,10 @@ import os from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /*
- * The projector is background work: its target is records visible within a second, while the gateway's and
- * the records service's is an acknowledgement within tens of milliseconds. Where they share a host's CPU
- * (`npm run start:distributed`, one VM), an operator may have it yield to them: a niceness of its own
- * (PUSHBASE_PROJECTOR_NICE). Off by default, because it is a trade: it cut the ack p99 but let the
- * projector fall behind at the target rate (docs/performance.md → The projector's niceness). In
- * Kubernetes each pod is a cgroup of its own and its CPU request sets its share;
- * this changes nothing there (one process per container).
- *
- * Written here because no library does it: Node has os.setPriority but knows nothing of Linux's threads and
- * autogroups. On Linux a niceness belongs to a thread: setpriority(2) on the process id changes only the main
- * thread, so every thread already running (V8's and libuv's) is set by its id from /proc/self/task; threads
- * started later inherit it. With autogroups enabled (/proc/sys/kernel/sched_autogroup_enabled, the default of
- * most distributions) every session is one scheduling group, and a thread's niceness counts only against the
- * threads of its own session; between sessions, the group's niceness counts (/proc/<pid>/autogroup,
- * sched(7)). start:distributed starts every service in a session of its own, so the projector sets both. It
- * sets the group's only when it leads its session: otherwise the group is that of the shell or the
- * supervisor it was started from, whose other processes must not be slowed. Raising a niceness needs no
- * privilege, but the kernel takes at most one autogroup change a machine every 100 ms from an unprivileged
- * process (EAGAIN otherwise): one retry. A failure is reported, never fatal.
+ * The projector's niceness (PUSHBASE_PROJECTOR_NICE), so that on a shared host it yields the CPU to the
+ * request path. Off by default: a trade (docs/performance.md → The projector's niceness). Set per thread
+ * and, when it leads its session, for its autogroup, since Node's os.setPriority covers neither; a failure
+ * is reported, never fatal. How and why: docs/architecture.md → The projector's niceness.
  */
 
 export interface Yielded {
