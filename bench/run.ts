@@ -109,7 +109,7 @@ for (const p of opts.phases) if (!['parse', 'throughput', 'restart'].includes(p)
 /** The rate limit for the benchmark's servers: 60/min per key would cap 200 keys at 3.3 requests/s. */
 const BENCH_RATE_LIMIT = 1_000_000_000;
 const TARGET_RECORDS_PER_S = 250_000;
-/** Issue 10: ≤ 5 s on the slow day's machine (it took 13.7 s there, 6.4 s on a fast day), and well under half of today's format in the same run. */
+/** The restart target: ≤ 5 s on the slow bench machine, and well under half of format 1's in the same run (docs/performance.md → Restart time). */
 const TARGET_RESTART_S = 5;
 
 // ── Bookkeeping: everything started is stopped, whatever happens ─────────────────────────────────────
