@@ -45,6 +45,8 @@ function batch(b: number): { rows: ProjectedRow[]; heads: ProjectedHead[] } {
       dataset,
       incarnation: 'i1',
       row_key: String(offset),
+      // Every row is a new one of its dataset (offset % 100), so each takes the next slot.
+      slot: Math.floor(offset / 100) + 1,
       version,
       seq: version,
       deleted: false,

@@ -16,10 +16,10 @@ export type StoredHead = Omit<ProjectedHead, 'version'>;
 /** Every dataset's head, deleted ones included, ordered by account and dataset. */
 export async function listStoredHeads(conn: ClickHouseConnection, database: string): Promise<StoredHead[]> {
   const t = tablesIn(database);
-  // incarnation and row_key are sort-key columns, so filtering on them before FINAL collapses is safe.
+  // row_slot is a sort-key column, so filtering on it before FINAL collapses is safe.
   const rows = await selectRows<{ account: string; dataset: string; head: string; deleted: number | string }>(
     conn,
-    `SELECT account, dataset, head, deleted FROM ${t.records} FINAL WHERE incarnation = '' AND row_key = '' ORDER BY account, dataset`,
+    `SELECT account, dataset, head, deleted FROM ${t.records} FINAL WHERE row_slot = 0 ORDER BY account, dataset`,
     `listing the dataset heads of ${database}`,
   );
   return rows.map((r) => {

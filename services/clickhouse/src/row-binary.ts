@@ -8,7 +8,7 @@
  * every row it writes, so this is most of its own work per row.
  *
  * The format (both 18.16 and current versions): the columns of the INSERT's column list, in that order, each
- * value with no separator: String = unsigned LEB128 byte length + UTF-8 bytes; UInt8 = 1 byte; UInt64 and
+ * value with no separator: String = unsigned LEB128 byte length + UTF-8 bytes; UInt8 = 1 byte; UInt32 = 4 bytes little-endian; UInt64 and
  * Int64 = 8 bytes little-endian; Float64 = 8 bytes IEEE-754 little-endian; Nullable(T) = one byte, 1 for NULL
  * (nothing follows) or 0 followed by T.
  */
@@ -55,6 +55,12 @@ export class RowBinaryWriter {
   uint8(v: number): void {
     this.ensure(1);
     this.buf[this.at++] = v;
+  }
+
+  uint32(v: number): void {
+    this.ensure(4);
+    this.buf.writeUInt32LE(v, this.at);
+    this.at += 4;
   }
 
   /** A UInt64 or Int64 column from a safe integer (the store checks versions and offsets are). */

@@ -29,7 +29,7 @@ import type { DatasetViews } from './views';
  * SchemaStore view of the heads) for the admin routes.
  *
  * Crash safety. A write is two INSERTs, sent together: (1) the rows, and in the SAME insert one head row
- * per dataset (incarnation '' and row_key '' in the records table, the head as JSON); (2) the heads table,
+ * per dataset (row_slot 0, incarnation '' and record_key '' in the records table, the head as JSON); (2) the heads table,
  * a copy for listing. One INSERT into a MergeTree table is atomic when it forms one block of one
  * partition: the table has no partition key, and a write is capped below the block limits (MAX_INSERT_ROWS,
  * MAX_INSERT_BYTES), so a dataset's rows and the head that names their stream position become visible together or not at all.
@@ -58,7 +58,7 @@ export const MAX_INSERT_BYTES = 128 * 1024 * 1024;
 const MAX_SCRATCH_BYTES = 32 * 1024 * 1024;
 
 /** The records table's columns a write sends, in the order its RowBinary rows hold them (the num_i ALIAS columns are derived). */
-export const RECORDS_INSERT_COLUMNS: readonly string[] = ['account', 'dataset', 'incarnation', 'row_key', 'version', 'seq', 'deleted', 'head', ...STORED_COLUMNS.map((c) => c.stored)];
+export const RECORDS_INSERT_COLUMNS: readonly string[] = ['account', 'dataset', 'row_slot', 'incarnation', 'record_key', 'version', 'seq', 'deleted', 'head', ...STORED_COLUMNS.map((c) => c.stored)];
 
 /**
  * One row of the records table in RowBinary, its columns in RECORDS_INSERT_COLUMNS order: `head` is the head
@@ -66,13 +66,14 @@ export const RECORDS_INSERT_COLUMNS: readonly string[] = ['account', 'dataset', 
  */
 export function writeRecordsRow(
   w: RowBinaryWriter,
-  r: Pick<ProjectedRow, 'account' | 'dataset' | 'incarnation' | 'row_key' | 'version' | 'seq' | 'deleted'>,
+  r: Pick<ProjectedRow, 'account' | 'dataset' | 'slot' | 'incarnation' | 'row_key' | 'version' | 'seq' | 'deleted'>,
   head: string,
   plan: readonly (Slot | undefined)[],
   record: DatasetRecord | null,
 ): void {
   w.string(r.account);
   w.string(r.dataset);
+  w.uint32(r.slot);
   w.string(r.incarnation);
   w.string(r.row_key);
   w.int64(r.version);
@@ -88,8 +89,9 @@ export type HeadJson = Omit<ProjectedHead, 'account' | 'dataset' | 'version' | '
 type StoredRow = Readonly<Record<string, string | null>> & {
   readonly account: string;
   readonly dataset: string;
+  readonly row_slot: number | string;
   readonly incarnation: string;
-  readonly row_key: string;
+  readonly record_key: string;
   readonly head: string;
   readonly deleted: number | string;
   readonly version: string;
@@ -143,7 +145,13 @@ interface StoredDataset {
   readonly headVersion: number;
   readonly deleted: boolean;
   readonly state: DatasetState;
+  readonly slots: Map<RowKey, number>;
 }
+
+/** The row slot of a dataset's head row; its records' rows hold slots from 1 (ProjectedRow.slot). */
+export const HEAD_SLOT = 0;
+/** The row_slot column is a UInt32. */
+const MAX_ROW_SLOT = 4_294_967_295;
 
 function checkSafeInteger(what: string, v: number, min = 0): void {
   if (!Number.isSafeInteger(v) || v < min) throw new Error(`${what} must be an integer from ${min} to 2^53-1, got ${v}`);
@@ -219,8 +227,8 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
         next_row: h.next_row,
         position: { partition: h.position.partition, offset: h.position.offset },
       };
-      // incarnation '' and row_key '': a head row
-      writeRecordsRow(w, { account: h.account, dataset: h.dataset, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted }, JSON.stringify(head), noSlots, null);
+      // row_slot 0 (HEAD_SLOT), incarnation '' and record_key '': a head row
+      writeRecordsRow(w, { account: h.account, dataset: h.dataset, slot: HEAD_SLOT, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted }, JSON.stringify(head), noSlots, null);
     }
     // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
     let last: ProjectedRow | undefined;
@@ -241,6 +249,7 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
       }
       checkSafeInteger('A row version', r.version);
       checkSafeInteger('A row seq', r.seq);
+      if (!Number.isInteger(r.slot) || r.slot <= HEAD_SLOT || r.slot > MAX_ROW_SLOT) throw new Error(`A row slot must be an integer from 1 to ${MAX_ROW_SLOT}, got ${r.slot}`);
       if (covered === undefined || covered < r.version) {
         throw new Error(`Rows of ${key} up to version ${r.version} need a head of at least that version in the same write (its position is where a reload resumes)`);
       }
@@ -314,7 +323,7 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
       const chunk = refs.slice(i, i + MAX_LOAD_DATASETS);
       const stored = await this.readDatasets(chunk, options.values ?? 'all');
       await this.repairHeadsTable(chunk, stored);
-      for (const s of stored) out.push(s === undefined ? undefined : { state: s.deleted ? undefined : s.state, position: s.head.position });
+      for (const s of stored) out.push(s === undefined ? undefined : { state: s.deleted ? undefined : s.state, slots: s.deleted ? new Map() : s.slots, position: s.head.position });
     }
     return out;
   }
@@ -335,9 +344,9 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     const headOnly = values === 'head';
     const rows = await selectRows<StoredRow>(
       this.conn,
-      `SELECT account, dataset, incarnation, row_key, head, deleted, toString(version) AS version${SLOT_SELECT[values]}
+      `SELECT account, dataset, row_slot, incarnation, record_key, head, deleted, toString(version) AS version${SLOT_SELECT[values]}
 FROM ${this.tables.records} FINAL
-WHERE ${whereDatasets(refs)} AND ${headOnly ? "incarnation = '' AND row_key = ''" : "(incarnation = '' OR deleted = 0)"}
+WHERE ${whereDatasets(refs)} AND ${headOnly ? `row_slot = ${HEAD_SLOT}` : `(row_slot = ${HEAD_SLOT} OR deleted = 0)`}
 ORDER BY account, dataset, seq`,
       refs.length === 1 ? `loading ${datasetKey(refs[0]?.account ?? '', refs[0]?.dataset ?? '')}` : `loading ${refs.length} datasets`,
     );
@@ -356,7 +365,7 @@ ORDER BY account, dataset, seq`,
   }
 
   private decodeDataset(account: string, dataset: string, rows: readonly StoredRow[], values: LoadedValues | 'head'): StoredDataset | undefined {
-    const headRow = rows.find((r) => r.incarnation === '');
+    const headRow = rows.find((r) => Number(r.row_slot) === HEAD_SLOT);
     if (headRow === undefined) return undefined;
     const head = JSON.parse(headRow.head) as HeadJson;
     const deleted = Number(headRow.deleted) === 1;
@@ -364,11 +373,15 @@ ORDER BY account, dataset, seq`,
     const slots = values === 'dates' ? slotsOf(head.definition).filter((s) => s.kind === 'time') : slotsOf(head.definition);
     const numbered = head.definition.unique_by.length === 0;
     const records = new Map<RowKey, DatasetRecord>();
+    const rowSlots = new Map<RowKey, number>();
     if (!deleted && values !== 'head') {
       for (const r of rows) {
-        // Rows of an earlier incarnation that were never tombstoned are not this dataset's.
-        if (r.incarnation !== head.incarnation) continue;
-        records.set(numbered ? Number(r.row_key) : r.row_key, decodeRecord(slots, r));
+        // Rows of an earlier incarnation that were never tombstoned are not this dataset's: their slots
+        // count as free, and the next rows written take them over.
+        if (r.incarnation !== head.incarnation || Number(r.row_slot) === HEAD_SLOT) continue;
+        const key = numbered ? Number(r.record_key) : r.record_key;
+        records.set(key, decodeRecord(slots, r));
+        rowSlots.set(key, Number(r.row_slot));
       }
     }
     const state: DatasetState = {
@@ -381,7 +394,7 @@ ORDER BY account, dataset, seq`,
       rows: records,
       nextRow: head.next_row,
     };
-    return { head, headVersion: Number(headRow.version), deleted, state };
+    return { head, headVersion: Number(headRow.version), deleted, state, slots: rowSlots };
   }
 
   /** After a crash between the two inserts of a write, the heads table lags its head rows by that write. */

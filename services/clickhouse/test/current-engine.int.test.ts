@@ -8,9 +8,11 @@ import {
   formatUtcMillis,
   initialState,
   parseDefinition,
+  recordsOf,
   type AggregateQueryParams,
   type DatasetEvent,
   type DatasetRecord,
+  type DatasetState,
   type FilterParam,
   type RecordQueryParams,
   type State,
@@ -24,6 +26,7 @@ import { quoteIdentifier, quoteString } from '../src/sql';
 import { ClickHouseProjection } from '../src/store';
 import { DatasetViews, viewName } from '../src/views';
 import { connectChdb, type ChdbConnection } from './chdb';
+import { CHURN_PLAIN, CHURN_TIMED, churnEvents, mergeFully, recreateEvents } from './churn';
 import { CLICKHOUSE_URL, emptyBatch, plain, projectEvent, pureFold, type Batch } from './support';
 
 /*
@@ -135,11 +138,42 @@ describe('migrations', () => {
       ]);
     const [columns, tables] = await alike(schema);
     expect(columns).toContainEqual({ table: 'records', name: 'num_0', type: 'Nullable(Float64)', default_kind: 'ALIAS', default_expression: 'reinterpretAsFloat64(reinterpretAsString(num_0_bits))' });
-    expect(tables).toContainEqual({ name: 'records', engine_full: 'ReplacingMergeTree(version) ORDER BY (account, dataset, incarnation, row_key) SETTINGS index_granularity = 512' });
+    expect(tables).toContainEqual({ name: 'records', engine_full: 'ReplacingMergeTree(version) ORDER BY (account, dataset, row_slot) SETTINGS index_granularity = 512' });
     await expect(alike((e) => migrate(e.conn, database))).resolves.toMatchObject({ applied: [], alreadyApplied: MIGRATIONS.map((m) => m.version) });
     // Each step again, unrecorded (a crash between a step and its record): a no-op on both.
     for (const m of MIGRATIONS) for (const statement of m.up(tablesIn(database))) await alike((e) => command(e.conn, statement, `migration ${m.version} again`));
+    for (const m of MIGRATIONS) await alike(async (e) => m.run?.(e.conn, tablesIn(database)));
     await alike(schema);
+  });
+
+  it('bring a records table of the old layout to row slots alike: live rows into slots 1…n by seq, no tombstones', async () => {
+    const database = freshDatabase();
+    const head = (incarnation: string, count: number, offset: number) =>
+      JSON.stringify({ incarnation, definition: NAMES, created_at: 1, updated_at: 2, record_count: count, next_row: 9, position: { partition: 0, offset } });
+    const old = [
+      { account: 'acc', dataset: 'd', incarnation: '', row_key: '', version: 90, seq: 0, deleted: 0, head: head('i2', 3, 9) },
+      { account: 'acc', dataset: 'd', incarnation: 'i2', row_key: '0', version: 10, seq: 10, deleted: 0, str_0: 'zero' },
+      { account: 'acc', dataset: 'd', incarnation: 'i2', row_key: '0', version: 40, seq: 40, deleted: 1 },
+      { account: 'acc', dataset: 'd', incarnation: 'i2', row_key: '5', version: 30, seq: 30, deleted: 0, str_0: 'five' },
+      { account: 'acc', dataset: 'd', incarnation: 'i2', row_key: '2', version: 20, seq: 20, deleted: 0, str_0: 'two' },
+      { account: 'acc', dataset: 'd', incarnation: 'i2', row_key: '3', version: 50, seq: 50, deleted: 0, str_0: 'three' },
+      { account: 'acc', dataset: 'd', incarnation: 'i1', row_key: '7', version: 5, seq: 5, deleted: 0, str_0: 'stale' },
+      { account: 'acc', dataset: 'e', incarnation: '', row_key: '', version: 70, seq: 0, deleted: 1, head: head('g1', 0, 7) },
+      { account: 'acc', dataset: 'e', incarnation: 'g1', row_key: '1', version: 69, seq: 69, deleted: 1 },
+    ];
+    const rows = await alike(async (e) => {
+      await migrate(e.conn, database, MIGRATIONS.slice(0, 2));
+      await command(e.conn, `INSERT INTO ${tablesIn(database).records} FORMAT JSONEachRow ${old.map((r) => JSON.stringify(r)).join('\n')}`, 'rows of the old layout');
+      await migrate(e.conn, database);
+      return selectRows(e.conn, `SELECT dataset, row_slot, incarnation, record_key, toString(version) AS v, str_0 FROM ${tablesIn(database).records} FINAL ORDER BY dataset, row_slot`, 'the slotted rows');
+    });
+    expect(rows).toEqual([
+      { dataset: 'd', row_slot: 0, incarnation: '', record_key: '', v: '90', str_0: null },
+      { dataset: 'd', row_slot: 1, incarnation: 'i2', record_key: '2', v: '20', str_0: 'two' },
+      { dataset: 'd', row_slot: 2, incarnation: 'i2', record_key: '5', v: '30', str_0: 'five' },
+      { dataset: 'd', row_slot: 3, incarnation: 'i2', record_key: '3', v: '50', str_0: 'three' },
+      { dataset: 'e', row_slot: 0, incarnation: '', record_key: '', v: '70', str_0: null },
+    ]);
   });
 });
 
@@ -365,6 +399,38 @@ describe("the projector's writes, loads and the read API's statements", () => {
     await expect(alike((e) => new DatasetViews(e.conn, database, viewsDb).reconcile())).resolves.toEqual({ created: 0, dropped: 0, failed: 0 });
     await alike((e) => selectRows(e.conn, `SELECT * FROM ${view}`, 'the mended view'));
   });
+});
+
+describe('row slots: a long history keeps a bounded number of rows', () => {
+  it('stores at most the window and the head per dataset on both engines, and reads the fold', async () => {
+    const database = freshDatabase();
+    const account = 'churn';
+    const evs: DatasetEvent[] = [...churnEvents(account, 'plain', CHURN_PLAIN, 24), ...churnEvents(account, 'timed', CHURN_TIMED, 24), ...recreateEvents(account, 'recreated', 6)];
+    const stores = new Map<Engine, ClickHouseProjection>();
+    for (const e of both()) {
+      await migrate(e.conn, database);
+      stores.set(e, new ClickHouseProjection(e.conn, database));
+    }
+    for (const b of batches(evs, 5)) await alike((e) => (stores.get(e) as ClickHouseProjection).write(b.rows as readonly ProjectedRow[], [...b.heads.values()] as readonly ProjectedHead[]));
+    const stored = await alike(async (e) => {
+      await mergeFully(e.conn, database, 'records');
+      return selectRows<{ dataset: string; rows: string; slots: string; most: string }>(
+        e.conn,
+        `SELECT dataset, toString(count()) AS rows, toString(uniqExact(row_slot)) AS slots, toString(max(row_slot)) AS most FROM ${tablesIn(database).records} GROUP BY dataset ORDER BY dataset`,
+        'counting stored rows',
+      );
+    });
+    expect(stored).toEqual([
+      { dataset: 'plain', rows: '5001', slots: '5001', most: '5000' },
+      { dataset: 'recreated', rows: '1501', slots: '1501', most: '1500' },
+      { dataset: 'timed', rows: '5001', slots: '5001', most: '5000' },
+    ]);
+    const fold = pureFold(JSON.parse(JSON.stringify(evs)) as DatasetEvent[]);
+    for (const id of ['plain', 'timed', 'recreated']) {
+      const records = await alike((e) => (stores.get(e) as ClickHouseProjection).listRecords(account, id));
+      expect(records).toEqual(recordsOf(fold.get(account)?.get(id) as DatasetState));
+    }
+  }, 600_000);
 });
 
 describe("replay's promotion of a rebuilt projection", () => {

@@ -18,7 +18,7 @@ import {
 import { command, connectClickHouse, selectRows, type ClickHouseConnection } from '../src/client';
 import { heldState } from '@pushbase/projector';
 import { ClickHouseProjection } from '../src/store';
-import { emptyBatch, partitionStream, plain, projectEvent, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
+import { emptyBatch, holdLoaded, partitionStream, plain, projectEvent, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
 
 /*
  * The ClickHouse projection store against a real ClickHouse (18.16 here): exact round trips of every field
@@ -352,7 +352,7 @@ describe('ClickHouseProjection store', () => {
 
     await expect(db.store.listRecords(account, 'x')).resolves.toEqual([]);
     const where = (clause: string) =>
-      selectRows(db.conn, `SELECT row_key FROM ${db.store.tables.records} FINAL ${clause}`, 'a trap').then((rows) => rows.length);
+      selectRows(db.conn, `SELECT record_key FROM ${db.store.tables.records} FINAL ${clause}`, 'a trap').then((rows) => rows.length);
     expect(await where(`WHERE account = '${account}' AND incarnation = 'i1' AND deleted = 0`)).toBe(0);
     // The trap the reads avoid: PREWHERE filters the tombstone out before FINAL collapses the versions.
     expect(await where(`PREWHERE deleted = 0 WHERE account = '${account}' AND incarnation = 'i1'`)).toBe(1);
@@ -435,7 +435,7 @@ describe('ClickHouseProjection store', () => {
           if (loaded?.state !== undefined) {
             const datasets = state.get(e.account) ?? new Map();
             // As the projector holds a loaded state (projector.ts, loadMissing). onLoad has copied it already.
-            datasets.set(e.dataset, heldState(loaded.state));
+            datasets.set(e.dataset, holdLoaded(heldState(loaded.state), loaded.slots));
             state.set(e.account, datasets);
           }
         }
@@ -522,7 +522,7 @@ describe('ClickHouseProjection store', () => {
   it('refuses a write whose rows no head covers, and ids that are not ids, before any SQL', async () => {
     const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
     const head = { account: 'acc', dataset: 'x', incarnation: 'i1', definition: def, created_at: 0, updated_at: 0, record_count: 1, next_row: 1, position: { partition: 0, offset: 1 }, version: 10, deleted: false };
-    const row = { account: 'acc', dataset: 'x', incarnation: 'i1', row_key: '0', version: 11, seq: 11, deleted: false, record: { n: 1 } };
+    const row = { account: 'acc', dataset: 'x', incarnation: 'i1', row_key: '0', slot: 1, version: 11, seq: 11, deleted: false, record: { n: 1 } };
     // Unreachable: an error other than `unavailable` proves nothing was sent.
     const nowhere = new ClickHouseProjection(connectClickHouse('http://127.0.0.1:1'), 'pushbase');
     await expect(nowhere.write([row], [head])).rejects.toThrow(/need a head of at least that version/);

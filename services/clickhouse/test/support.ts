@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
-import { evolve, initialState, type DatasetEvent, type DatasetState, type State } from '@pushbase/domain';
+import { evolve, initialState, type DatasetEvent, type DatasetState, type RowKey, type State } from '@pushbase/domain';
 import { project } from '../../projector/src/project';
+import { RowSlots } from '../../projector/src/slots';
 import { connectClickHouse, type ClickHouseConnection } from '../src/client';
 import { migrate } from '../src/migrations';
 import { quoteIdentifier } from '../src/sql';
@@ -52,11 +53,23 @@ export interface Batch {
 }
 export const emptyBatch = (): Batch => ({ rows: [], heads: new Map() });
 
+/** The row slots of each state projectEvent made (a State holds none). */
+const slotsOf = new WeakMap<DatasetState, RowSlots>();
+
+/** A state loaded from the store, with its row slots, as projectEvent then takes it. */
+export function holdLoaded(state: DatasetState, slots: ReadonlyMap<RowKey, number>): DatasetState {
+  slotsOf.set(state, RowSlots.of(slots));
+  return state;
+}
+
 /** Folds one event into `state` and adds the rows and head it changes to `batch`; returns the new state. */
 export function projectEvent(state: State, event: DatasetEvent, position: StreamPosition, batch: Batch): State {
   const held = state.get(event.account)?.get(event.dataset);
   // The tests never redeliver through this path: any earlier offset of the partition stands for "before".
-  const step = project(held === undefined ? undefined : { state: held, position: { partition: position.partition, offset: -1 } }, event, position);
+  const slots = held === undefined ? undefined : slotsOf.get(held);
+  if (held !== undefined && slots === undefined && held.rows.size > 0) throw new Error(`the slots of ${event.dataset}'s rows are unknown: hold a loaded state with holdLoaded`);
+  const step = project(held === undefined ? undefined : { state: held, slots: slots ?? new RowSlots(), position: { partition: position.partition, offset: -1 } }, event, position);
+  if (step.dataset.state !== undefined) slotsOf.set(step.dataset.state, step.dataset.slots);
   batch.rows.push(...step.rows);
   if (step.head !== undefined) batch.heads.set(`${step.head.account}/${step.head.dataset}/${step.head.incarnation}`, step.head);
   const next = step.dataset.state;

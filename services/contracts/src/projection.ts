@@ -1,4 +1,4 @@
-import type { DatasetDefinition, DatasetRecord, DatasetState } from '@pushbase/domain';
+import type { DatasetDefinition, DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
 import type { StreamPosition } from './ports';
 
 /*
@@ -15,6 +15,12 @@ export interface ProjectedRow {
   readonly incarnation: string;
   /** The fold's row key as a string: the unique key under unique_by, else the row's number in decimal. */
   readonly row_key: string;
+  /**
+   * Where the row sits in the store, from 1: a live row holds its slot until it is removed, then a new
+   * row of the dataset may take it, so the store keeps a bounded number of rows per dataset (the
+   * projector's slots.ts). Rows are keyed in the store by account, dataset and slot.
+   */
+  readonly slot: number;
   /** Grows along the stream: position-derived (e.g. offset × 8192 + index within the event). */
   readonly version: number;
   /** Insertion order within the dataset: listing live rows by `seq` gives the fold's oldest-first order. */
@@ -49,6 +55,8 @@ export interface ProjectedHead {
  */
 export interface LoadedDataset {
   readonly state: DatasetState | undefined;
+  /** The slot (ProjectedRow.slot) of every row of `state`; empty without a state. */
+  readonly slots: ReadonlyMap<RowKey, number>;
   readonly position: StreamPosition;
 }
 

@@ -1,5 +1,6 @@
 // The projector: a Kafka consumer group folding dataset events into ClickHouse with the domain's evolve.
 export * from './project';
+export * from './slots';
 export * from './projector';
 export * from './config';
 export * from './main';

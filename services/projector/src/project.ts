@@ -1,5 +1,6 @@
 import { LIMITS, evolve, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
-import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
+import type { LoadedDataset, ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
+import { RowSlots } from './slots';
 
 /*
  * The pure heart of the projector: one event, one dataset, no I/O. The fold is the domain's own `evolve`;
@@ -18,11 +19,13 @@ export const MAX_ROWS_PER_EVENT = LIMITS.recordsPerRequest + LIMITS.recordsPerDa
 
 /**
  * A dataset as the projector holds it between events: the fold's state, its records held as heldRecord()
- * keeps them, and the last position applied.
+ * keeps them, the store slot of each of its rows (slots.ts), and the last position applied.
  */
 export interface ProjectedDataset {
   /** undefined once the dataset is deleted (or before it was ever defined). */
   readonly state: DatasetState | undefined;
+  /** The slot of every row of `state` (empty without a state). Consumed with the dataset by project(). */
+  readonly slots: RowSlots;
   readonly position: StreamPosition;
 }
 
@@ -31,7 +34,7 @@ export interface ProjectionStep {
   readonly dataset: ProjectedDataset;
   /** false when the event was at or before the dataset's last applied position (a redelivery). */
   readonly applied: boolean;
-  /** New or changed live rows in insertion order, then a tombstone for every removed row. */
+  /** New or changed live rows in insertion order, then a tombstone for every removed row whose slot no new row took. */
   readonly rows: readonly ProjectedRow[];
   /** The dataset's head after the event; undefined when the event changed nothing. */
   readonly head: ProjectedHead | undefined;
@@ -105,6 +108,9 @@ export function heldState(state: DatasetState): DatasetState {
   return state;
 }
 
+/** A dataset loaded from the store as project() takes it: its state and the slots of its rows. */
+export const loadedDataset = (loaded: LoadedDataset): ProjectedDataset => ({ state: loaded.state, slots: RowSlots.of(loaded.slots), position: loaded.position });
+
 const rowKeyText = (key: RowKey): string => (typeof key === 'number' ? String(key) : key);
 
 const recordsOfEvent = (event: DatasetEvent): readonly DatasetRecord[] =>
@@ -128,8 +134,9 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
   const oldKeys: readonly RowKey[] = old === undefined ? [] : Array.from(old.rows.keys());
   const oldIncarnation = old?.incarnation;
   const oldNextRow = old?.nextRow;
+  const slots = before?.slots ?? new RowSlots();
   const next = evolveDataset(old, event);
-  const dataset: ProjectedDataset = { state: next, position };
+  const dataset: ProjectedDataset = { state: next, slots, position };
   if (next === old) return { dataset, applied: true, rows: [], head: undefined };
 
   const rows: ProjectedRow[] = [];
@@ -141,6 +148,19 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
     return versionOf(position, index);
   };
 
+  // Removed rows free their slots first, so the event's new rows take them: a reused slot's live row
+  // replaces the removed one in the store and needs no tombstone (slots.ts).
+  const removed: { key: RowKey; slot: number }[] = [];
+  if (oldIncarnation !== undefined) {
+    const kept = next !== undefined && next.incarnation === oldIncarnation ? next.rows : undefined;
+    for (const key of oldKeys) {
+      if (kept?.has(key) === true) continue;
+      const slot = slots.release(key);
+      if (slot === undefined) throw new ProjectionError(`row ${rowKeyText(key)} of ${event.account}/${event.dataset} has no slot`);
+      removed.push({ key, slot });
+    }
+  }
+  const taken = new Set<number>();
   if (next !== undefined) {
     const inserted = new Set(recordsOfEvent(event));
     if (inserted.size > 0) {
@@ -150,19 +170,21 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
       // stays held as heldRecord keeps it (setting an existing key keeps its place).
       for (const [key, record] of next.rows) {
         if (!inserted.has(record)) continue;
+        let slot = slots.get(key);
+        if (slot === undefined) {
+          slot = slots.take(key);
+          taken.add(slot);
+        }
         const v = version();
-        rows.push({ account: event.account, dataset: event.dataset, incarnation: next.incarnation, row_key: rowKeyText(key), version: v, seq: v, deleted: false, record });
+        rows.push({ account: event.account, dataset: event.dataset, incarnation: next.incarnation, row_key: rowKeyText(key), slot, version: v, seq: v, deleted: false, record });
         next.rows.set(key, heldRecord(fields, record));
       }
     }
   }
-  if (oldIncarnation !== undefined) {
-    const kept = next !== undefined && next.incarnation === oldIncarnation ? next.rows : undefined;
-    for (const key of oldKeys) {
-      if (kept?.has(key) === true) continue;
-      const v = version();
-      rows.push({ account: event.account, dataset: event.dataset, incarnation: oldIncarnation, row_key: rowKeyText(key), version: v, seq: v, deleted: true, record: null });
-    }
+  for (const { key, slot } of removed) {
+    if (taken.has(slot)) continue;
+    const v = version();
+    rows.push({ account: event.account, dataset: event.dataset, incarnation: oldIncarnation as string, row_key: rowKeyText(key), slot, version: v, seq: v, deleted: true, record: null });
   }
 
   const shown = next ?? old;

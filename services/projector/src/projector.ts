@@ -5,7 +5,7 @@ import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
 import type { ProjectorMetrics } from '@pushbase/metrics';
 import { context, contextFrom, failSpan, NOT_TRACED, pushbaseTracer, SpanKind, trace, type Link } from '@pushbase/telemetry';
-import { heldState, project, type ProjectedDataset } from './project';
+import { heldState, loadedDataset, project, type ProjectedDataset } from './project';
 
 /*
  * The projector's loop around the pure `project`: events of many requests are folded in memory, their rows
@@ -375,8 +375,7 @@ export class Projector {
           const one = loaded[i];
           this.counters.loads++;
           this.options.metrics?.count('loads');
-          const state = one?.state === undefined ? undefined : heldState(one.state);
-          this.hold(key, partition, one === undefined ? undefined : { state, position: one.position }, 0);
+          this.hold(key, partition, one === undefined ? undefined : loadedDataset({ ...one, state: one.state === undefined ? undefined : heldState(one.state) }), 0);
         });
       }
     };

@@ -1,13 +1,14 @@
 import type { DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
 import { heldState } from '../src/project';
-import type { StoredDatasetRef, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
+import type { LoadedDataset, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
 
 /*
- * A ProjectionStore in memory with the semantics the ClickHouse tables have after `FINAL`: per key the row
- * of the highest version wins, tombstones hide, live rows list by seq. It also insists that two writes of
- * the same key and version are identical, which is what lets ClickHouse collapse a redelivery.
+ * A ProjectionStore in memory with the semantics the ClickHouse tables have after `FINAL`: per key
+ * (account, dataset, slot) the row of the highest version wins, tombstones hide, live rows list by seq. It
+ * also insists that two writes of the same key and version are identical, which is what lets ClickHouse
+ * collapse a redelivery.
  */
-const rowId = (r: Pick<ProjectedRow, 'account' | 'dataset' | 'incarnation' | 'row_key'>): string => JSON.stringify([r.account, r.dataset, r.incarnation, r.row_key]);
+const rowId = (r: Pick<ProjectedRow, 'account' | 'dataset' | 'slot'>): string => JSON.stringify([r.account, r.dataset, r.slot]);
 const headId = (account: string, dataset: string): string => JSON.stringify([account, dataset]);
 
 export class MemoryProjectionStore implements ProjectionStore {
@@ -45,23 +46,28 @@ export class MemoryProjectionStore implements ProjectionStore {
     for (const h of heads) keepNewest(this.heads, headId(h.account, h.dataset), h);
   }
 
-  load(account: string, dataset: string, options: LoadOptions = {}): Promise<{ state: DatasetState | undefined; position: StreamPosition } | undefined> {
+  load(account: string, dataset: string, options: LoadOptions = {}): Promise<LoadedDataset | undefined> {
     this.loads++;
     return Promise.resolve(this.loadNow(account, dataset, options));
   }
 
-  loadMany(refs: readonly StoredDatasetRef[], options: LoadOptions = {}): Promise<({ state: DatasetState | undefined; position: StreamPosition } | undefined)[]> {
+  loadMany(refs: readonly StoredDatasetRef[], options: LoadOptions = {}): Promise<(LoadedDataset | undefined)[]> {
     this.loads += refs.length;
     return Promise.resolve(refs.map((r) => this.loadNow(r.account, r.dataset, options)));
   }
 
-  loadNow(account: string, dataset: string, options: LoadOptions = {}): { state: DatasetState | undefined; position: StreamPosition } | undefined {
+  loadNow(account: string, dataset: string, options: LoadOptions = {}): LoadedDataset | undefined {
     const head = this.heads.get(headId(account, dataset));
     if (head === undefined) return undefined;
-    if (head.deleted) return { state: undefined, position: head.position };
+    if (head.deleted) return { state: undefined, slots: new Map(), position: head.position };
     const rows = new Map<RowKey, DatasetRecord>();
+    const slots = new Map<RowKey, number>();
     const numbered = head.definition.unique_by.length === 0;
-    for (const r of this.liveRows(account, dataset, head.incarnation)) rows.set(numbered ? Number(r.row_key) : r.row_key, r.record as DatasetRecord);
+    for (const r of this.liveRows(account, dataset, head.incarnation)) {
+      const key = numbered ? Number(r.row_key) : r.row_key;
+      rows.set(key, r.record as DatasetRecord);
+      slots.set(key, r.slot);
+    }
     const state: DatasetState = {
       account,
       id: dataset,
@@ -74,7 +80,12 @@ export class MemoryProjectionStore implements ProjectionStore {
     };
     // `dates`: the values of the date and datetime fields only, as ProjectionStore.load promises (and as
     // the projector holds records: heldState, which store.int checks the ClickHouse store's `dates` against).
-    return { state: options.values === 'dates' ? heldState(state) : state, position: head.position };
+    return { state: options.values === 'dates' ? heldState(state) : state, slots, position: head.position };
+  }
+
+  /** Every row the store keeps of a dataset, tombstones included: what `count()` after OPTIMIZE … FINAL gives. */
+  storedRows(account: string, dataset: string): ProjectedRow[] {
+    return [...this.rows.values()].filter((r) => r.account === account && r.dataset === dataset);
   }
 
   /** Live rows of one incarnation, oldest insertion first: what `FINAL … WHERE deleted = 0 ORDER BY seq` reads. */

@@ -4,9 +4,9 @@
  * Streams pass the real 5000-record window, so runs are few.
  */
 import fc from 'fast-check';
-import { fold, recordsOf, type DatasetEvent, type State } from '@pushbase/domain';
+import { evolve, fold, initialState, recordsOf, type DatasetEvent, type State } from '@pushbase/domain';
 import type { StreamPosition } from '@pushbase/contracts';
-import { project, type ProjectedDataset } from '../src/project';
+import { loadedDataset, project, type ProjectedDataset } from '../src/project';
 import { MemoryProjectionStore } from './memory-projection-store';
 import { eventsOf, redecoded, stepsArb } from './event-sequences';
 
@@ -34,7 +34,8 @@ class Harness {
 
   deliver(p: Positioned): { applied: boolean; rows: number } {
     const event = redecoded(p.event);
-    const before = this.cache.get(event.dataset) ?? this.store.loadNow(event.account, event.dataset);
+    const loaded = this.cache.has(event.dataset) ? undefined : this.store.loadNow(event.account, event.dataset);
+    const before = this.cache.get(event.dataset) ?? (loaded === undefined ? undefined : loadedDataset(loaded));
     const step = project(before, event, p.position);
     this.evictions += step.rows.filter((r) => r.deleted).length;
     this.store.writeNow(step.rows, step.head === undefined ? [] : [step.head]);
@@ -61,6 +62,36 @@ function expectProjectionEqualsFold(store: MemoryProjectionStore, state: State):
 
 const foldOf = (stream: readonly Positioned[]): State => fold(stream.map((p) => redecoded(p.event)));
 
+/** Per dataset, the most records it held after any event of the stream, whatever its incarnation. */
+function mostRecordsOf(stream: readonly Positioned[]): Map<string, number> {
+  const most = new Map<string, number>();
+  let state: State = initialState();
+  for (const p of stream) {
+    state = evolve(state, redecoded(p.event));
+    const size = state.get(ACCOUNT)?.get(p.event.dataset)?.rows.size ?? 0;
+    most.set(p.event.dataset, Math.max(most.get(p.event.dataset) ?? 0, size));
+  }
+  return most;
+}
+
+/**
+ * The bound on what the store keeps: a dataset's rows sit in slots 1…n, n never above the most records it
+ * ever held, so its stored rows (tombstones included, one per key after a merge) are at most that many,
+ * however many records went through it.
+ */
+function expectBoundedRows(store: MemoryProjectionStore, stream: readonly Positioned[]): void {
+  const most = mostRecordsOf(stream);
+  for (const id of DATASETS) {
+    const stored = store.storedRows(ACCOUNT, id);
+    const bound = most.get(id) ?? 0;
+    expect(stored.length).toBeLessThanOrEqual(bound);
+    for (const r of stored) {
+      expect(r.slot).toBeGreaterThanOrEqual(1);
+      expect(r.slot).toBeLessThanOrEqual(bound);
+    }
+  }
+}
+
 describe('project: derived rows equal the domain fold', () => {
   let tombstones = 0;
   afterAll(() => {
@@ -75,6 +106,7 @@ describe('project: derived rows equal the domain fold', () => {
         for (const p of stream) expect(h.deliver(p).applied).toBe(true);
         tombstones += h.evictions;
         expectProjectionEqualsFold(h.store, foldOf(stream));
+        expectBoundedRows(h.store, stream);
       }),
       { numRuns: 40 },
     );
@@ -88,6 +120,7 @@ describe('project: derived rows equal the domain fold', () => {
         const from = k % stream.length;
         for (const p of stream.slice(from)) expect(h.deliver(p)).toStrictEqual({ applied: false, rows: 0 });
         expectProjectionEqualsFold(h.store, foldOf(stream));
+        expectBoundedRows(h.store, stream);
       }),
       { numRuns: 25 },
     );
@@ -110,6 +143,7 @@ describe('project: derived rows equal the domain fold', () => {
           restarted.deliver(p);
         }
         expectProjectionEqualsFold(store, foldOf(stream));
+        expectBoundedRows(store, stream);
       }),
       { numRuns: 30 },
     );

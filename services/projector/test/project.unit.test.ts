@@ -35,8 +35,8 @@ describe('project', () => {
   it('writes appended records as live rows whose version and seq come from the position, in insertion order', () => {
     const [, step] = run([defined('i1'), appended('i1', [plain(1), plain(2)])]);
     expect(step?.rows).toStrictEqual([
-      { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '0', version: 2 * VERSION_STRIDE, seq: 2 * VERSION_STRIDE, deleted: false, record: plain(1) },
-      { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '1', version: 2 * VERSION_STRIDE + 1, seq: 2 * VERSION_STRIDE + 1, deleted: false, record: plain(2) },
+      { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '0', slot: 1, version: 2 * VERSION_STRIDE, seq: 2 * VERSION_STRIDE, deleted: false, record: plain(1) },
+      { account: 'acme', dataset: 'sales', incarnation: 'i1', row_key: '1', slot: 2, version: 2 * VERSION_STRIDE + 1, seq: 2 * VERSION_STRIDE + 1, deleted: false, record: plain(2) },
     ]);
     expect(step?.head).toMatchObject({ incarnation: 'i1', record_count: 2, next_row: 2, position: at(2), version: 3 * VERSION_STRIDE - 1, deleted: false });
   });
@@ -51,24 +51,20 @@ describe('project', () => {
     expect(rows[0]?.seq).toBeGreaterThan(steps[1]?.rows[1]?.seq ?? Infinity);
   });
 
-  it('tombstones the oldest row the window evicts, with a version above every live row of the event', () => {
+  it('gives a new row the slot of the row the window evicts: its live row replaces the evicted one, no tombstone', () => {
     const [step] = run([appended('i1', [plain(-1)])], fullDataset());
-    expect(step?.rows.map((r) => [r.row_key, r.deleted])).toStrictEqual([
-      ['5000', false],
-      ['0', true],
-    ]);
-    expect(step?.rows[1]?.version).toBeGreaterThan(step?.rows[0]?.version ?? Infinity);
+    expect(step?.rows.map((r) => [r.row_key, r.slot, r.deleted])).toStrictEqual([['5000', 1, false]]);
     expect(step?.head?.record_count).toBe(LIMITS.recordsPerDataset);
   });
 
-  it('tombstones every old row on replace and on clear', () => {
+  it('tombstones a removed row whose slot no new row takes, with a version above every live row of the event', () => {
     const steps = run([defined('i1'), appended('i1', [plain(1), plain(2)]), replaced('i1', [plain(3)]), replaced('i1', [])]);
-    expect(steps[2]?.rows.map((r) => [r.row_key, r.deleted])).toStrictEqual([
-      ['2', false],
-      ['0', true],
-      ['1', true],
+    expect(steps[2]?.rows.map((r) => [r.row_key, r.slot, r.deleted])).toStrictEqual([
+      ['2', 1, false],
+      ['1', 2, true],
     ]);
-    expect(steps[3]?.rows.map((r) => [r.row_key, r.deleted])).toStrictEqual([['2', true]]);
+    expect(steps[2]?.rows[1]?.version).toBeGreaterThan(steps[2]?.rows[0]?.version ?? Infinity);
+    expect(steps[3]?.rows.map((r) => [r.row_key, r.slot, r.deleted])).toStrictEqual([['2', 1, true]]);
     expect(steps[3]?.head).toMatchObject({ record_count: 0, next_row: 3, deleted: false });
   });
 
@@ -97,10 +93,39 @@ describe('project', () => {
     expect(() => project(step?.dataset, appended('i1', [plain(1)]), at(1, 3))).toThrow(ProjectionError);
   });
 
-  it('refuses an event that would write more rows than a version stride holds (beyond what decide allows)', () => {
-    // 5000 tombstones plus 5000 new rows: a replace ten times larger than a request may be.
-    const tooMany = Array.from({ length: LIMITS.recordsPerDataset }, (_, i) => plain(i));
-    expect(() => project(fullDataset(), replaced('i1', tooMany), at(100))).toThrow(ProjectionError);
+  it('refuses an event that would write more rows than a version stride holds (beyond what any fold holds)', () => {
+    // A state past the window, as no fold makes: its delete would write a tombstone per row, over the stride.
+    const held = fullDataset() as ProjectedDataset;
+    for (let k = 5000; k < VERSION_STRIDE + 1; k++) {
+      held.state?.rows.set(k, plain(k));
+      held.slots.take(k);
+    }
+    expect(() => project(held, deleted('i1'), at(100))).toThrow(ProjectionError);
+  });
+
+  it('keeps a dataset in the slots of its most records through a long churn: no unique_by, a datetime unique_by, replaces, re-creation', () => {
+    const timed: DatasetDefinition = { fields: { at: { type: 'datetime', name: 'At', optional: false } }, unique_by: ['at'] } as unknown as DatasetDefinition;
+    const histories: [string, DatasetEvent[]][] = [
+      ['appends of 500 through the window', [defined('i1'), ...Array.from({ length: 120 }, (_, i) => appended('i1', Array.from({ length: 500 }, (_, j) => plain(i * 500 + j))))]],
+      ['a datetime unique_by whose keys keep changing, windowed by delete_by', [defined('i1', timed), ...Array.from({ length: 120 }, (_, i) => appended('i1', Array.from({ length: 500 }, (_, j) => ({ at: (i * 500 + j) * 1000 })), 'at'))]],
+      ['replaces and delete / re-create', Array.from({ length: 30 }, (_, i) => [defined(`i${i}`), appended(`i${i}`, Array.from({ length: 500 }, (_, j) => plain(j))), replaced(`i${i}`, Array.from({ length: 300 }, (_, j) => plain(j))), deleted(`i${i}`)]).flat()],
+    ];
+    for (const [, events] of histories) {
+      const stored = new Map<number, { deleted: boolean; version: number }>();
+      let held: ProjectedDataset | undefined;
+      let most = 0;
+      for (const [i, e] of events.entries()) {
+        const step = project(held, e, at(i + 1));
+        held = step.dataset;
+        most = Math.max(most, held.state?.rows.size ?? 0);
+        for (const r of step.rows) stored.set(r.slot, { deleted: r.deleted, version: r.version });
+        expect(held.slots.size).toBe(held.state?.rows.size ?? 0);
+      }
+      // One stored key per slot ever used: no more than the most records the dataset held.
+      expect(stored.size).toBeLessThanOrEqual(most);
+      expect(Math.max(...stored.keys())).toBeLessThanOrEqual(LIMITS.recordsPerDataset);
+      expect([...stored.values()].filter((r) => !r.deleted)).toHaveLength(held?.state?.rows.size ?? 0);
+    }
   });
 
   it('holds of each row only its date and datetime values, the only ones a later delete_by reads, and writes the rows whole', () => {
@@ -113,8 +138,12 @@ describe('project', () => {
       [appended('i1', Array.from({ length: 500 }, (_, j) => ({ day: '2024-01-01', at: j, n: j }))), ...Array.from({ length: 9 }, () => appended('i1', Array.from({ length: 500 }, (_, j) => ({ day: '2024-02-01', at: j, n: j })))), appended('i1', [{ day: '2024-03-01', at: 0, n: 0 }], 'day')],
       steps[1]?.dataset,
     );
-    const removed = full.at(-1)?.rows.filter((r) => r.deleted).map((r) => r.row_key);
-    expect(removed).toStrictEqual(Array.from({ length: 500 }, (_, j) => String(j + 2)));
+    // Rows 2…501 go; the new row takes the lowest of their slots, the others are tombstoned.
+    const last = full.at(-1)?.rows ?? [];
+    const [live, ...tombstones] = last;
+    expect(live).toMatchObject({ deleted: false, row_key: '5002' });
+    expect(tombstones.map((r) => r.row_key)).toStrictEqual(Array.from({ length: 499 }, (_, j) => String(j + 3)));
+    expect(tombstones.every((r) => r.deleted && r.slot > (live?.slot ?? Infinity))).toBe(true);
   });
 
   it('holds one shared empty record per row for a dataset without date or datetime fields', () => {

@@ -293,15 +293,16 @@ describe('pushbase replay (real Kafka, ClickHouse and Redis)', () => {
     const folded = fold(allEvents.map((e) => JSON.parse(JSON.stringify(e)) as DatasetEvent));
     const target = [...(folded.get(account)?.values() ?? [])].find((ds) => ds.rows.size > 1)!;
     const headRows = await env.conn.client.query({
-      query: `SELECT head, toString(version) AS version FROM ${quoteIdentifier(env.database)}.records FINAL WHERE account = ${accountLiteral(account)} AND incarnation = '' AND row_key = '' AND dataset = ${datasetLiteral(target.id)}`,
+      query: `SELECT head, toString(version) AS version FROM ${quoteIdentifier(env.database)}.records FINAL WHERE account = ${accountLiteral(account)} AND row_slot = 0 AND dataset = ${datasetLiteral(target.id)}`,
       format: 'JSONEachRow',
     });
     const [headRow] = await headRows.json<{ head: string; version: string }>();
     const head = JSON.parse(headRow!.head) as { position: StreamPosition; next_row: number };
     const version = Number(headRow!.version) + 1;
     const [firstKey] = target.rows.keys();
+    const slot = (await store.load(account, target.id))?.slots.get(firstKey ?? 0) ?? 0;
     await store.write(
-      [{ account, dataset: target.id, incarnation: target.incarnation, row_key: String(firstKey), version, seq: version, deleted: true, record: null }],
+      [{ account, dataset: target.id, incarnation: target.incarnation, row_key: String(firstKey), slot, version, seq: version, deleted: true, record: null }],
       [{ account, dataset: target.id, incarnation: target.incarnation, definition: target.definition, created_at: target.created_at, updated_at: target.updated_at, record_count: target.rows.size - 1, next_row: head.next_row, position: head.position, version: version + 1, deleted: false }],
     );
     const planted = await schema.get(account, target.id);

@@ -122,7 +122,7 @@ export async function tableOf(infra: Infra, account: string): Promise<unknown[]>
   // The account goes into the INSERT-free SELECT as a checked literal; values otherwise never enter SQL.
   const { accountLiteral } = await import('@pushbase/clickhouse');
   const rs = await infra.conn.client.query({
-    query: `SELECT * FROM ${quoteIdentifier(infra.database)}.records FINAL WHERE account = ${accountLiteral(account)} ORDER BY dataset, incarnation, row_key`,
+    query: `SELECT * FROM ${quoteIdentifier(infra.database)}.records FINAL WHERE account = ${accountLiteral(account)} ORDER BY dataset, row_slot`,
     format: 'JSONEachRow',
   });
   return rs.json();
