@@ -19,6 +19,8 @@ import {
  * (records as objects) is still read through the upcaster. Decoding checks the envelope and the payload's
  * shape, not every record, and an event it cannot read is an error, never skipped. The encoding and why:
  * docs/architecture.md → The event encoding.
+ * An event may carry `idempotency` (the write's Idempotency-Key and its request's fingerprint), optional and
+ * without a new schema_version: docs/architecture.md → The event encoding says why.
  */
 
 /** An event this reader cannot understand. The log position, when known, is in the message. */
@@ -119,6 +121,7 @@ function toWire(event: DatasetEvent): RawEvent {
     dataset: event.dataset,
     incarnation: event.incarnation,
     at: event.at,
+    ...(event.idempotency === undefined ? {} : { idempotency: { key: event.idempotency.key, fingerprint: event.idempotency.fingerprint } }),
   };
   switch (event.type) {
     case 'DatasetDefined':
@@ -220,6 +223,10 @@ function checkShape(e: RawEvent): void {
     if (typeof e[field] !== 'string' || e[field] === '') throw new EventDecodeError(`${type}: ${field} must be a non-empty string, not ${describe(e[field])}`);
   }
   if (typeof e.at !== 'number' || !Number.isFinite(e.at)) throw new EventDecodeError(`${type}: at must be a number, not ${describe(e.at)}`);
+  const mark = e.idempotency;
+  if (mark !== undefined && (!isObject(mark) || typeof mark.key !== 'string' || mark.key === '' || typeof mark.fingerprint !== 'string' || mark.fingerprint === '')) {
+    throw new EventDecodeError(`${type}: idempotency must be an object with a key and a fingerprint, not ${describe(mark)}`);
+  }
   switch (type as DatasetEvent['type']) {
     case 'DatasetDefined': {
       const definition = e.definition;

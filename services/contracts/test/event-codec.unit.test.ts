@@ -46,6 +46,32 @@ describe('event codec', () => {
     for (const event of events) expect(decodeEvent(encodeEvent(event))).toEqual(event);
   });
 
+  it('carries an Idempotency-Key inside every event type, through the batch and its heads too', () => {
+    const idempotency = { key: 'order 17 "retry"', fingerprint: 'fp' };
+    const keyed = events.map((e) => ({ ...e, idempotency }));
+    for (const event of keyed) {
+      expect(decodeEvent(encodeEvent(event))).toEqual(event);
+      expect(wire(event).idempotency).toEqual(idempotency);
+      expect(wire(event).schema_version).toBe(2);
+    }
+    expect(decodeEventBatch(encodeEventBatch(keyed))).toEqual(keyed);
+    expect(eventsFromEncodedBatch(encodeEventBatch(keyed), eventHeads(keyed)).map((e) => e.idempotency)).toEqual(keyed.map(() => idempotency));
+  });
+
+  it('reads events written before keys existed, of both versions, as writes without a key', () => {
+    for (const event of events) {
+      expect(decodeEventValue(wire(event)).idempotency).toBeUndefined();
+      expect(decodeEventValue(v1(event)).idempotency).toBeUndefined();
+      expect('idempotency' in wire(event)).toBe(false);
+    }
+    // A version 1 event never held a key, but an upcast keeps whatever envelope fields it has.
+    expect(decodeEventValue({ ...v1(events[1]!), idempotency: { key: 'k', fingerprint: 'f' } }).idempotency).toEqual({ key: 'k', fingerprint: 'f' });
+  });
+
+  it.each([null, 'k', { key: '', fingerprint: 'f' }, { key: 'k' }, { key: 'k', fingerprint: 7 }])('refuses a malformed idempotency %p', (idempotency) => {
+    expect(decodeError(() => decodeEventValue({ ...wire(events[1]!), idempotency }))).toMatch(/idempotency must be an object/);
+  });
+
   it('writes records by position: the field names once, then one row of values per record', () => {
     const appended: DatasetEvent = { ...base, type: 'RecordsAppended', records: [{ day: '2024-01-02', n: 1, note: null }, { day: '2024-01-03', n: 2.5, note: 'x' }], delete_by: 'day' };
     const value = wire(appended);

@@ -8,7 +8,9 @@ export type DomainErrorCode =
   | 'conflict' // the dataset exists with a different definition
   | 'dataset_limit' // the account already holds the maximum number of datasets
   | 'unavailable' // a dependency (event log, store) cannot take the write now; nothing was or will be stored
-  | 'outcome_unknown'; // the write was handed on, but whether it is stored cannot be told (a crash or timeout after sending)
+  | 'outcome_unknown' // the write was handed on, but whether it is stored cannot be told (a crash or timeout after sending)
+  | 'idempotency_mismatch' // the Idempotency-Key was already used for a different request
+  | 'idempotency_in_flight'; // a request with the same Idempotency-Key is still being worked on
 
 export class DomainError extends Error {
   override readonly name = 'DomainError';

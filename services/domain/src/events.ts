@@ -1,4 +1,5 @@
 import type { DatasetDefinition, DatasetRecord } from './types';
+import type { IdempotencyMark } from './idempotency';
 
 /**
  * Bumped when an event's stored shape changes; readers upcast older versions (services/contracts/src/
@@ -17,6 +18,11 @@ interface EventBase {
   readonly incarnation: string;
   /** Server time in epoch ms. Informational: row order comes from the event's position, never from this. */
   readonly at: number;
+  /**
+   * The Idempotency-Key the write was sent with, and its request's fingerprint (idempotency.ts). Optional
+   * and ignored by the fold: an event without it is a write sent without a key.
+   */
+  readonly idempotency?: IdempotencyMark;
 }
 
 export interface DatasetDefined extends EventBase {

@@ -10,3 +10,4 @@ export * from './positional';
 export * from './rows';
 export * from './accounts';
 export * from './read-query';
+export * from './idempotency';

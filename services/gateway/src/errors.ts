@@ -25,6 +25,13 @@ const STATUS_OF: Record<DomainErrorCode, number> = {
   // Not a 503: a 503 promises the write will never be applied (docs/api.md → Retrying safely),
   // and this one may have been. "Anything unexpected" is a 500 with the request id to quote.
   outcome_unknown: 500,
+  idempotency_mismatch: 422,
+  idempotency_in_flight: 409,
+};
+
+/** Headers a domain code's answer carries: the in-flight key's 409 says when to try again (docs/api.md). */
+const HEADERS_OF: Partial<Record<DomainErrorCode, Readonly<Record<string, string>>>> = {
+  idempotency_in_flight: { 'Retry-After': '1' },
 };
 
 /*
@@ -68,6 +75,7 @@ export function errorMiddleware(log: (line: string, requestId: string) => void) 
         const fixed = OUTAGE_MESSAGE_OF[err.code];
         body = { error: { message: fixed === undefined ? err.message : fixed(requestId), code: err.code, request_id: requestId } };
         if (err.path !== undefined) body.error.path = err.path;
+        for (const [k, v] of Object.entries(HEADERS_OF[err.code] ?? {})) ctx.set(k, v);
         if (fixed !== undefined) log(`request ${requestId} ${ctx.method} ${loggedPath(ctx)} answered ${status} ${err.code}: ${redactCredentials(err.message)}`, requestId);
       } else if (err instanceof HttpError) {
         status = err.status;

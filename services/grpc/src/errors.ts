@@ -29,6 +29,10 @@ const GRPC_STATUS_OF: Readonly<Record<DomainErrorCode, Status>> = Object.freeze(
   // The service handed the write on (to Kafka) and cannot tell whether it is stored: gRPC's own word for
   // "the outcome is unknown" (a retry-safe UNAVAILABLE would promise the write was not applied).
   outcome_unknown: Status.UNKNOWN,
+  // The key's first request was a different one: the state (the key's record) forbids this request.
+  idempotency_mismatch: Status.FAILED_PRECONDITION,
+  // gRPC's word for a concurrency conflict that the caller may retry.
+  idempotency_in_flight: Status.ABORTED,
 });
 
 const DOMAIN_CODES = new Set<string>(Object.keys(GRPC_STATUS_OF));

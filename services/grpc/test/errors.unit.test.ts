@@ -13,6 +13,8 @@ const EXPECTED: Record<DomainErrorCode, Status> = {
   dataset_limit: Status.RESOURCE_EXHAUSTED,
   unavailable: Status.UNAVAILABLE,
   outcome_unknown: Status.UNKNOWN,
+  idempotency_mismatch: Status.FAILED_PRECONDITION,
+  idempotency_in_flight: Status.ABORTED,
 };
 const CODES = Object.keys(EXPECTED) as DomainErrorCode[];
 const KINDS: CallKind[] = ['read', 'write'];
@@ -33,7 +35,7 @@ describe('domain code → gRPC status (server side)', () => {
   });
 
   it('never puts an HTTP number in the status', () => {
-    for (const code of CODES) expect([400, 404, 409, 500, 503]).not.toContain(toGrpcStatus(new DomainError(code, 'x')).code);
+    for (const code of CODES) expect([400, 404, 409, 422, 500, 503]).not.toContain(toGrpcStatus(new DomainError(code, 'x')).code);
   });
 
   it.each([new TypeError('secret internals at /srv/pushbase/x.ts:12'), 'a string', undefined, { code: 'invalid', message: 'looks domain-like' }])(
