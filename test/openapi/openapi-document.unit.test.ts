@@ -109,10 +109,10 @@ describe('docs/openapi.yaml', () => {
   it('documents 500 and 503, and every other error status of docs/api.md where it can occur', () => {
     const expected: Record<string, string[]> = {
       'get /': ['200', '400', '401', '403', '429', '500', '503'],
-      'put /datasets/{id}': ['200', '201', '400', '401', '403', '408', '409', '413', '415', '429', '500', '503'],
-      'delete /datasets/{id}': ['200', '400', '401', '403', '404', '429', '500', '503'],
-      'post /datasets/{id}/data': ['200', '400', '401', '403', '404', '408', '413', '415', '429', '500', '503'],
-      'put /datasets/{id}/data': ['200', '400', '401', '403', '404', '408', '413', '415', '429', '500', '503'],
+      'put /datasets/{id}': ['200', '201', '400', '401', '403', '408', '409', '413', '415', '422', '429', '500', '503'],
+      'delete /datasets/{id}': ['200', '400', '401', '403', '404', '409', '422', '429', '500', '503'],
+      'post /datasets/{id}/data': ['200', '400', '401', '403', '404', '408', '409', '413', '415', '422', '429', '500', '503'],
+      'put /datasets/{id}/data': ['200', '400', '401', '403', '404', '408', '409', '413', '415', '422', '429', '500', '503'],
     };
     for (const { method, path, operation } of operations) {
       expect(Object.keys(operation.responses as JsonObject).sort()).toEqual(expected[`${method} ${path}`]);

@@ -110,6 +110,8 @@ describe('validateResponse: error responses', () => {
     expectError(validateResponse('GET', '/', 401, json, error('Unauthorized')), /message must be equal to constant/);
     expectError(validateResponse('DELETE', '/datasets/{id}', 404, json, error('Not Found')), /message must be equal to constant/);
     expectError(validateResponse('PUT', '/datasets/{id}', 409, json, error('Conflict')), /message must match pattern/);
+    expectError(validateResponse('POST', '/datasets/{id}/data', 422, json, error('Unprocessable')), /message must match pattern/);
+    expectError(validateResponse('POST', '/datasets/{id}/data', 409, json, error('Conflict')), /message must match pattern/);
     expectError(validateResponse('GET', '/', 500, json, error('Internal error')), /required property 'request_id'/);
   });
 

@@ -53,7 +53,7 @@ export class MemoryAccountLog implements AccountLog {
 export interface AccountDatasets {
   ids(account: string): Promise<string[]>;
   /** Deletes one dataset (a DatasetDeleted event); resolves also when it is already gone. */
-  delete(account: string, id: string): Promise<void>;
+  delete(account: string, id: string): Promise<unknown>;
 }
 
 export interface AccountAdminDeps {

@@ -5,3 +5,4 @@ export * from './keyed-mutex';
 export * from './memory-projection';
 export * from './memory-event-log';
 export * from './accounts';
+export * from './idempotency';

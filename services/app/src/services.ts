@@ -1,4 +1,4 @@
-import type { DatasetBody, DatasetRef, EventAppender, EventLog, FindOrCreateResult, QuotaSource, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
+import type { DatasetBody, DatasetRef, EventAppender, KeyedWrite, WriteAnswer, EventLog, FindOrCreateResult, QuotaSource, RawDatasetBody, RecordService, SchemaService, SchemaStore } from '@pushbase/contracts';
 import {
   decideDefine,
   decideDelete,
@@ -11,9 +11,13 @@ import {
   type DefineDecision,
   type DatasetDeleted,
   type DatasetSummary,
+  type IdempotencyMark,
 } from '@pushbase/domain';
 import { inProcessDecider, type WriteDecider, type WriteKind } from './write-decider';
 import { KeyedMutex } from './keyed-mutex';
+
+/** The event with the write's Idempotency-Key inside it, when it was sent with one. */
+const marked = <E extends DatasetDefined | DatasetDeleted>(event: E, idempotency: IdempotencyMark | undefined): E => (idempotency === undefined ? event : { ...event, idempotency });
 
 /** Time and fresh ids are inputs, so tests can pin them. */
 export interface Clock {
@@ -95,7 +99,7 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   const settled = async (account: string, id: string): Promise<SettledDataset> =>
     changes.settled === undefined ? { dataset: await store.get(account, id), pending: false } : changes.settled(account, id);
   return {
-    findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
+    findOrCreate: async ({ account, id, body, idempotency }: DatasetBody): Promise<FindOrCreateResult> => {
       const safeId = parseDatasetId(id);
       // Checked before anything is read, so an invalid definition is its 400 whatever the store's state
       // (decideDefine checks it again; a definition is small).
@@ -117,7 +121,7 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
       return changes.decided(account, async (): Promise<SchemaDecision<FindOrCreateResult>> => {
         const decision = (await decide()).decision();
         if (decision.outcome === 'found') return { answer: { created: false, dataset: decision.dataset } };
-        return { event: decision.event, answer: { created: true, dataset: decision.dataset } };
+        return { event: marked(decision.event, idempotency), answer: { created: true, dataset: decision.dataset } };
       });
     },
     get: async ({ account, id }: DatasetRef): Promise<DatasetSummary> => {
@@ -128,11 +132,11 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
       if (ds === undefined) throw notFound();
       return ds;
     },
-    delete: async ({ account, id }: DatasetRef): Promise<void> => {
+    delete: async ({ account, id, idempotency }: DatasetRef & KeyedWrite): Promise<WriteAnswer> => {
       const safeId = parseDatasetId(id);
       return changes.decided(account, async () => {
         const event = decideDelete({ account, id: safeId, at: clock.now() }, await store.get(account, safeId));
-        return { event, answer: undefined };
+        return { event: marked(event, idempotency), answer: { replayed: false } };
       });
     },
   };
@@ -152,7 +156,7 @@ export interface RecordServiceDeps {
 export function createRecordService({ schemas, log, clock, decider = inProcessDecider }: RecordServiceDeps): RecordService {
   const write =
     (kind: WriteKind) =>
-    async ({ account, id, json }: RawDatasetBody): Promise<void> => {
+    async ({ account, id, json, idempotency }: RawDatasetBody): Promise<WriteAnswer> => {
       const dataset = await schemas.get(account, parseDatasetId(id)).catch(async (e: unknown) => {
         // The store cannot answer (distributed: a change of this dataset pending, Redis down). A malformed
         // request is still its 400: decided without a dataset it fails on its body before "not found".
@@ -161,8 +165,9 @@ export function createRecordService({ schemas, log, clock, decider = inProcessDe
         });
         throw e;
       });
-      const { events, encoded } = await decider({ kind, account, id, json, at: clock.now() }, dataset);
+      const { events, encoded } = await decider({ kind, account, id, json, at: clock.now(), ...(idempotency === undefined ? {} : { idempotency }) }, dataset);
       await log.append(events, encoded);
+      return { replayed: false };
     };
   return { append: write('append'), replace: write('replace') };
 }

@@ -1,5 +1,5 @@
 import { encodeEventBatchText } from '@pushbase/contracts';
-import { decideAppend, decideReplace, parseJsonBody, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
+import { decideAppend, decideReplace, parseJsonBody, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
 
 /*
  * The CPU-heavy half of a write — parse the JSON body, validate and normalise every record, serialise the
@@ -16,6 +16,8 @@ export interface RawWriteCommand {
   /** The request body's bytes. */
   readonly json: Uint8Array;
   readonly at: number;
+  /** The write's Idempotency-Key, stored inside its event. */
+  readonly idempotency?: IdempotencyMark;
 }
 
 export interface DecidedWrite {
@@ -38,7 +40,8 @@ export function decideWriteSync(cmd: RawWriteCommand, dataset: DatasetSummary | 
 export function decideWriteText(cmd: RawWriteCommand, dataset: DatasetSummary | undefined): { events: readonly DatasetEvent[]; text: string } {
   const body = parseJsonBody(cmd.json);
   const command = { account: cmd.account, id: cmd.id, body, at: cmd.at };
-  const events = [cmd.kind === 'append' ? decideAppend(command, dataset) : decideReplace(command, dataset)];
+  const event = cmd.kind === 'append' ? decideAppend(command, dataset) : decideReplace(command, dataset);
+  const events = [cmd.idempotency === undefined ? event : { ...event, idempotency: cmd.idempotency }];
   return { events, text: encodeEventBatchText(events) };
 }
 

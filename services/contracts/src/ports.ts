@@ -1,4 +1,6 @@
 import type {
+  AppliedKey,
+  IdempotencyMark,
   AccountQuotas,
   QuotaChange,
   AggregateQueryParams,
@@ -154,7 +156,18 @@ export interface DatasetRef {
   readonly account: string;
   readonly id: string;
 }
-export interface DatasetBody extends DatasetRef {
+
+/** A write sent with an Idempotency-Key: the key and the fingerprint of the request the gateway saw. */
+export interface KeyedWrite {
+  readonly idempotency?: IdempotencyMark;
+}
+
+/** How a write was answered: `replayed` when it repeated a keyed write already applied, and nothing was applied now. */
+export interface WriteAnswer {
+  readonly replayed: boolean;
+}
+
+export interface DatasetBody extends DatasetRef, KeyedWrite {
   /** The parsed JSON body of the request. */
   readonly body: unknown;
 }
@@ -163,25 +176,48 @@ export interface DatasetBody extends DatasetRef {
  * A write as the gateway received it: the JSON body's bytes, parsed and validated by the record service
  * (over gRPC they travel as `bytes body_json`), so the gateway never parses 500 records it only forwards.
  */
-export interface RawDatasetBody extends DatasetRef {
+export interface RawDatasetBody extends DatasetRef, KeyedWrite {
   readonly json: Uint8Array;
 }
 
 export interface FindOrCreateResult {
   readonly created: boolean;
   readonly dataset: DatasetSummary;
+  /** The answer of an earlier request with the same Idempotency-Key, repeated (WriteAnswer). */
+  readonly replayed?: boolean;
 }
 
 export interface SchemaService {
   findOrCreate(req: DatasetBody): Promise<FindOrCreateResult>;
   /** Rejects with `not_found` when the dataset does not exist. */
   get(req: DatasetRef): Promise<DatasetSummary>;
-  delete(req: DatasetRef): Promise<void>;
+  delete(req: DatasetRef & KeyedWrite): Promise<WriteAnswer>;
 }
 
 export interface RecordService {
-  append(req: RawDatasetBody): Promise<void>;
-  replace(req: RawDatasetBody): Promise<void>;
+  append(req: RawDatasetBody): Promise<WriteAnswer>;
+  replace(req: RawDatasetBody): Promise<WriteAnswer>;
+}
+
+/**
+ * The attempt of a keyed write that holds its key, until it settles with what became of the write:
+ * `applied` (the event is stored), `not_applied` (proven never stored: a refusal, `unavailable`) or
+ * `unknown` (`outcome_unknown`, a failure after the event was handed on), which the next attempt must
+ * settle from the log before it may run (docs/api.md → Retrying a write).
+ */
+export interface KeyClaim {
+  settle(outcome: 'applied' | 'not_applied' | 'unknown'): Promise<void>;
+}
+
+/**
+ * The Idempotency-Keys of the applied writes, per account, retained for the TTL after their write. Fed
+ * from the log (the key travels inside its event), so it holds exactly the keys of the stored writes.
+ */
+export interface IdempotencyLedger {
+  /** The stored write that carried `key` for `account`, while retained; settles an unknown earlier attempt first. */
+  applied(account: string, key: string): Promise<AppliedKey | undefined>;
+  /** Claims the key for one attempt; undefined while another attempt holds it (answered 409). */
+  claim(account: string, key: string): Promise<KeyClaim | undefined>;
 }
 
 // ── Accounts and keys (docs/operations.md → Accounts and API keys): the admin side, one port for both modes. ──

@@ -21,6 +21,7 @@ import {
   type FindOrCreateResult,
   type RecordService,
   type SchemaService,
+  type WriteAnswer,
 } from '../src';
 
 const PORTS = path.resolve(__dirname, '../src/ports.ts');
@@ -40,8 +41,9 @@ function interfaceMembers(name: string): string[] {
 const schemaMethods: Record<keyof SchemaService, true> = { findOrCreate: true, get: true, delete: true };
 const recordMethods: Record<keyof RecordService, true> = { append: true, replace: true };
 const refKeys: Record<keyof DatasetRef, true> = { account: true, id: true };
-const bodyKeys: Record<keyof DatasetBody, true> = { account: true, id: true, body: true };
-const findOrCreateKeys: Record<keyof FindOrCreateResult, true> = { created: true, dataset: true };
+const bodyKeys: Record<keyof DatasetBody, true> = { account: true, id: true, body: true, idempotency: true };
+const findOrCreateKeys: Record<keyof FindOrCreateResult, true> = { created: true, dataset: true, replayed: true };
+const writeAnswerKeys: Record<keyof WriteAnswer, true> = { replayed: true };
 const summaryKeys: Record<keyof DatasetSummary, true> = {
   account: true,
   id: true,
@@ -109,8 +111,8 @@ describe('proto/pushbase/v1', () => {
     }
   });
 
-  it('requests carry the account, the dataset id and, where the port takes one, the JSON body as bytes', () => {
-    const withBody = { account: 'TYPE_STRING', id: 'TYPE_STRING', body_json: 'TYPE_BYTES' };
+  it('requests carry the account, the dataset id, the Idempotency-Key and, where the port takes one, the JSON body as bytes', () => {
+    const withBody = { account: 'TYPE_STRING', id: 'TYPE_STRING', body_json: 'TYPE_BYTES', idempotency: 'TYPE_MESSAGE' };
     const withoutBody = { account: 'TYPE_STRING', id: 'TYPE_STRING' };
     // DatasetBody.body travels as body_json; DatasetRef as is.
     expect(lower(Object.keys(withBody))).toEqual(lower(Object.keys(bodyKeys).map((k) => (k === 'body' ? 'body_json' : k))));
@@ -119,8 +121,9 @@ describe('proto/pushbase/v1', () => {
     expect(messageFields('AppendRequest')).toEqual(withBody);
     expect(messageFields('ReplaceRequest')).toEqual(withBody);
     expect(messageFields('GetRequest')).toEqual(withoutBody);
-    expect(messageFields('DeleteRequest')).toEqual(withoutBody);
-    for (const empty of ['DeleteResponse', 'AppendResponse', 'ReplaceResponse']) expect(messageFields(empty)).toEqual({});
+    expect(messageFields('DeleteRequest')).toEqual({ ...withoutBody, idempotency: 'TYPE_MESSAGE' });
+    expect(messageFields('IdempotencyKey')).toEqual({ key: 'TYPE_STRING', fingerprint: 'TYPE_STRING' });
+    for (const answer of ['DeleteResponse', 'AppendResponse', 'ReplaceResponse']) expect(Object.keys(messageFields(answer))).toEqual(Object.keys(writeAnswerKeys));
     expect(messageFields('GetResponse')).toEqual({ dataset: 'TYPE_MESSAGE' });
   });
 
@@ -175,12 +178,18 @@ describe('proto/pushbase/v1', () => {
         created_at: at,
         updated_at: at + 1,
       },
+      replayed: false,
     });
 
     const append = services.RecordService.service.Append!;
     const body = Buffer.from(JSON.stringify({ data: [{ n: 1 }], delete_by: 'day' }));
     const decoded = append.requestDeserialize(append.requestSerialize({ account: 'acme', id: 'x', body_json: body })) as { body_json: Buffer };
     expect(JSON.parse(Buffer.from(decoded.body_json).toString('utf8'))).toEqual({ data: [{ n: 1 }], delete_by: 'day' });
-    expect(append.responseDeserialize(append.responseSerialize({}))).toEqual({});
+    expect(append.responseDeserialize(append.responseSerialize({}))).toEqual({ replayed: false });
+    expect(append.responseDeserialize(append.responseSerialize({ replayed: true }))).toEqual({ replayed: true });
+    const keyed = append.requestDeserialize(append.requestSerialize({ account: 'acme', id: 'x', body_json: body, idempotency: { key: 'k 1', fingerprint: 'fp' } })) as { idempotency: unknown };
+    expect(keyed.idempotency).toEqual({ key: 'k 1', fingerprint: 'fp' });
+    // Unset (an older gateway, or no key): null, which the service reads as a write without a key.
+    expect((append.requestDeserialize(append.requestSerialize({ account: 'acme', id: 'x', body_json: body })) as { idempotency: unknown }).idempotency).toBeNull();
   });
 });

@@ -1,9 +1,10 @@
 import * as fs from 'node:fs';
-import { evolve, initialState, type State } from '@pushbase/domain';
+import { DEFAULT_IDEMPOTENCY_TTL_HOURS, hoursToMs, MemoryIdempotencyLedger } from '@pushbase/app';
+import { evolve, initialState, type AppliedKey, type State } from '@pushbase/domain';
 import { listSegments, readSealedSegment, segmentDir } from './file-event-log';
 import { syncDirectory } from '@pushbase/data-dir';
 import { errorText } from './frames';
-import { listSnapshots, readSnapshot, snapshotDir, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
+import { captureState, listSnapshots, readSnapshot, snapshotDir, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
 
 /*
  * One compaction run: newest valid snapshot + the sealed segments after it, folded with the domain's pure
@@ -28,6 +29,8 @@ export interface CompactionJob {
   readonly sealedEnd: number;
   /** 1 or 2 (default 2): see above. */
   readonly retainSnapshots?: number;
+  /** How long an applied Idempotency-Key is retained (default 24 h): the snapshot carries the keys still retained. */
+  readonly idempotencyTtlMs?: number;
 }
 
 export interface CompactionResult {
@@ -71,6 +74,7 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
   await step('load');
   let from = 0;
   let state: State | undefined;
+  let keys: readonly AppliedKey[] = [];
   let loaded: number | undefined;
   // The loaded snapshot's file stays open while its datasets are still encoded in it: closed once written.
   let closeLoaded = (): void => undefined;
@@ -79,6 +83,7 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
     try {
       const read = await readSnapshot(snap.file);
       state = read.state;
+      keys = read.idempotency;
       closeLoaded = read.close;
       from = read.info.position;
       loaded = from;
@@ -99,7 +104,8 @@ export async function compact(job: CompactionJob, step: StepHook = () => undefin
   let segmentsFolded = 0;
   let framesFolded = 0;
   try {
-    ({ snapshot, segmentsFolded, framesFolded } = await foldAndWrite(job, step, state, from, segments, ends));
+    const ledger = new MemoryIdempotencyLedger(job.idempotencyTtlMs ?? hoursToMs(DEFAULT_IDEMPOTENCY_TTL_HOURS), { now: () => Date.now() }, keys);
+    ({ snapshot, segmentsFolded, framesFolded } = await foldAndWrite(job, step, state, ledger, from, segments, ends));
   } finally {
     closeLoaded();
   }
@@ -124,6 +130,7 @@ async function foldAndWrite(
   job: CompactionJob,
   step: StepHook,
   state: State,
+  ledger: MemoryIdempotencyLedger,
   from: number,
   segments: readonly { base: number; file: string }[],
   ends: ReadonlyMap<number, number>,
@@ -139,6 +146,7 @@ async function foldAndWrite(
     if (next <= from) continue;
     const frames = await readSealedSegment(seg.file, seg.base, from, (events) => {
       for (const e of events) s = evolve(s, e);
+      ledger.apply(events);
       framesFolded += 1;
     });
     if (seg.base + frames !== next) {
@@ -148,7 +156,7 @@ async function foldAndWrite(
   }
 
   // 3. The new snapshot, durable before anything is deleted.
-  const snapshot = await writeSnapshot(job.dir, job.sealedEnd, s, step);
+  const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captureState(s, ledger.entries()), step);
   return { snapshot, segmentsFolded, framesFolded };
 }
 

@@ -1,5 +1,5 @@
 import { availableParallelism } from 'node:os';
-import { defaultWriteWorkerCount } from '@pushbase/app';
+import { DEFAULT_IDEMPOTENCY_TTL_HOURS, defaultWriteWorkerCount, hoursToMs } from '@pushbase/app';
 import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from '@pushbase/gateway';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { z } from 'zod';
@@ -24,6 +24,8 @@ const schema = z
     PUSHBASE_COMPACT_AFTER_BYTES: positive(256 * 1024 * 1024),
     // Threads that parse and validate writes beside the event loop; 0 keeps them on it.
     PUSHBASE_WRITE_WORKERS: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(64).default(defaultWriteWorkers())),
+    // How long a write's Idempotency-Key is remembered (docs/api.md → Retrying a write); fractions allowed.
+    PUSHBASE_IDEMPOTENCY_TTL_HOURS: z.preprocess(blankToUndefined, z.coerce.number().positive().max(8760).default(DEFAULT_IDEMPOTENCY_TTL_HOURS)),
   })
   .refine(...tlsPairRefinement);
 
@@ -31,6 +33,8 @@ export interface EmbeddedConfig extends ListenerConfig {
   readonly segmentBytes: number;
   readonly compactAfterBytes: number;
   readonly writeWorkers: number;
+  /** How long an applied Idempotency-Key is retained, in ms. */
+  readonly idempotencyTtlMs: number;
   /** Log level and tracing; off when not given. */
   readonly telemetry?: TelemetryConfig;
 }
@@ -45,6 +49,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig
     segmentBytes: c.PUSHBASE_SEGMENT_BYTES,
     compactAfterBytes: c.PUSHBASE_COMPACT_AFTER_BYTES,
     writeWorkers: c.PUSHBASE_WRITE_WORKERS,
+    idempotencyTtlMs: hoursToMs(c.PUSHBASE_IDEMPOTENCY_TTL_HOURS),
     telemetry: telemetryConfigOf(c),
   });
 }

@@ -1,6 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { MemoryProjection } from '@pushbase/app';
+import { DEFAULT_IDEMPOTENCY_TTL_HOURS, hoursToMs, MemoryIdempotencyLedger, MemoryProjection, type Clock } from '@pushbase/app';
 import { initialState } from '@pushbase/domain';
 import type { EventLogMetrics } from '@pushbase/metrics';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';
@@ -47,6 +47,9 @@ export interface EmbeddedStoreOptions {
   readonly runCompaction?: CompactionRunner;
   /** Test seam: passed to the log. */
   readonly maxBatchBytes?: number;
+  /** How long an applied Idempotency-Key is retained (default 24 h), and the clock that ages keys. */
+  readonly idempotencyTtlMs?: number;
+  readonly clock?: Clock;
   /** The log's group-commit and append durations; passed to it. */
   readonly metrics?: EventLogMetrics;
   /** Where the live snapshot's datasets are encoded when that pays (snapshot-pool.ts); else on the event loop. */
@@ -93,6 +96,8 @@ async function loadStartSnapshot(dir: string, skipped: string[]): Promise<Loaded
 
 export class EmbeddedStore {
   readonly projection: MemoryProjection;
+  /** The applied Idempotency-Keys: fed with the projection, carried by the snapshots. */
+  readonly ledger: MemoryIdempotencyLedger;
   readonly eventLog: FileEventLog;
   private readonly opts: EmbeddedStoreOptions;
   private readonly log: StoreLogger;
@@ -114,8 +119,9 @@ export class EmbeddedStore {
   /** The start snapshot's file stays open while datasets are still encoded in it (snapshot.ts): closed at close(). */
   private closeLoadedSnapshot = (): void => undefined;
 
-  private constructor(opts: EmbeddedStoreOptions, projection: MemoryProjection, snapshot: SnapshotInfo | undefined) {
+  private constructor(opts: EmbeddedStoreOptions, projection: MemoryProjection, ledger: MemoryIdempotencyLedger, snapshot: SnapshotInfo | undefined) {
     this.opts = opts;
+    this.ledger = ledger;
     this.log = opts.log ?? (() => undefined);
     this.compactAfterBytes = Math.max(1, opts.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES);
     this.retryMs = opts.retryMs ?? DEFAULT_RETRY_MS;
@@ -147,13 +153,20 @@ export class EmbeddedStore {
     const loaded = await loadStartSnapshot(opts.dir, skipped);
     const snapshotMs = performance.now() - t0;
     const projection = new MemoryProjection(loaded?.state ?? initialState());
-    const store = new EmbeddedStore(opts, projection, loaded?.info);
+    const ledger = new MemoryIdempotencyLedger(opts.idempotencyTtlMs ?? hoursToMs(DEFAULT_IDEMPOTENCY_TTL_HOURS), opts.clock ?? { now: () => Date.now() }, loaded?.idempotency);
+    const store = new EmbeddedStore(opts, projection, ledger, loaded?.info);
     if (loaded !== undefined) store.closeLoadedSnapshot = loaded.close;
     for (const file of removed) store.log('removed an unfinished snapshot', { file });
     for (const why of skipped) store.log('snapshot skipped', { detail: why });
     const t1 = performance.now();
     try {
-      await store.eventLog.start(projection.apply, { from: loaded?.info.position ?? 0 });
+      await store.eventLog.start(
+        (events) => {
+          projection.apply(events);
+          ledger.apply(events);
+        },
+        { from: loaded?.info.position ?? 0 },
+      );
     } catch (err) {
       loaded?.close();
       throw err;
@@ -198,7 +211,12 @@ export class EmbeddedStore {
     const stats = this.eventLog.stats();
     const target = this.runner === undefined ? stats.position : stats.activeBase;
     if (target <= this.snapshotPosition) return Promise.resolve();
-    const job: CompactionJob = { dir: this.opts.dir, sealedEnd: target, ...(this.opts.retainSnapshots === undefined ? {} : { retainSnapshots: this.opts.retainSnapshots }) };
+    const job: CompactionJob = {
+      dir: this.opts.dir,
+      sealedEnd: target,
+      ...(this.opts.retainSnapshots === undefined ? {} : { retainSnapshots: this.opts.retainSnapshots }),
+      ...(this.opts.idempotencyTtlMs === undefined ? {} : { idempotencyTtlMs: this.opts.idempotencyTtlMs }),
+    };
     this.log('compaction started', { from: this.snapshotPosition, to: target, uncompacted_bytes: this.uncompactedBytes() });
     const run = (async () => {
       let failed = false;
@@ -276,7 +294,7 @@ export class EmbeddedStore {
     const t0 = performance.now();
     const from = this.snapshotPosition;
     if (this.eventLog.stats().position !== job.sealedEnd) throw new Error('the log moved on before the snapshot was captured');
-    const captured = captureState(this.projection.currentState());
+    const captured = captureState(this.projection.currentState(), this.ledger.entries());
     const pool = this.opts.snapshotPool;
     const io = pool === undefined ? this.opts.snapshotIo : { ...this.opts.snapshotIo, encodeDataset: (d: CapturedDataset) => pool.encode(d, encodeDataset) };
     const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, io);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { createAccountAdmin, createRecordService, createSchemaService, createWritePool, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
+import { createAccountAdmin, createRecordService, createSchemaService, createWritePool, keyedWrites, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
 import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
@@ -70,6 +70,7 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
     dir: config.dataDir,
     segmentBytes: config.segmentBytes,
     compactAfterBytes: config.compactAfterBytes,
+    idempotencyTtlMs: config.idempotencyTtlMs,
     log,
     metrics: eventLogMetrics(metrics),
     ...(snapshotPool === undefined ? {} : { snapshotPool }),
@@ -105,6 +106,8 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
   });
   const writePool = createWritePool(config.writeWorkers, { onUnavailable: log });
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
+  // The public API's writes honour Idempotency-Keys; the admin side's deletes carry none.
+  const keyed = keyedWrites({ schemas, records }, store.ledger);
   // Called inside the failed request (its span active): the line carries its trace_id.
   const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
 
@@ -114,8 +117,8 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
   const rateLimiter = new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000);
   const authFailureLimiter = memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail');
   const gateway = createGatewayApp({
-    schemas,
-    records,
+    schemas: keyed.schemas,
+    records: keyed.records,
     keys,
     rateLimiter,
     authFailureLimiter,
@@ -159,7 +162,7 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
         await snapshotPool?.close();
         await writePool?.close();
         await lock.release();
-        log('stopped', projection.stats());
+        log('stopped', { ...projection.stats(), idempotency_keys: store.ledger.size });
       })()),
   };
 }

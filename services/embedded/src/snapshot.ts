@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
+import type { AppliedKey, DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
 import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, releaseCaptured, rowsOf, SnapshotSource, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
 import { openFile, syncDirectory } from '@pushbase/data-dir';
 import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, positionName, scanFrames } from './frames';
@@ -61,6 +61,12 @@ interface Header {
   readonly version: SnapshotVersion;
   readonly position: number;
   readonly datasets: number;
+  /**
+   * The Idempotency-Keys of the writes before `position` still retained (their events may be compacted
+   * away). Optional, so a snapshot without it (an older one) loads as holding none, and an older release
+   * loading a newer snapshot ignores it rather than refusing it.
+   */
+  readonly idempotency?: readonly AppliedKey[];
 }
 
 /** A version-1 dataset frame: the state with its row map as two index-aligned arrays, oldest insertion first. */
@@ -101,6 +107,8 @@ async function writeAll(io: SnapshotIo, fh: fs.promises.FileHandle, buffers: Buf
 export interface CapturedState {
   readonly datasets: readonly CapturedDataset[];
   readonly records: number;
+  /** The retained Idempotency-Keys as of the same moment. */
+  readonly idempotency?: readonly AppliedKey[];
 }
 
 /**
@@ -109,7 +117,7 @@ export interface CapturedState {
  * for 5 million records — and the live state may move on while the snapshot is written: no second copy of
  * the data, no second fold.
  */
-export function captureState(state: State): CapturedState {
+export function captureState(state: State, idempotency: readonly AppliedKey[] = []): CapturedState {
   const datasets: CapturedDataset[] = [];
   let records = 0;
   for (const account of state.values()) {
@@ -118,7 +126,7 @@ export function captureState(state: State): CapturedState {
       datasets.push(captureDataset(ds));
     }
   }
-  return { datasets, records };
+  return { datasets, records, idempotency };
 }
 
 /**
@@ -187,7 +195,8 @@ async function writeTemp(
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
     };
-    const header: Header = { format: SNAPSHOT_FORMAT, version, position, datasets: captured.datasets.length };
+    const keys = captured.idempotency ?? [];
+    const header: Header = { format: SNAPSHOT_FORMAT, version, position, datasets: captured.datasets.length, ...(keys.length === 0 ? {} : { idempotency: keys }) };
     await push(Buffer.from(JSON.stringify(header), 'utf8'));
     const encode = async (frame: CapturedDataset): Promise<Buffer> => (version === 1 ? Buffer.from(JSON.stringify(rowsOf(frame)), 'utf8') : io.encodeDataset(frame));
     const ahead: Promise<Buffer>[] = [];
@@ -262,6 +271,11 @@ export async function removeLeftoverTemps(dir: string): Promise<string[]> {
 
 const isString = (v: unknown): v is string => typeof v === 'string';
 const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
+const isAppliedKey = (v: unknown): v is AppliedKey => {
+  if (typeof v !== 'object' || v === null) return false;
+  const a = v as Partial<AppliedKey>;
+  return isString(a.account) && isString(a.key) && isString(a.fingerprint) && isInt(a.at) && (a.dataset === undefined || (typeof a.dataset === 'object' && a.dataset !== null));
+};
 
 /** A version-1 dataset frame (JSON), or why it is not one. */
 function datasetFromJson(payload: Buffer, n: number): DatasetState | string {
@@ -309,6 +323,8 @@ function datasetFromJson(payload: Buffer, n: number): DatasetState | string {
 export interface LoadedSnapshot {
   readonly info: SnapshotInfo;
   readonly state: State;
+  /** The Idempotency-Keys it carries (none in a snapshot written before they existed). */
+  readonly idempotency: readonly AppliedKey[];
   /**
    * Closes the snapshot file, which stays open while datasets of `state` are still encoded in it (see
    * SnapshotSource); call it when the state is no longer used. Such datasets cannot be decoded after.
@@ -347,6 +363,7 @@ export async function readSnapshot(file: string): Promise<LoadedSnapshot> {
         if (h === null || typeof h !== 'object' || h.format !== SNAPSHOT_FORMAT) return 'not a pushbase snapshot header';
         if (h.version !== 1 && h.version !== 2) return `unsupported snapshot format version ${String(h.version)}`;
         if (!isInt(h.position) || h.position < 0 || !isInt(h.datasets) || h.datasets < 0) return 'bad header fields';
+        if (h.idempotency !== undefined && !(Array.isArray(h.idempotency) && h.idempotency.every(isAppliedKey))) return 'bad idempotency keys in the header';
         header = h as Header;
         return undefined;
       }
@@ -378,7 +395,7 @@ export async function readSnapshot(file: string): Promise<LoadedSnapshot> {
       throw new SnapshotInvalidError(`snapshot ${file} is incomplete: ${datasets} of ${header.datasets} datasets`);
     }
     loaded = true;
-    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state, close: () => source.close() };
+    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state, idempotency: header.idempotency ?? [], close: () => source.close() };
   } finally {
     // Closes the file unless datasets of the state still read from it; a failed load closes it whatever.
     if (loaded) source.release();

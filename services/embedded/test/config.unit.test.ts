@@ -8,6 +8,11 @@ describe('embedded configuration', () => {
     expect(c.tls).toBeUndefined();
     expect(Object.isFrozen(c)).toBe(true);
   });
+  it('keeps Idempotency-Keys 24 hours unless PUSHBASE_IDEMPOTENCY_TTL_HOURS says otherwise (fractions allowed)', () => {
+    expect(loadConfig({}).idempotencyTtlMs).toBe(24 * 3_600_000);
+    expect(loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '0.5' }).idempotencyTtlMs).toBe(1_800_000);
+    for (const bad of ['0', '-1', 'x', '9000']) expect(() => loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: bad })).toThrow(/PUSHBASE_IDEMPOTENCY_TTL_HOURS/);
+  });
   it('runs one write worker more than the cores, at most 4, none on one core, and none on request', () => {
     expect(loadConfig({}).writeWorkers).toBe(defaultWriteWorkers(availableParallelism()));
     expect([1, 2, 3, 4, 64].map(defaultWriteWorkers)).toEqual([0, 3, 4, 4, 4]);

@@ -9,6 +9,7 @@ import { errorMiddleware, HttpError } from './errors';
 import { isReadPath, keySession, pageRoutes, readRoutes, type ReadSideDeps } from './read-side';
 import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, parseTrustedProxies, type ProxyTrust } from './trusted-proxies';
 import { hashApiKey } from './keys';
+import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, keyedMark } from './idempotency';
 import { BODY_LIMIT_BYTES, DEFINITION_LIMIT_BYTES, UploadBudget, withWriteBody, type UploadLimits } from './uploads';
 import { AccountGate, type AccountShare } from './account-gate';
 import type { FlexibleRateLimiter } from './rate-limit';
@@ -314,24 +315,36 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
     ctx.body = body;
   };
 
+  /** A repeat of a keyed write already applied: answered as the first time, and said so (docs/api.md). */
+  const replayed = (ctx: Context, answer: { readonly replayed?: boolean }): void => {
+    if (answer.replayed !== true) return;
+    ctx.set(IDEMPOTENT_REPLAYED_HEADER, 'true');
+    deps.metrics?.idempotentReplay(routeOf(ctx));
+  };
+
   router.get('/', (ctx) => ok(ctx));
   router.put('/datasets/:id', async (ctx) => {
+    const key = idempotencyKeyOf(ctx);
     // Parsed as JSON unless the Content-Type is a form's (uploads.ts): a missing one means JSON.
-    const { created, dataset } = await writeInTurn(ctx, DEFINITION_LIMIT_BYTES, (raw) =>
-      deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: parseJsonBody(raw) }),
+    const answer = await writeInTurn(ctx, DEFINITION_LIMIT_BYTES, (raw) =>
+      deps.schemas.findOrCreate({ account: account(ctx), id: ctx.params.id ?? '', body: parseJsonBody(raw), ...keyedMark(ctx, key, raw) }),
     );
-    ok(ctx, created ? 201 : 200, datasetResponse(dataset));
+    replayed(ctx, answer);
+    ok(ctx, answer.created ? 201 : 200, datasetResponse(answer.dataset));
   });
   router.delete('/datasets/:id', async (ctx) => {
-    await inTurn(ctx, () => deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '' }));
+    const key = idempotencyKeyOf(ctx);
+    replayed(ctx, await inTurn(ctx, () => deps.schemas.delete({ account: account(ctx), id: ctx.params.id ?? '', ...keyedMark(ctx, key) })));
     ok(ctx);
   });
   router.post('/datasets/:id/data', async (ctx) => {
-    await writeInTurn(ctx, BODY_LIMIT_BYTES, (json) => deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json }));
+    const key = idempotencyKeyOf(ctx);
+    replayed(ctx, await writeInTurn(ctx, BODY_LIMIT_BYTES, (json) => deps.records.append({ account: account(ctx), id: ctx.params.id ?? '', json, ...keyedMark(ctx, key, json) })));
     ok(ctx);
   });
   router.put('/datasets/:id/data', async (ctx) => {
-    await writeInTurn(ctx, BODY_LIMIT_BYTES, (json) => deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json }));
+    const key = idempotencyKeyOf(ctx);
+    replayed(ctx, await writeInTurn(ctx, BODY_LIMIT_BYTES, (json) => deps.records.replace({ account: account(ctx), id: ctx.params.id ?? '', json, ...keyedMark(ctx, key, json) })));
     ok(ctx);
   });
 

@@ -13,3 +13,4 @@ export * from './uploads';
 export * from './account-gate';
 export * from './config';
 export * from './main';
+export * from './idempotency';

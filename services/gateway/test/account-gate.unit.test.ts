@@ -75,11 +75,12 @@ describe('in the gateway', () => {
         noisyPeak = Math.max(noisyPeak, inService.noisy!);
         if (req.account === 'noisy') await hold.promise;
         inService[req.account]!--;
+        return { replayed: false };
       },
-      replace: () => Promise.resolve(),
+      replace: () => Promise.resolve({ replayed: false }),
     };
     const app = createGatewayApp({
-      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.resolve() },
+      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.resolve({ replayed: false }) },
       records,
       keys,
       rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),

@@ -13,14 +13,14 @@ describe('gateway request scope', () => {
   const records: RecordService = {
     append: () => {
       seen.push(scope.current()?.requestId);
-      return Promise.resolve();
+      return Promise.resolve({ replayed: false });
     },
-    replace: () => Promise.resolve(),
+    replace: () => Promise.resolve({ replayed: false }),
   };
   const schemas: SchemaService = {
     findOrCreate: () => Promise.reject(new Error('not used')),
     get: () => Promise.reject(new Error('not used')),
-    delete: () => Promise.resolve(),
+    delete: () => Promise.resolve({ replayed: false }),
   };
   let server: Server;
   let base: string;

@@ -7,11 +7,13 @@ import {
   type DatasetBody,
   type DatasetRef,
   type FindOrCreateResult,
+  type KeyedWrite,
   type PushbaseServices,
   type RawDatasetBody,
   type RecordService,
   type RequestScope,
   type SchemaService,
+  type WriteAnswer,
 } from '@pushbase/contracts';
 import { changeQuotas, type DatasetSummary, type QuotaLimits } from '@pushbase/domain';
 import { sendToken } from './auth';
@@ -167,16 +169,17 @@ export function connectSchemaService(address: string, opts: GrpcClientOptions = 
   const protos = opts.protos ?? pushbaseServices();
   const ch = openChannel(address, protos.SchemaService, 'schema', opts, { 'grpc.service_config': SCHEMA_SERVICE_CONFIG });
   return {
-    findOrCreate: async ({ account, id, body }: DatasetBody): Promise<FindOrCreateResult> => {
-      const res = await ch.call<{ created: boolean; dataset: DatasetSummaryMessage | null }>('FindOrCreate', { account, id, body_json: bodyBytes(body) }, 'write');
-      return { created: res.created, dataset: summaryFromMessage(res.dataset) };
+    findOrCreate: async ({ account, id, body, idempotency }: DatasetBody): Promise<FindOrCreateResult> => {
+      const res = await ch.call<{ created: boolean; dataset: DatasetSummaryMessage | null; replayed: boolean }>('FindOrCreate', { account, id, body_json: bodyBytes(body), idempotency }, 'write');
+      return { created: res.created, dataset: summaryFromMessage(res.dataset), ...(res.replayed ? { replayed: true } : {}) };
     },
     get: async ({ account, id }: DatasetRef): Promise<DatasetSummary> => {
       const res = await ch.call<{ dataset: DatasetSummaryMessage | null }>('Get', { account, id }, 'read');
       return summaryFromMessage(res.dataset);
     },
-    delete: async ({ account, id }: DatasetRef): Promise<void> => {
-      await ch.call('Delete', { account, id }, 'write');
+    delete: async ({ account, id, idempotency }: DatasetRef & KeyedWrite): Promise<WriteAnswer> => {
+      const res = await ch.call<{ replayed: boolean }>('Delete', { account, id, idempotency }, 'write');
+      return { replayed: res.replayed };
     },
     waitForReady: ch.waitForReady,
     close: ch.close,
@@ -189,8 +192,9 @@ export function connectRecordService(address: string, opts: GrpcClientOptions = 
   const ch = openChannel(address, protos.RecordService, 'records', opts);
   const write =
     (method: 'Append' | 'Replace') =>
-    async ({ account, id, json }: RawDatasetBody): Promise<void> => {
-      await ch.call(method, { account, id, body_json: json }, 'write');
+    async ({ account, id, json, idempotency }: RawDatasetBody): Promise<WriteAnswer> => {
+      const res = await ch.call<{ replayed: boolean }>(method, { account, id, body_json: json, idempotency }, 'write');
+      return { replayed: res.replayed };
     };
   return { append: write('Append'), replace: write('Replace'), waitForReady: ch.waitForReady, close: ch.close };
 }

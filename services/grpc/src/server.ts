@@ -7,6 +7,7 @@ import {
   SCHEMA_SERVICE_NAME,
   pushbaseServices,
   type AccountCommands,
+  type KeyedWrite,
   type PushbaseServices,
   type RecordService,
   type SchemaService,
@@ -69,15 +70,25 @@ export interface GrpcServer {
   readonly requestScope: RequestScope;
 }
 
+interface KeyMessage {
+  key: string;
+  fingerprint: string;
+}
 interface BodyRequest {
   account: string;
   id: string;
   body_json: Buffer;
+  idempotency?: KeyMessage | null;
 }
 interface RefRequest {
   account: string;
   id: string;
+  idempotency?: KeyMessage | null;
 }
+
+/** The write's Idempotency-Key as the services take it: none when unset (an older gateway never sets it). */
+const keyed = (req: { idempotency?: KeyMessage | null }): KeyedWrite =>
+  req.idempotency === null || req.idempotency === undefined || req.idempotency.key === '' ? {} : { idempotency: { key: req.idempotency.key, fingerprint: req.idempotency.fingerprint } };
 
 /** `host:port` for bindAsync; an IPv6 literal needs brackets. */
 const bindAddress = (host: string, port: number): string => `${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}:${port}`;
@@ -164,13 +175,12 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
     const schema = deps.schema;
     const impl: UntypedServiceImplementation = {
       FindOrCreate: unary(SCHEMA_SERVICE_NAME, 'FindOrCreate', async (req: BodyRequest) => {
-        const { created, dataset } = await schema.findOrCreate({ account: req.account, id: req.id, body: parseJsonBody(req.body_json) });
-        return { created, dataset: summaryToMessage(dataset) };
+        const { created, dataset, replayed } = await schema.findOrCreate({ account: req.account, id: req.id, body: parseJsonBody(req.body_json), ...keyed(req) });
+        return { created, dataset: summaryToMessage(dataset), replayed: replayed === true };
       }),
       Get: unary(SCHEMA_SERVICE_NAME, 'Get', async (req: RefRequest) => ({ dataset: summaryToMessage(await schema.get({ account: req.account, id: req.id })) })),
       Delete: unary(SCHEMA_SERVICE_NAME, 'Delete', async (req: RefRequest) => {
-        await schema.delete({ account: req.account, id: req.id });
-        return {};
+        return schema.delete({ account: req.account, id: req.id, ...keyed(req) });
       }),
     };
     server.addService(protos.SchemaService.service, impl);
@@ -179,12 +189,10 @@ export function createGrpcServer(deps: GrpcServerDeps): GrpcServer {
     const records = deps.records;
     const impl: UntypedServiceImplementation = {
       Append: unary(RECORD_SERVICE_NAME, 'Append', async (req: BodyRequest) => {
-        await records.append({ account: req.account, id: req.id, json: req.body_json });
-        return {};
+        return records.append({ account: req.account, id: req.id, json: req.body_json, ...keyed(req) });
       }),
       Replace: unary(RECORD_SERVICE_NAME, 'Replace', async (req: BodyRequest) => {
-        await records.replace({ account: req.account, id: req.id, json: req.body_json });
-        return {};
+        return records.replace({ account: req.account, id: req.id, json: req.body_json, ...keyed(req) });
       }),
     };
     server.addService(protos.RecordService.service, impl);

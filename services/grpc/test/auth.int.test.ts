@@ -24,11 +24,11 @@ const handled: string[] = [];
 const schema: SchemaService = {
   findOrCreate: (req) => (handled.push('findOrCreate'), Promise.resolve({ created: true, dataset: summary(req.account, req.id) })),
   get: (req) => (handled.push('get'), Promise.resolve(summary(req.account, req.id))),
-  delete: () => (handled.push('delete'), Promise.resolve()),
+  delete: () => (handled.push('delete'), Promise.resolve({ replayed: false })),
 };
 const records: RecordService = {
-  append: () => (handled.push('append'), Promise.resolve()),
-  replace: () => (handled.push('replace'), Promise.resolve()),
+  append: () => (handled.push('append'), Promise.resolve({ replayed: false })),
+  replace: () => (handled.push('replace'), Promise.resolve({ replayed: false })),
 };
 // Only key creation is called here: what an attacker at the port would want.
 const accounts = {

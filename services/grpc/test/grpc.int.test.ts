@@ -3,7 +3,7 @@
  * shutdown, deadlines, what a transport failure becomes for a read and a write, Get's retries, the
  * request id across metadata, and the message size a 4 MiB body needs.
  */
-import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, type RecordService, type SchemaService } from '@pushbase/contracts';
+import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, type RecordService, type SchemaService, type WriteAnswer } from '@pushbase/contracts';
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import { connect as connectHttp2 } from 'node:http2';
 import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcCallMetrics, type GrpcServer } from '../src';
@@ -25,7 +25,7 @@ const summary = (account: string, id: string): DatasetSummary => ({
 function fakes() {
   const calls: { method: string; req: unknown }[] = [];
   let getImpl: (req: DatasetRef) => Promise<DatasetSummary> = (req) => Promise.resolve(summary(req.account, req.id));
-  let writeImpl: (req: RawDatasetBody) => Promise<void> = () => Promise.resolve();
+  let writeImpl: (req: RawDatasetBody) => Promise<WriteAnswer> = () => Promise.resolve({ replayed: false });
   const schema: SchemaService = {
     findOrCreate: (req) => {
       calls.push({ method: 'findOrCreate', req });
@@ -37,7 +37,7 @@ function fakes() {
     },
     delete: (req) => {
       calls.push({ method: 'delete', req });
-      return Promise.resolve();
+      return Promise.resolve({ replayed: false });
     },
   };
   const records: RecordService = {
@@ -113,6 +113,18 @@ describe('gRPC server and clients on loopback', () => {
     expect(JSON.parse(Buffer.from(appended.json).toString('utf8'))).toEqual({ data: [{ n: 1 }] });
   });
 
+  it('carries a write’s Idempotency-Key to the service, and a replayed answer back; none when unset', async () => {
+    const { address, f } = await start();
+    const { schema, records } = clients(address);
+    const idempotency = { key: 'order 17 "a"', fingerprint: 'fp-1' };
+    f.onWrite(() => Promise.resolve({ replayed: true }));
+    await expect(records.append({ account: 'acme', id: 'sales', json: body({ data: [] }), idempotency })).resolves.toEqual({ replayed: true });
+    await expect(records.replace({ account: 'acme', id: 'sales', json: body({ data: [] }) })).resolves.toEqual({ replayed: true });
+    await schema.delete({ account: 'acme', id: 'sales', idempotency });
+    await schema.findOrCreate({ account: 'acme', id: 'sales', body: {}, idempotency });
+    expect(f.calls.map((c) => (c.req as { idempotency?: unknown }).idempotency)).toEqual([idempotency, undefined, idempotency, idempotency]);
+  });
+
   it('carries a 4 MiB body (above gRPC’s default message limit)', async () => {
     const { address, f } = await start();
     const { records } = clients(address);
@@ -144,7 +156,7 @@ describe('gRPC server and clients on loopback', () => {
     const watch = health.watch('');
     await eventually(() => watch.statuses.length === 1, 5_000, 'the first health status');
 
-    const release = latch();
+    const release = latch<WriteAnswer>();
     f.onWrite(() => release.promise);
     const { records } = clients(address);
     const inFlight = records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
@@ -163,8 +175,8 @@ describe('gRPC server and clients on loopback', () => {
     await expect(records.replace({ account: 'acme', id: 'x', json: body({ data: [] }) })).rejects.toMatchObject({ code: 'unavailable' });
     expect(f.count('replace')).toBe(0);
 
-    release.resolve();
-    await expect(inFlight).resolves.toBeUndefined();
+    release.resolve({ replayed: false });
+    await expect(inFlight).resolves.toEqual({ replayed: false });
     await stopping;
     expect(stopped).toBe(true);
   });
@@ -284,7 +296,7 @@ describe('gRPC server and clients on loopback', () => {
     f.onWrite(() => new Promise((_, reject) => setTimeout(() => reject(new DomainError('invalid', 'bad record')), 60)));
     await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
     // Past the caller's deadline: the gateway's side sees DEADLINE_EXCEEDED, the service's CANCELLED once its handler ends.
-    f.onWrite(() => new Promise((resolve) => setTimeout(resolve, 400)));
+    f.onWrite(() => new Promise((resolve) => setTimeout(() => resolve({ replayed: false }), 400)));
     await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
     await eventually(() => server.seen.length === 4, 5_000, 'the service to time the call it ran past the deadline');
     const calls = (seen: { service: string; method: string; code: string }[]): string[] => seen.map((c) => `${c.service}/${c.method} ${c.code}`);

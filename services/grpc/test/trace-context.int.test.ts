@@ -22,9 +22,9 @@ beforeAll(async () => {
     append: () => {
       const sc = trace.getActiveSpan()?.spanContext();
       seen.push({ traceId: sc?.traceId, spanId: sc?.spanId });
-      return Promise.resolve();
+      return Promise.resolve({ replayed: false });
     },
-    replace: () => Promise.resolve(),
+    replace: () => Promise.resolve({ replayed: false }),
   };
   server = createGrpcServer({ records, protos, log: jsonLogger('records', (line) => lines.push(JSON.parse(line) as Record<string, unknown>), 'debug') });
   const port = await server.listen('127.0.0.1', 0);

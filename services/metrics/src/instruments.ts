@@ -30,6 +30,8 @@ export interface HttpMetrics {
   /** One answered request: `route` is the matched route pattern (`/datasets/:id/data`), or `unmatched`. */
   request(route: string, method: string, status: number, durationMs: number): void;
   rateLimitRefused(limit: RateLimitKind): void;
+  /** A keyed write answered from its first attempt (Idempotent-Replayed: true), by route pattern. */
+  idempotentReplay(route: string): void;
 }
 
 export function httpMetrics(registry: Registry): HttpMetrics {
@@ -48,6 +50,12 @@ export function httpMetrics(registry: Registry): HttpMetrics {
     labelNames: ['limit'] as const,
     registers: [registry],
   });
+  const replays = new Counter({
+    name: 'pushbase_idempotent_replays_total',
+    help: 'Writes answered from an earlier request with the same Idempotency-Key (Idempotent-Replayed: true), not applied again, by route pattern.',
+    labelNames: ['route'] as const,
+    registers: [registry],
+  });
   return {
     request(route, method, status, durationMs) {
       const labels = { route, method: METHODS.has(method) ? method : 'other', status: String(status) };
@@ -56,6 +64,9 @@ export function httpMetrics(registry: Registry): HttpMetrics {
     },
     rateLimitRefused(limit) {
       refusals.inc({ limit });
+    },
+    idempotentReplay(route) {
+      replays.inc({ route });
     },
   };
 }

@@ -1,0 +1,137 @@
+import type { DatasetRef, DatasetBody, FindOrCreateResult, IdempotencyLedger, KeyClaim, KeyedWrite, RawDatasetBody, RecordService, SchemaService, WriteAnswer } from '@pushbase/contracts';
+import { appliedKeyOf, DomainError, keyInFlight, keyReused, repeatOf, retained, type AppliedKey, type DatasetEvent, type IdempotencyMark } from '@pushbase/domain';
+import type { Clock } from './services';
+
+/** How long an applied key is retained by default: 24 hours (PUSHBASE_IDEMPOTENCY_TTL_HOURS). */
+export const DEFAULT_IDEMPOTENCY_TTL_HOURS = 24;
+export const hoursToMs = (hours: number): number => Math.round(hours * 3_600_000);
+
+/*
+ * The embedded ledger: the applied keys are a fold of the log, fed by the same listener as the projection
+ * (the replay at start, then every durable batch before its append resolves), and carried by snapshots,
+ * so a key is exactly as durable as its write and survives a kill -9. In-flight claims live in memory:
+ * one process serves every request. Keys are held in order of application and dropped from the oldest
+ * end once past the TTL, so the ledger holds at most a TTL's worth of keyed writes.
+ */
+export class MemoryIdempotencyLedger implements IdempotencyLedger {
+  private readonly keys = new Map<string, AppliedKey>();
+  private readonly inFlight = new Set<string>();
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly clock: Clock,
+    initial: Iterable<AppliedKey> = [],
+  ) {
+    for (const applied of initial) this.remember(applied);
+    this.prune();
+  }
+
+  readonly apply = (events: readonly DatasetEvent[]): void => {
+    for (const e of events) {
+      const applied = appliedKeyOf(e);
+      if (applied !== undefined) this.remember(applied);
+    }
+    this.prune();
+  };
+
+  /** The retained keys, oldest first, for a snapshot. */
+  entries(): AppliedKey[] {
+    this.prune();
+    return [...this.keys.values()];
+  }
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  applied(account: string, key: string): Promise<AppliedKey | undefined> {
+    const found = this.keys.get(slot(account, key));
+    return Promise.resolve(found !== undefined && retained(found, this.clock.now(), this.ttlMs) ? found : undefined);
+  }
+
+  claim(account: string, key: string): Promise<KeyClaim | undefined> {
+    const k = slot(account, key);
+    if (this.inFlight.has(k)) return Promise.resolve(undefined);
+    this.inFlight.add(k);
+    // Whatever the outcome, the log's listener already recorded a stored write: nothing to settle here.
+    return Promise.resolve({ settle: () => Promise.resolve(void this.inFlight.delete(k)) });
+  }
+
+  private remember(applied: AppliedKey): void {
+    const k = slot(applied.account, applied.key);
+    this.keys.delete(k); // re-inserted at the newest end
+    this.keys.set(k, applied);
+  }
+
+  /** Drops expired keys from the oldest end; one applied a little out of time order waits for the next call. */
+  private prune(): void {
+    const now = this.clock.now();
+    for (const [k, applied] of this.keys) {
+      if (retained(applied, now, this.ttlMs)) break;
+      this.keys.delete(k);
+    }
+  }
+}
+
+// A key is printable ASCII (checked at the edge), so it holds no newline: the pair is unambiguous.
+const slot = (account: string, key: string): string => `${key}\n${account}`;
+
+/** What became of an attempt that failed: only a refusal or `unavailable` proves nothing was stored. */
+const outcomeOf = (e: unknown): 'not_applied' | 'unknown' => (e instanceof DomainError && e.code !== 'outcome_unknown' ? 'not_applied' : 'unknown');
+
+/**
+ * The schema and record services with Idempotency-Keys honoured (docs/api.md → Retrying a write). A write
+ * without a key passes through. A keyed one: a repeat of an applied write is answered from the ledger
+ * (`replayed`); the same key with another request is refused (422); one while another attempt holds the
+ * key is refused (409, Retry-After) rather than queued, so a client's retry loop never piles up waiting
+ * requests; else the write runs under the key's claim, with the key inside its event.
+ */
+export function keyedWrites(inner: { readonly schemas: SchemaService; readonly records: RecordService }, ledger: IdempotencyLedger): { schemas: SchemaService; records: RecordService } {
+  async function guarded<T>(account: string, mark: IdempotencyMark, replay: (applied: AppliedKey) => T, run: () => Promise<T>): Promise<T> {
+    const repeat = repeatOf(await ledger.applied(account, mark.key), mark);
+    if (repeat !== undefined) return replay(repeat);
+    const claim = await ledger.claim(account, mark.key);
+    if (claim === undefined) throw keyInFlight(mark.key);
+    let result: T;
+    try {
+      // Again under the claim: the attempt that held it may have been applied since the first look.
+      const settled = repeatOf(await ledger.applied(account, mark.key), mark);
+      result = settled !== undefined ? replay(settled) : await run();
+    } catch (e) {
+      await claim.settle(outcomeOf(e));
+      throw e;
+    }
+    await claim.settle('applied');
+    return result;
+  }
+  const replayedWrite = (): WriteAnswer => ({ replayed: true });
+  const keyed =
+    <R extends DatasetRef & KeyedWrite>(write: (req: R) => Promise<WriteAnswer>) =>
+    (req: R): Promise<WriteAnswer> =>
+      req.idempotency === undefined ? write(req) : guarded(req.account, req.idempotency, replayedWrite, () => write(req));
+  const { schemas, records } = inner;
+  return {
+    schemas: {
+      findOrCreate: (req: DatasetBody): Promise<FindOrCreateResult> => {
+        if (req.idempotency === undefined) return schemas.findOrCreate(req);
+        return guarded(
+          req.account,
+          req.idempotency,
+          (applied) => {
+            // The same fingerprint is the same method and path, so the applied write was this create; a key
+            // recorded without its dataset can only be another request's.
+            if (applied.dataset === undefined) throw keyReused(applied.key);
+            return { created: true, dataset: applied.dataset, replayed: true };
+          },
+          () => schemas.findOrCreate(req),
+        );
+      },
+      get: (req) => schemas.get(req),
+      delete: keyed((req: DatasetRef & KeyedWrite) => schemas.delete(req)),
+    },
+    records: {
+      append: keyed((req: RawDatasetBody) => records.append(req)),
+      replace: keyed((req: RawDatasetBody) => records.replace(req)),
+    },
+  };
+}
