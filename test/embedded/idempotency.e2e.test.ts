@@ -1,13 +1,12 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
-import { connect } from 'node:tls';
 import { eventually, TestServer, type Response } from '../helpers/server';
 import { uid } from '../e2e/support';
 
 /*
- * Idempotency-Keys against the real server: a retried append without unique_by stays single after a
- * connection cut once the request was sent, after kill -9 between the attempts and during the first, and
- * after the log the keys came from was compacted away; keys expire after the retention, restarts included.
+ * Idempotency-Keys and the embedded data directory: keys outlive the log segments their events were in
+ * (the snapshots carry them), and a restart replaying keyed events older than the retention forgets them.
+ * The rules in both modes: test/e2e/idempotency.e2e.test.ts.
  */
 
 jest.setTimeout(120_000);
@@ -25,69 +24,11 @@ async function createDataset(s: TestServer): Promise<string> {
   return id;
 }
 
-/** Sends the whole request on a socket of its own and cuts the connection before any answer can come. */
-function sendAndCut(s: TestServer, id: string, key: string): Promise<void> {
-  const body = JSON.stringify({ data: [{ n: 1 }] });
-  const head = [
-    `POST /datasets/${id}/data HTTP/1.1`,
-    'Host: localhost',
-    `Authorization: Basic ${Buffer.from(`${s.keys.acme!}:`).toString('base64')}`,
-    'Content-Type: application/json',
-    `Idempotency-Key: ${key}`,
-    `Content-Length: ${Buffer.byteLength(body)}`,
-  ].join('\r\n');
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port: s.port, ca: s.ca, servername: 'localhost' }, () => {
-      socket.write(`${head}\r\n\r\n${body}`, () => {
-        socket.destroy();
-        resolve();
-      });
-    });
-    socket.on('error', reject);
-  });
-}
-
 describe('Idempotency-Key, embedded server (e2e)', () => {
   let server: TestServer | undefined;
   afterEach(async () => {
     await server?.stop();
     server = undefined;
-  });
-
-  it('keeps a retried append single after the connection was cut with the request sent', async () => {
-    server = await new TestServer({ env: UNLIMITED }).start();
-    const id = await createDataset(server);
-    const keys = Array.from({ length: 10 }, (_, i) => `cut-${i}`);
-    for (const key of keys) await sendAndCut(server, id, key);
-    let replayed = 0;
-    for (const key of keys) {
-      // The retry of a client that got no answer: applied now, or the first attempt's answer again.
-      const retry = await append(server, id, key);
-      expect(retry.status).toBe(200);
-      if (retry.headers['idempotent-replayed'] === 'true') replayed += 1;
-      expect((await append(server, id, key)).headers['idempotent-replayed']).toBe('true');
-    }
-    expect(await count(server, id)).toBe(keys.length);
-    // The first attempts were sent whole: the server applies them although nobody reads the answers.
-    expect(replayed).toBeGreaterThan(0);
-  });
-
-  it('replays after kill -9 between the attempts, and settles a first attempt killed in flight', async () => {
-    server = await new TestServer({ env: UNLIMITED }).start();
-    const id = await createDataset(server);
-    expect((await append(server, id, 'before-kill')).status).toBe(200);
-    const inFlight = Array.from({ length: 5 }, (_, i) => append(server!, id, `in-flight-${i}`).catch(() => undefined));
-    await new Promise((r) => setTimeout(r, 5));
-    await server.kill9();
-    await Promise.all(inFlight);
-
-    server = await new TestServer({ env: UNLIMITED, dataDir: server.dataDir, keys: server.keys }).start();
-    const retry = await append(server, id, 'before-kill');
-    expect({ status: retry.status, body: retry.body, replayed: retry.headers['idempotent-replayed'] }).toEqual({ status: 200, body: {}, replayed: 'true' });
-    for (let i = 0; i < 5; i++) expect((await append(server, id, `in-flight-${i}`)).status).toBe(200);
-    expect(await count(server, id)).toBe(6);
-    // The key holds the first request's fingerprint after the restart too.
-    expect((await append(server, id, 'before-kill', 2)).status).toBe(422);
   });
 
   it('keeps the keys whose events were compacted away: the snapshot carries them', async () => {

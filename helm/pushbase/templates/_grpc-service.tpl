@@ -64,6 +64,9 @@ spec:
             {{- include "pushbase.metricsEnv" $root | nindent 12 }}
             {{- include "pushbase.kafkaEnv" $root | nindent 12 }}
             {{- include "pushbase.redisEnv" $root | nindent 12 }}
+            {{- /* A keyed write of unknown outcome is settled once the projector's group has read its partition. */}}
+            - name: PUSHBASE_PROJECTOR_GROUP
+              value: {{ $root.Values.projector.group | quote }}
             {{- with $svc.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}

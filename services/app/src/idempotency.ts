@@ -1,5 +1,5 @@
 import type { DatasetRef, DatasetBody, FindOrCreateResult, IdempotencyLedger, KeyClaim, KeyedWrite, RawDatasetBody, RecordService, SchemaService, WriteAnswer } from '@pushbase/contracts';
-import { appliedKeyOf, DomainError, keyInFlight, keyReused, repeatOf, retained, type AppliedKey, type DatasetEvent, type IdempotencyMark } from '@pushbase/domain';
+import { appliedKeyOf, DomainError, keyInFlight, keyReused, repeatOf, retained, type AppliedKey, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
 import type { Clock } from './services';
 
 /** How long an applied key is retained by default: 24 hours (PUSHBASE_IDEMPOTENCY_TTL_HOURS). */
@@ -86,37 +86,63 @@ const outcomeOf = (e: unknown): 'not_applied' | 'unknown' => (e instanceof Domai
  * key is refused (409, Retry-After) rather than queued, so a client's retry loop never piles up waiting
  * requests; else the write runs under the key's claim, with the key inside its event.
  */
-export function keyedWrites(inner: { readonly schemas: SchemaService; readonly records: RecordService }, ledger: IdempotencyLedger): { schemas: SchemaService; records: RecordService } {
-  async function guarded<T>(account: string, mark: IdempotencyMark, replay: (applied: AppliedKey) => T, run: () => Promise<T>): Promise<T> {
+export function keyedWrites(
+  inner: { readonly schemas: SchemaService; readonly records: RecordService },
+  ledger: IdempotencyLedger,
+  clock: Clock = { now: () => Date.now() },
+): { schemas: SchemaService; records: RecordService } {
+  const guard = keyGuard(ledger, clock);
+  return { schemas: guard.schemas(inner.schemas), records: guard.records(inner.records) };
+}
+
+/** The Idempotency-Key rules of keyedWrites, for a service that serves only one of the two (distributed mode). */
+export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => Date.now() }): { schemas(s: SchemaService): SchemaService; records(r: RecordService): RecordService } {
+  async function guarded<T>(ref: DatasetRef, mark: IdempotencyMark, replay: (applied: AppliedKey) => T, run: () => Promise<T>, applies: (result: T) => AppliedKey | undefined): Promise<T> {
+    const { account } = ref;
     const repeat = repeatOf(await ledger.applied(account, mark.key), mark);
     if (repeat !== undefined) return replay(repeat);
-    const claim = await ledger.claim(account, mark.key);
+    const claim = await ledger.claim(account, mark.key, ref.id);
     if (claim === undefined) throw keyInFlight(mark.key);
     let result: T;
+    let applied: AppliedKey | undefined;
     try {
       // Again under the claim: the attempt that held it may have been applied since the first look.
       const settled = repeatOf(await ledger.applied(account, mark.key), mark);
-      result = settled !== undefined ? replay(settled) : await run();
+      if (settled !== undefined) result = replay(settled);
+      else {
+        result = await run();
+        applied = applies(result);
+      }
     } catch (e) {
-      await claim.settle(outcomeOf(e));
+      // A claim left unsettled ends with its lease and is then settled from the log: the write's answer stands.
+      await claim.settle(outcomeOf(e)).catch(() => undefined);
       throw e;
     }
-    await claim.settle('applied');
+    await claim.settle(applied === undefined ? 'not_applied' : { applied }).catch(() => undefined);
     return result;
   }
   const replayedWrite = (): WriteAnswer => ({ replayed: true });
+  const appliedKey = (req: DatasetRef, mark: IdempotencyMark, dataset?: DatasetSummary): AppliedKey => ({
+    account: req.account,
+    key: mark.key,
+    fingerprint: mark.fingerprint,
+    at: clock.now(),
+    ...(dataset === undefined ? {} : { dataset }),
+  });
   const keyed =
     <R extends DatasetRef & KeyedWrite>(write: (req: R) => Promise<WriteAnswer>) =>
-    (req: R): Promise<WriteAnswer> =>
-      req.idempotency === undefined ? write(req) : guarded(req.account, req.idempotency, replayedWrite, () => write(req));
-  const { schemas, records } = inner;
+    (req: R): Promise<WriteAnswer> => {
+      const mark = req.idempotency;
+      return mark === undefined ? write(req) : guarded(req, mark, replayedWrite, () => write(req), (answer) => (answer.replayed ? undefined : appliedKey(req, mark)));
+    };
   return {
-    schemas: {
+    schemas: (schemas) => ({
       findOrCreate: (req: DatasetBody): Promise<FindOrCreateResult> => {
         if (req.idempotency === undefined) return schemas.findOrCreate(req);
+        const mark = req.idempotency;
         return guarded(
-          req.account,
-          req.idempotency,
+          req,
+          mark,
           (applied) => {
             // The same fingerprint is the same method and path, so the applied write was this create; a key
             // recorded without its dataset can only be another request's.
@@ -124,14 +150,16 @@ export function keyedWrites(inner: { readonly schemas: SchemaService; readonly r
             return { created: true, dataset: applied.dataset, replayed: true };
           },
           () => schemas.findOrCreate(req),
+          // A find applies nothing: its key stays free.
+          (found) => (found.created && found.replayed !== true ? appliedKey(req, mark, found.dataset) : undefined),
         );
       },
       get: (req) => schemas.get(req),
       delete: keyed((req: DatasetRef & KeyedWrite) => schemas.delete(req)),
-    },
-    records: {
+    }),
+    records: (records) => ({
       append: keyed((req: RawDatasetBody) => records.append(req)),
       replace: keyed((req: RawDatasetBody) => records.replace(req)),
-    },
+    }),
   };
 }

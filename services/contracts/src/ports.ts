@@ -206,18 +206,24 @@ export interface RecordService {
  * settle from the log before it may run (docs/api.md → Retrying a write).
  */
 export interface KeyClaim {
-  settle(outcome: 'applied' | 'not_applied' | 'unknown'): Promise<void>;
+  settle(outcome: KeyOutcome): Promise<void>;
 }
+
+/** What became of a keyed attempt: stored (with what a repeat is answered from), proven not stored, or unknown. */
+export type KeyOutcome = { readonly applied: AppliedKey } | 'not_applied' | 'unknown';
 
 /**
  * The Idempotency-Keys of the applied writes, per account, retained for the TTL after their write. Fed
  * from the log (the key travels inside its event), so it holds exactly the keys of the stored writes.
  */
 export interface IdempotencyLedger {
-  /** The stored write that carried `key` for `account`, while retained; settles an unknown earlier attempt first. */
+  /**
+   * The stored write that carried `key` for `account`, while retained. An earlier attempt whose outcome is
+   * unknown is settled first, from the log; while it cannot be yet, rejects with `idempotency_in_flight`.
+   */
   applied(account: string, key: string): Promise<AppliedKey | undefined>;
-  /** Claims the key for one attempt; undefined while another attempt holds it (answered 409). */
-  claim(account: string, key: string): Promise<KeyClaim | undefined>;
+  /** Claims the key for one attempt at a write of `dataset`; undefined while another attempt holds it (answered 409). */
+  claim(account: string, key: string, dataset: string): Promise<KeyClaim | undefined>;
 }
 
 // ── Accounts and keys (docs/operations.md → Accounts and API keys): the admin side, one port for both modes. ──

@@ -107,7 +107,7 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
   const writePool = createWritePool(config.writeWorkers, { onUnavailable: log });
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   // The public API's writes honour Idempotency-Keys; the admin side's deletes carry none.
-  const keyed = keyedWrites({ schemas, records }, store.ledger);
+  const keyed = keyedWrites({ schemas, records }, store.ledger, clock);
   // Called inside the failed request (its span active): the line carries its trace_id.
   const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
 

@@ -8,3 +8,4 @@ export * from './group-offsets';
 export * from './appender';
 export * from './event-log';
 export * from './account-log';
+export * from './projection-progress';

@@ -3,7 +3,7 @@ import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/click
 import { defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
-import { redisEnv } from '@pushbase/redis';
+import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
 import { MAX_ROWS_PER_EVENT } from './project';
 
 /*
@@ -53,6 +53,7 @@ const projectorEnv = {
   PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
   ...clickhouseEnv,
   ...redisEnv,
+  ...idempotencyEnv,
   PUSHBASE_PROJECTOR_MAX_ROWS: integer(4_000_000, 1, Number.MAX_SAFE_INTEGER),
   PUSHBASE_PROJECTOR_FLUSH_ROWS: integer(50_000, 1, MAX_FLUSH_ROWS),
   PUSHBASE_PROJECTOR_FLUSH_MS: integer(250, 10, 60_000),
@@ -74,6 +75,8 @@ const projectorConfigOf = (env: ProjectorEnv) =>
     }),
     clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(env) }),
     redis: Object.freeze({ url: env.PUSHBASE_REDIS_URL, prefix: env.PUSHBASE_REDIS_PREFIX }),
+    // How long the applied Idempotency-Keys it records from the events are kept (services/redis/src/idempotency.ts).
+    idempotencyTtlMs: idempotencyTtlMsOf(env),
     maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
     flushRows: env.PUSHBASE_PROJECTOR_FLUSH_ROWS,
     flushIntervalMs: env.PUSHBASE_PROJECTOR_FLUSH_MS,

@@ -63,7 +63,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
   });
   const projector = new Projector(store, {
-    schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix }),
+    schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix, idempotency: { ttlMs: config.idempotencyTtlMs } }),
     maxRows: config.maxRows,
     flushRows: config.flushRows,
     flushIntervalMs: config.flushIntervalMs,

@@ -125,7 +125,9 @@ async function rebuild(
     fail = reject;
   });
   const projector = new Projector(new ClickHouseProjection(conn, fresh.database), {
-    schemaStore: new RedisSchemaStore(redis, { prefix: fresh.redisPrefix }),
+    // The applied Idempotency-Keys go to the live prefix: they are no part of the generation it promotes,
+    // and recording them again is harmless (first one wins), so keys survive a replay, a lost Redis included.
+    schemaStore: new RedisSchemaStore(redis, { prefix: fresh.redisPrefix, idempotency: { prefix: config.redis.prefix, ttlMs: config.idempotencyTtlMs } }),
     maxRows: config.maxRows,
     flushRows: config.flushRows,
     flushIntervalMs: config.flushIntervalMs,

@@ -8,6 +8,7 @@ describe('loadProjectorConfig', () => {
       kafka: { brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', accountsTopic: 'pushbase.dataset-events.accounts', groupId: 'pushbase-projector' },
       clickhouse: { url: 'http://127.0.0.1:8123', database: 'pushbase', viewsDatabase: 'pushbase_views' },
       redis: { url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' },
+      idempotencyTtlMs: 86_400_000,
       maxRows: 4_000_000,
       flushRows: 50_000,
       flushIntervalMs: 250,
@@ -33,8 +34,9 @@ describe('loadProjectorConfig', () => {
       PUSHBASE_REDIS_PREFIX: 'pb-live:',
       PUSHBASE_METRICS_PORT: '9464',
       PUSHBASE_PROJECTOR_STALL_MS: '60000',
+      PUSHBASE_IDEMPOTENCY_TTL_HOURS: '2',
     });
-    expect(c).toMatchObject({ stallMs: 60_000 });
+    expect(c).toMatchObject({ stallMs: 60_000, idempotencyTtlMs: 7_200_000 });
     expect(() => loadProjectorConfig({ PUSHBASE_PROJECTOR_STALL_MS: '4999' })).toThrow(/PUSHBASE_PROJECTOR_STALL_MS/);
     expect(c).toMatchObject({ kafka: { brokers: ['a:1', 'b:2'], topic: 'events.v1', accountsTopic: 'events.v1.accounts', groupId: 'proj-2' }, clickhouse: { database: 'pb_live' }, redis: { url: 'redis://cache:6380', prefix: 'pb-live:' }, maxRows: 50, flushRows: 1000, flushIntervalMs: 250, nice: 10, metrics: { host: '127.0.0.1', port: 9464 } });
     expect(Object.isFrozen(c)).toBe(true);

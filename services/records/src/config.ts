@@ -4,7 +4,7 @@ import { defaultWriteWorkerCount } from '@pushbase/app';
 import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
-import { redisEnv } from '@pushbase/redis';
+import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 
 /*
@@ -22,6 +22,13 @@ const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
  * (docs/architecture.md → The Kafka appender, idempotent mode).
  */
 export const requestTimeoutMs = (appendTimeoutMs: number): number => Math.max(1000, Math.min(10_000, Math.floor(appendTimeoutMs / 3)));
+
+/**
+ * How long a keyed write's attempt holds its key: the latest its event can still land in the log — the
+ * append's deadline, a produce request sent just before it timing out, and the schema service's
+ * transaction timeout (10 s), which can hold the partition's stable end behind an event — with 5 s to spare.
+ */
+export const idempotencyLeaseMs = (appendTimeoutMs: number): number => appendTimeoutMs + requestTimeoutMs(appendTimeoutMs) + 10_000 + 5_000;
 
 /**
  * Threads that decide writes (parse, validate, serialise) beside the event loop: one per core, at most 4;
@@ -47,6 +54,10 @@ const schema = z
     ),
     PUSHBASE_KAFKA_TOPIC: z.preprocess(blankToUndefined, z.string().default('pushbase.dataset-events').refine((v) => kafkaName.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')),
     ...redisEnv,
+    ...idempotencyEnv,
+    // The projector's consumer group: an Idempotency-Key attempt of unknown outcome is settled once it has
+    // folded the dataset's partition into Redis (services/redis/src/idempotency.ts).
+    PUSHBASE_PROJECTOR_GROUP: z.preprocess(blankToUndefined, z.string().default('pushbase-projector').refine((v) => kafkaName.test(v), 'PUSHBASE_PROJECTOR_GROUP must be 1 to 249 of A-Z a-z 0-9 . _ -')),
     ...metricsEnv,
     ...telemetryEnv,
     PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
@@ -96,6 +107,11 @@ const schema = z
       grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS, token: e.PUSHBASE_GRPC_TOKEN }),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
       writeWorkers: e.PUSHBASE_RECORDS_WRITE_WORKERS,
+      idempotency: Object.freeze({
+        ttlMs: idempotencyTtlMsOf(e),
+        leaseMs: idempotencyLeaseMs(e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS),
+        projectorGroup: e.PUSHBASE_PROJECTOR_GROUP,
+      }),
     }),
   );
 

@@ -1,8 +1,8 @@
 import { createWritePool } from '@pushbase/app';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
-import { KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaEventAppender, ProjectionProgress, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
-import { openRedis } from '@pushbase/redis';
+import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { RecordsConfig } from './config';
 import { createRecordsServer, type RecordsServer } from './server';
 
@@ -57,7 +57,21 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   // Why beside the event loop: services/app/src/write-pool.ts.
   const pool = createWritePool(config.writeWorkers, { onUnavailable: (message) => log('warn', message) });
   const writeWorkers = pool?.threads ?? 0;
+  // Settles keyed writes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
+  const progress = new ProjectionProgress(
+    createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-records-progress', log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
+    config.kafka.topic,
+    config.idempotency.projectorGroup,
+  );
+  const ledger = new RedisIdempotencyLedger(redis, {
+    prefix: config.redis.prefix,
+    url: config.redis.url,
+    ttlMs: config.idempotency.ttlMs,
+    leaseMs: config.idempotency.leaseMs,
+    projected: (account, dataset) => progress.projected(account, dataset),
+  });
   const server = createRecordsServer({
+    ledger,
     redis,
     prefix: config.redis.prefix,
     appender,
@@ -75,6 +89,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     await server.grpc.shutdown(0, 0).catch(() => undefined);
     await pool?.close().catch(() => undefined);
     await appender.close();
+    await progress.close().catch(() => undefined);
     redis.disconnect();
     throw e;
   }
@@ -104,6 +119,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
           // No call is left to decide a write; a pool that fails to close must not keep Kafka open.
           await pool?.close().catch((e: unknown) => log('warn', 'write pool did not close', { error: e instanceof Error ? e.message : String(e) }));
           await appender.close();
+          await progress.close().catch(() => undefined);
         } finally {
           await redis.quit().catch(() => redis.disconnect());
           // Last, so a scrape during the drain still sees it.

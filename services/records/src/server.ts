@@ -1,5 +1,5 @@
-import { createRecordService, type Clock, type WriteDecider } from '@pushbase/app';
-import { RequestScope, type EventAppender, type PushbaseServices, type RecordService } from '@pushbase/contracts';
+import { createRecordService, keyGuard, type Clock, type WriteDecider } from '@pushbase/app';
+import { RequestScope, type EventAppender, type IdempotencyLedger, type PushbaseServices, type RecordService } from '@pushbase/contracts';
 import { createGrpcServer, type GrpcCallMetrics, type GrpcServer, type Logger } from '@pushbase/grpc';
 import { RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { CachedSchemaStore } from './schema-cache';
@@ -20,6 +20,8 @@ export interface RecordsServerDeps {
   readonly metrics?: GrpcCallMetrics;
   /** PUSHBASE_GRPC_TOKEN: calls without it are refused (@pushbase/grpc auth.ts). */
   readonly token?: string | undefined;
+  /** The Idempotency-Keys of the writes (services/redis/src/idempotency.ts); keys are not honoured without one. */
+  readonly ledger?: IdempotencyLedger;
 }
 
 export interface RecordsServer {
@@ -39,7 +41,9 @@ const systemClock: Clock = { now: () => Date.now() };
  */
 export function createRecordsServer(deps: RecordsServerDeps): RecordsServer {
   const schemas = new CachedSchemaStore(new RedisSchemaStore(deps.redis, { prefix: deps.prefix }));
-  const service = createRecordService({ schemas, log: deps.appender, clock: deps.clock ?? systemClock, ...(deps.decider === undefined ? {} : { decider: deps.decider }) });
+  const clock = deps.clock ?? systemClock;
+  const plain = createRecordService({ schemas, log: deps.appender, clock, ...(deps.decider === undefined ? {} : { decider: deps.decider }) });
+  const service = deps.ledger === undefined ? plain : keyGuard(deps.ledger, clock).records(plain);
   const grpc = createGrpcServer({
     records: service,
     log: deps.log,

@@ -7,6 +7,9 @@ describe('loadRecordsConfig', () => {
     // No drain delay unless asked: locally the drain's GOAWAY is enough.
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
+    // The append deadline, a request's timeout, the schema service's transaction timeout and 5 s to spare.
+    expect(c.idempotency).toEqual({ ttlMs: 86_400_000, leaseMs: 30_000 + 10_000 + 10_000 + 5000, projectorGroup: 'pushbase-projector' });
+    expect(() => loadRecordsConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '0' })).toThrow(/PUSHBASE_IDEMPOTENCY_TTL_HOURS/);
     expect(c.writeWorkers).toBe(defaultRecordsWriteWorkers());
   });
 

@@ -23,3 +23,9 @@ export const redisEnv = {
       .refine((v) => /^[A-Za-z0-9._:-]{1,100}:$/.test(v) && !v.includes('*'), 'PUSHBASE_REDIS_PREFIX must be 1 to 100 of A-Z a-z 0-9 . _ - : ending in ":"'),
   ),
 };
+
+/** How long a write's Idempotency-Key is kept (docs/api.md → Retrying a write): every service that records or reads keys. */
+export const idempotencyEnv = {
+  PUSHBASE_IDEMPOTENCY_TTL_HOURS: z.preprocess(blankToUndefined, z.coerce.number().positive().max(8760).default(24)),
+};
+export const idempotencyTtlMsOf = (env: { readonly PUSHBASE_IDEMPOTENCY_TTL_HOURS: number }): number => Math.round(env.PUSHBASE_IDEMPOTENCY_TTL_HOURS * 3_600_000);

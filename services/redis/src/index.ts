@@ -11,3 +11,4 @@ export * from './config';
 export * from './generations';
 export * from './state';
 export type { Redis } from 'ioredis';
+export * from './idempotency';

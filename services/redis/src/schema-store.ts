@@ -5,6 +5,7 @@ import { redisError } from './connection';
 import type { RedisStoreOptions } from './account-store';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
 import { RedisStateGuard } from './state';
+import { recordAppliedKeys } from './idempotency';
 import { decodeSchemaIntent, pendingFor, schemaIntentNamespace, type SchemaIntent } from './schema-intent';
 
 /*
@@ -123,16 +124,30 @@ export interface SettledRead<T> {
   readonly pending: boolean;
 }
 
+/** Options of a schema store whose writer side also records the applied Idempotency-Keys of the events it applies. */
+export interface RedisSchemaStoreOptions extends RedisStoreOptions {
+  /**
+   * Where the applied keys go (idempotency.ts) and how long they are kept. `prefix`: the live one, which
+   * replay, building a fresh generation of the schema store, must name (the keys are not part of it).
+   * Default: the store's prefix, 24 hours.
+   */
+  readonly idempotency?: { readonly prefix?: string; readonly ttlMs?: number };
+}
+
 export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
   private readonly prefix: string;
+  private readonly keysPrefix: string;
+  private readonly keysTtlMs: number;
   private readonly intentNamespace: string;
   private readonly guard: RedisStateGuard;
 
   constructor(
     private readonly redis: Redis,
-    options: RedisStoreOptions = {},
+    options: RedisSchemaStoreOptions = {},
   ) {
     this.prefix = schemaNamespace(options.prefix ?? DEFAULT_PREFIX);
+    this.keysPrefix = options.idempotency?.prefix ?? options.prefix ?? DEFAULT_PREFIX;
+    this.keysTtlMs = options.idempotency?.ttlMs ?? 24 * 3_600_000;
     this.guard = new RedisStateGuard(redis, options.prefix ?? DEFAULT_PREFIX, options.stateCheckMs);
     this.intentNamespace = schemaIntentNamespace(options.prefix ?? DEFAULT_PREFIX);
     redis.defineCommand('pushbaseSchemaApply', { numberOfKeys: 3, lua: APPLY });
@@ -245,6 +260,8 @@ export class RedisSchemaStore implements SchemaStore, SchemaStoreWriter {
         e.type === 'DatasetDefined' ? JSON.stringify(e.definition) : '',
       );
     }
+    // The keys inside the events: a write's key is recorded by whatever folds its event (idempotency.ts).
+    recordAppliedKeys(pipeline, this.keysPrefix, events, this.keysTtlMs, Date.now());
     let results: [Error | null, unknown][] | null;
     try {
       results = await pipeline.exec();

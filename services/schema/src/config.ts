@@ -3,7 +3,7 @@ import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC
 import { defaultAccountsTopic, defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
-import { redisEnv } from '@pushbase/redis';
+import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
 
 /*
  * The schema service's settings (`pushbase schema`), one schema parsed once at start. Unset and empty
@@ -51,6 +51,10 @@ const schema = z
         .optional(),
     ),
     ...redisEnv,
+    ...idempotencyEnv,
+    // The projector's consumer group: an Idempotency-Key attempt of unknown outcome is settled once it has
+    // folded the dataset's partition into Redis (services/redis/src/idempotency.ts).
+    PUSHBASE_PROJECTOR_GROUP: text('pushbase-projector'),
     ...metricsEnv,
     ...telemetryEnv,
     PUSHBASE_GRPC_HOST: text('127.0.0.1'),
@@ -104,6 +108,13 @@ const schema = z
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
+      idempotency: Object.freeze({
+        ttlMs: idempotencyTtlMsOf(e),
+        // A change of unknown outcome is rolled forward (or found never stored) by the account's next
+        // holder or the sweep, at the latest a lease, an append and a sweep later: then the log is settled.
+        leaseMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS + e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS + e.PUSHBASE_SCHEMA_SWEEP_MS + 5_000,
+        projectorGroup: e.PUSHBASE_PROJECTOR_GROUP,
+      }),
     }),
   );
 

@@ -1,7 +1,7 @@
 import { jsonLogger, type Logger } from '@pushbase/grpc';
-import { KafkaAccountLog, KafkaEventAppender, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaAccountLog, KafkaEventAppender, ProjectionProgress, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
-import { openRedis } from '@pushbase/redis';
+import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
 import { importRedisApiKeys } from './accounts';
 import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './server';
@@ -53,7 +53,21 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     transactionalId: `${config.kafka.transactionalId.slice(0, 240)}-accounts`,
     lingerMs: 0,
   });
+  // Settles keyed changes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
+  const progress = new ProjectionProgress(
+    createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
+    config.kafka.topic,
+    config.idempotency.projectorGroup,
+  );
   const server = createSchemaServer({
+    ledger: new RedisIdempotencyLedger(redis, {
+      prefix: config.redis.prefix,
+      url: config.redis.url,
+      ttlMs: config.idempotency.ttlMs,
+      leaseMs: config.idempotency.leaseMs,
+      projected: (account, dataset) => progress.projected(account, dataset),
+    }),
+    idempotencyTtlMs: config.idempotency.ttlMs,
     redis,
     prefix: config.redis.prefix,
     appender,
@@ -73,6 +87,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     await server.grpc.shutdown(0, 0).catch(() => undefined);
     await appender.close();
     await accountAppender.close();
+    await progress.close().catch(() => undefined);
     redis.disconnect();
     throw e;
   }
@@ -88,6 +103,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
       await stopSweeping();
       await appender.close();
       await accountAppender.close();
+      await progress.close().catch(() => undefined);
       redis.disconnect();
       await metricsListener.close();
       throw e;
@@ -116,6 +132,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
         try {
           await appender.close();
           await accountAppender.close();
+          await progress.close().catch(() => undefined);
         } finally {
           await redis.quit().catch(() => redis.disconnect());
           // Last, so a scrape during the drain still sees it.

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { createSchemaService, type Clock, type IdSource } from '@pushbase/app';
-import type { AccountCommands, EventAppender, SchemaService } from '@pushbase/contracts';
+import { createSchemaService, keyGuard, type Clock, type IdSource } from '@pushbase/app';
+import type { AccountCommands, EventAppender, IdempotencyLedger, SchemaService } from '@pushbase/contracts';
 import { effectiveQuotas } from '@pushbase/domain';
 import { RedisAccountStore, RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { createDistributedAccounts } from './accounts';
@@ -21,6 +21,10 @@ export interface DistributedSchemaDeps {
   readonly ids?: IdSource;
   /** Test seam, see RedisSchemaChangesOptions. */
   readonly afterAppend?: RedisSchemaChangesOptions['afterAppend'];
+  /** The Idempotency-Keys of the writes (services/redis/src/idempotency.ts); keys are not honoured without one. */
+  readonly ledger?: IdempotencyLedger;
+  /** How long the applied keys the store records are kept (default 24 h). */
+  readonly idempotencyTtlMs?: number;
 }
 
 export interface DistributedSchema {
@@ -39,7 +43,7 @@ export interface DistributedSchema {
 export function createDistributedSchema(deps: DistributedSchemaDeps): DistributedSchema {
   // Every read checks that Redis lost nothing (services/redis/src/state.ts): a decision from a store that
   // lost a deletion or a revocation would be stored for good. A small read next to a decision's.
-  const store = new RedisSchemaStore(deps.redis, { prefix: deps.prefix, stateCheckMs: 0 });
+  const store = new RedisSchemaStore(deps.redis, { prefix: deps.prefix, stateCheckMs: 0, ...(deps.idempotencyTtlMs === undefined ? {} : { idempotency: { ttlMs: deps.idempotencyTtlMs } }) });
   const accountStore = new RedisAccountStore(deps.redis, { prefix: deps.prefix, stateCheckMs: 0 });
   const changes = new RedisSchemaChanges({
     ...(deps.accountLog === undefined ? {} : { accounts: { log: deps.accountLog, store: accountStore } }),
@@ -62,5 +66,6 @@ export function createDistributedSchema(deps: DistributedSchemaDeps): Distribute
     quotas: { datasetLimit: async (account) => effectiveQuotas(await accountStore.quotas(account)).datasets },
   });
   const accounts = deps.accountLog === undefined ? undefined : createDistributedAccounts({ changes, store: accountStore, schemaStore: store, schema: service, clock });
-  return { service, accounts, changes };
+  // The public API's writes honour Idempotency-Keys; the admin side's deletes carry none.
+  return { service: deps.ledger === undefined ? service : keyGuard(deps.ledger, clock).schemas(service), accounts, changes };
 }

@@ -1,0 +1,144 @@
+import { randomUUID } from 'node:crypto';
+import type { IdempotencyLedger, KeyClaim, KeyOutcome } from '@pushbase/contracts';
+import { keyInFlight, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
+import type { ChainableCommander, Redis, Result } from 'ioredis';
+import { redisError } from './connection';
+import { checkPrefix, DEFAULT_PREFIX } from './keys';
+
+/*
+ * The distributed ledger of Idempotency-Keys (services/app/src/idempotency.ts has the rules):
+ *
+ *   <prefix>idem:applied:<account length>:<account>:<key>   JSON AppliedKey, expiring at its write's time + TTL
+ *   <prefix>idem:attempt:<account length>:<account>:<key>   JSON Attempt: the claim of the attempt in flight
+ *
+ * An applied record is written twice over, first one wins (SET NX): by the attempt that applied the write,
+ * once its event is acknowledged (so the next request finds it at once), and by whatever folds the log into
+ * Redis — the projector, `pushbase replay` — from the key inside the event (recordAppliedKeys below), so
+ * a key is recorded even when its writer died between the log and Redis, or lost its answer.
+ *
+ * An attempt holds its key with a lease: the longest a write handed to the log can still land there
+ * (the appender's deadline plus a request's timeout). A request finding a live lease is answered 409. An
+ * attempt that ended unknown (outcome_unknown), or whose holder died (a killed pod leaves its lease), is
+ * SETTLED by the next request, not guessed: it waits until the lease is over — after that the first
+ * attempt's event is in the log or never will be — and until the log has been folded into Redis up to
+ * its end at that moment (`projected`); then the applied record is there exactly when the write was stored.
+ */
+
+export interface RedisIdempotencyOptions {
+  readonly prefix?: string;
+  /** The configured Redis URL, for messages (its password redacted). */
+  readonly url?: string;
+  readonly ttlMs: number;
+  /** How long an attempt may still be stored after it started: the writer's deadline plus a request's timeout. */
+  readonly leaseMs: number;
+  /**
+   * Whether every event of the dataset's stream stored so far has been folded into Redis (the projector's
+   * committed offset has reached the partition's end): then the applied records are complete for it.
+   */
+  readonly projected: (account: string, dataset: string) => Promise<boolean>;
+  readonly clock?: { now(): number };
+}
+
+interface Attempt {
+  readonly owner: string;
+  readonly dataset: string;
+  readonly state: 'running' | 'unknown';
+  readonly leaseUntil: number;
+}
+
+// KEYS[1] the attempt. ARGV[1] the value the caller holds; ARGV[2] the new value, or '' to delete.
+const REPLACE_IF_HELD = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL') end
+return 1
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    pushbaseIdemReplaceIfHeld(attempt: string, held: string, next: string): Result<number, Context>;
+  }
+}
+
+const slot = (account: string, key: string): string => `${account.length}:${account}:${key}`;
+export const appliedKeyName = (prefix: string, account: string, key: string): string => `${checkPrefix(prefix)}idem:applied:${slot(account, key)}`;
+const attemptKeyName = (prefix: string, account: string, key: string): string => `${checkPrefix(prefix)}idem:attempt:${slot(account, key)}`;
+
+/** Adds to `pipeline` the applied records of the keyed events among `events` still retained at `now` (first one wins). */
+export function recordAppliedKeys(pipeline: ChainableCommander, prefix: string, events: readonly DatasetEvent[], ttlMs: number, now: number): void {
+  for (const e of events) {
+    const mark = e.idempotency;
+    if (mark === undefined || e.at + ttlMs <= now) continue;
+    const applied: AppliedKey = { account: e.account, key: mark.key, fingerprint: mark.fingerprint, at: e.at };
+    const value =
+      e.type === 'DatasetDefined'
+        ? { ...applied, dataset: { account: e.account, id: e.dataset, incarnation: e.incarnation, definition: e.definition, created_at: e.at, updated_at: e.at } }
+        : applied;
+    pipeline.set(appliedKeyName(prefix, e.account, mark.key), JSON.stringify(value), 'PXAT', e.at + ttlMs, 'NX');
+  }
+}
+
+export class RedisIdempotencyLedger implements IdempotencyLedger {
+  private readonly prefix: string;
+  private readonly clock: { now(): number };
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly options: RedisIdempotencyOptions,
+  ) {
+    this.prefix = checkPrefix(options.prefix ?? DEFAULT_PREFIX);
+    this.clock = options.clock ?? { now: () => Date.now() };
+    redis.defineCommand('pushbaseIdemReplaceIfHeld', { numberOfKeys: 1, lua: REPLACE_IF_HELD });
+  }
+
+  async applied(account: string, key: string): Promise<AppliedKey | undefined> {
+    const appliedName = appliedKeyName(this.prefix, account, key);
+    const attemptName = attemptKeyName(this.prefix, account, key);
+    const [applied, held] = await this.run('reading an Idempotency-Key', () => this.redis.mget(appliedName, attemptName));
+    if (applied !== null && applied !== undefined) return JSON.parse(applied) as AppliedKey;
+    if (held === null || held === undefined) return undefined;
+    const attempt = JSON.parse(held) as Attempt;
+    if (this.clock.now() < attempt.leaseUntil) {
+      // A live attempt: the caller's claim is refused (409). An unknown one may still land: not yet settled.
+      if (attempt.state === 'running') return undefined;
+      throw keyInFlight(key);
+    }
+    // The lease is over: the attempt's event is in the log or never will be. Settled once Redis holds the log's fold up to its end.
+    if (!(await this.options.projected(account, attempt.dataset))) throw keyInFlight(key);
+    const settled = await this.run('reading an Idempotency-Key', () => this.redis.get(appliedName));
+    if (settled !== null) return JSON.parse(settled) as AppliedKey;
+    // Never stored: the key is free again.
+    await this.run('releasing an Idempotency-Key', () => this.redis.pushbaseIdemReplaceIfHeld(attemptName, held, ''));
+    return undefined;
+  }
+
+  async claim(account: string, key: string, dataset: string): Promise<KeyClaim | undefined> {
+    const attemptName = attemptKeyName(this.prefix, account, key);
+    const now = this.clock.now();
+    let held = JSON.stringify({ owner: randomUUID(), dataset, state: 'running', leaseUntil: now + this.options.leaseMs } satisfies Attempt);
+    // Kept past the lease until settled, but never longer than the key itself.
+    const took = await this.run('claiming an Idempotency-Key', () => this.redis.set(attemptName, held, 'PX', Math.max(this.options.ttlMs, this.options.leaseMs), 'NX'));
+    if (took !== 'OK') return undefined;
+    return {
+      settle: async (outcome: KeyOutcome): Promise<void> => {
+        if (outcome === 'unknown') {
+          const next = JSON.stringify({ ...(JSON.parse(held) as Attempt), state: 'unknown' } satisfies Attempt);
+          if ((await this.redis.pushbaseIdemReplaceIfHeld(attemptName, held, next)) === 1) held = next;
+          return;
+        }
+        if (outcome !== 'not_applied') {
+          const { applied } = outcome;
+          await this.redis.set(appliedKeyName(this.prefix, account, key), JSON.stringify(applied), 'PXAT', applied.at + this.options.ttlMs, 'NX');
+        }
+        await this.redis.pushbaseIdemReplaceIfHeld(attemptName, held, '');
+      },
+    };
+  }
+
+  private async run<T>(what: string, op: () => Promise<T>): Promise<T> {
+    try {
+      return await op();
+    } catch (e) {
+      throw redisError(this.options.url ?? 'redis://', what, e);
+    }
+  }
+}

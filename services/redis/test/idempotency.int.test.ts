@@ -1,0 +1,133 @@
+import { keyGuard, createRecordService, MemoryProjection, MemoryEventLog } from '@pushbase/app';
+import { RedisIdempotencyLedger, RedisSchemaStore } from '@pushbase/redis';
+import { DomainError, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
+import type { Redis } from 'ioredis';
+import { connectTestRedis, deleteUnder, randomPrefix } from '../../../test/helpers/redis';
+
+/*
+ * The distributed Idempotency-Key ledger on the real Redis, as two replicas share it: one attempt holds a
+ * key at a time, an applied write is found by every replica, an attempt of unknown outcome (or whose holder
+ * died) is settled only after its lease and once the log is folded into Redis — then from the keys the
+ * fold recorded (RedisSchemaStore.apply, as the projector and replay run it) — and keys expire.
+ */
+
+const TTL = 60_000;
+const LEASE = 1_000;
+
+describe('RedisIdempotencyLedger', () => {
+  let a: Redis;
+  let b: Redis;
+  let prefix: string;
+  let now: number;
+  let projected: boolean;
+  const clock = { now: () => now };
+  const ledgerOn = (redis: Redis) => new RedisIdempotencyLedger(redis, { prefix, ttlMs: TTL, leaseMs: LEASE, clock, projected: () => Promise.resolve(projected) });
+
+  beforeEach(async () => {
+    [a, b] = await Promise.all([connectTestRedis(), connectTestRedis()]);
+    prefix = randomPrefix();
+    now = Date.now();
+    projected = true;
+  });
+  afterEach(async () => {
+    await deleteUnder(a, prefix);
+    await Promise.all([a.quit(), b.quit()]);
+  });
+
+  const applied = (key: string, at = now): AppliedKey => ({ account: 'acme', key, fingerprint: `fp-${key}`, at });
+  const event = (key: string, at = now): DatasetEvent => ({
+    type: 'RecordsAppended',
+    schema_version: 2,
+    account: 'acme',
+    dataset: 'd',
+    incarnation: 'i',
+    at,
+    records: [],
+    delete_by: null,
+    idempotency: { key, fingerprint: `fp-${key}` },
+  });
+  const inFlight = async (p: Promise<unknown>): Promise<boolean> => p.then(
+    () => false,
+    (e: unknown) => {
+      if (e instanceof DomainError && e.code === 'idempotency_in_flight') return true;
+      throw e;
+    },
+  );
+
+  it('lets one attempt of all replicas hold a key; the applied write is then found by every replica', async () => {
+    const [one, two] = [ledgerOn(a), ledgerOn(b)];
+    const claims = await Promise.all([one.claim('acme', 'k', 'd'), two.claim('acme', 'k', 'd')]);
+    expect(claims.filter((c) => c !== undefined)).toHaveLength(1);
+    expect(await two.claim('globex', 'k', 'd')).toBeDefined(); // per account
+    await claims.find((c) => c !== undefined)!.settle({ applied: applied('k') });
+    expect(await two.applied('acme', 'k')).toEqual(applied('k'));
+    expect(await one.applied('globex', 'k')).toBeUndefined();
+  });
+
+  it('frees a key whose attempt was not applied', async () => {
+    const ledger = ledgerOn(a);
+    await (await ledger.claim('acme', 'k', 'd'))!.settle('not_applied');
+    expect(await ledger.applied('acme', 'k')).toBeUndefined();
+    expect(await ledger.claim('acme', 'k', 'd')).toBeDefined();
+  });
+
+  it('settles an unknown attempt only after its lease and once the log is folded: found stored', async () => {
+    const [one, two] = [ledgerOn(a), ledgerOn(b)];
+    await (await one.claim('acme', 'k', 'd'))!.settle('unknown');
+    // The first attempt may still land: neither answered nor run again.
+    expect(await inFlight(two.applied('acme', 'k'))).toBe(true);
+    now += LEASE;
+    projected = false;
+    expect(await inFlight(two.applied('acme', 'k'))).toBe(true);
+    // The projector folds the stored event and records its key.
+    await new RedisSchemaStore(a, { prefix, idempotency: { ttlMs: TTL } }).apply([event('k')]);
+    projected = true;
+    expect(await two.applied('acme', 'k')).toMatchObject({ key: 'k', fingerprint: 'fp-k' });
+  });
+
+  it('settles an unknown attempt as not stored when the folded log has no key: the key is free again', async () => {
+    const [one, two] = [ledgerOn(a), ledgerOn(b)];
+    await (await one.claim('acme', 'k', 'd'))!.settle('unknown');
+    now += LEASE;
+    expect(await two.applied('acme', 'k')).toBeUndefined();
+    expect(await two.claim('acme', 'k', 'd')).toBeDefined();
+  });
+
+  it('settles the attempt of a holder that died (a claim never settled) the same way, after its lease', async () => {
+    const [one, two] = [ledgerOn(a), ledgerOn(b)];
+    expect(await one.claim('acme', 'k', 'd')).toBeDefined();
+    expect(await two.applied('acme', 'k')).toBeUndefined();
+    expect(await two.claim('acme', 'k', 'd')).toBeUndefined(); // live lease: 409
+    now += LEASE;
+    await new RedisSchemaStore(a, { prefix, idempotency: { ttlMs: TTL } }).apply([event('k')]);
+    expect(await two.applied('acme', 'k')).toMatchObject({ fingerprint: 'fp-k' });
+  });
+
+  it('records the keys of folded events once (first one wins), and not those already expired', async () => {
+    const store = new RedisSchemaStore(a, { prefix, idempotency: { ttlMs: TTL } });
+    await store.apply([event('k', now - 10)]);
+    await store.apply([{ ...event('k', now), idempotency: { key: 'k', fingerprint: 'other' } }, event('old', Date.now() - TTL - 1)]);
+    const ledger = ledgerOn(b);
+    expect(await ledger.applied('acme', 'k')).toMatchObject({ fingerprint: 'fp-k', at: now - 10 });
+    expect(await ledger.applied('acme', 'old')).toBeUndefined();
+    const ttl = await a.pttl(`${prefix}idem:applied:4:acme:k`);
+    expect(ttl).toBeGreaterThan(TTL - 5_000);
+    expect(ttl).toBeLessThanOrEqual(TTL);
+  });
+
+  it('behind the record service: a retried append applied once across two replicas', async () => {
+    const log = new MemoryEventLog();
+    const projection = new MemoryProjection();
+    await log.start(projection.apply);
+    projection.apply([
+      { type: 'DatasetDefined', schema_version: 2, account: 'acme', dataset: 'd', incarnation: 'i', at: now, definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] } },
+    ]);
+    const replica = (redis: Redis) => keyGuard(ledgerOn(redis), clock).records(createRecordService({ schemas: projection, log, clock }));
+    const [one, two] = [replica(a), replica(b)];
+    const json = Buffer.from('{"data":[{"n":1}]}');
+    const idempotency = { key: 'retry', fingerprint: 'fp' };
+    await expect(one.append({ account: 'acme', id: 'd', json, idempotency })).resolves.toEqual({ replayed: false });
+    await expect(two.append({ account: 'acme', id: 'd', json, idempotency })).resolves.toEqual({ replayed: true });
+    expect(log.events.filter((e) => e.idempotency?.key === 'retry')).toHaveLength(1);
+  });
+});

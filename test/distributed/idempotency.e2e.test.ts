@@ -1,0 +1,99 @@
+import path from 'node:path';
+import { ServiceProcess } from '../../services/cli/src/distributed';
+import { BUNDLE, requestTo, ROOT, TestServer, type Response } from '../helpers/server';
+
+/*
+ * Idempotency-Keys across the distributed services' own failures: the attempts of one write sent to two
+ * gateways; the records service killed (kill -9) between the attempts, and killed during the first attempt
+ * (its claim then outlives it and is settled from the log once its lease is over, never guessed).
+ */
+
+jest.setTimeout(300_000);
+
+const DEFINITION = { fields: { n: { type: 'number', name: 'N' } } };
+// A 3 s append deadline makes a killed attempt's lease about 19 s (services/records/src/config.ts).
+const ENV = { PUSHBASE_RATE_LIMIT_PER_MINUTE: '100000', PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '3000' };
+
+type Gateway = { readonly port: number; readonly ca: string; readonly plainHttp: boolean };
+
+let stack: TestServer;
+let second: ServiceProcess;
+let other: Gateway;
+
+beforeAll(async () => {
+  stack = await new TestServer({ mode: 'distributed', env: ENV }).start();
+  second = await ServiceProcess.start('gateway', {
+    bundle: BUNDLE,
+    cwd: ROOT,
+    env: { ...stack.stack!.env, PUSHBASE_PORT: '0', PUSHBASE_ADMIN_PORT: '0', PUSHBASE_TLS_CERT: stack.certFile, PUSHBASE_TLS_KEY: path.join(path.dirname(stack.certFile), 'key.pem') },
+    readyTimeoutMs: 120_000,
+  });
+  other = { port: Number(second.ready.port), ca: stack.ca, plainHttp: false };
+}, 240_000);
+
+afterAll(async () => {
+  await second?.signal('SIGTERM', 30_000);
+  await stack?.stop();
+}, 120_000);
+
+let n = 0;
+async function createDataset(): Promise<string> {
+  const id = `idem-${process.pid}-${n++}`;
+  expect((await stack.request('PUT', `/datasets/${id}`, { key: stack.keys.acme!, body: DEFINITION })).status).toBe(201);
+  return id;
+}
+const append = (gateway: Gateway, id: string, key: string, records = 1): Promise<Response> =>
+  requestTo(gateway, 'POST', `/datasets/${id}/data`, { key: stack.keys.acme!, body: { data: Array.from({ length: records }, (_, i) => ({ n: i })) }, headers: { 'Idempotency-Key': key } });
+async function untilAnswered(send: () => Promise<Response>, deadlineMs = 120_000): Promise<{ res: Response; conflicts: number }> {
+  const until = Date.now() + deadlineMs;
+  let conflicts = 0;
+  for (;;) {
+    const res: Response = await send().catch((e: unknown) => ({ status: 0, headers: {}, text: String(e), body: undefined }));
+    // 409: an attempt holds the key; 0 or 503: the records service is restarting (nothing was applied).
+    if (![0, 409, 503].includes(res.status) || Date.now() > until) return { res, conflicts };
+    if (res.status === 409) conflicts += 1;
+    await new Promise((r) => setTimeout(r, Number(res.headers['retry-after'] ?? '1') * 1000));
+  }
+}
+
+it('applies once the attempts of a write sent to two gateways', async () => {
+  const id = await createDataset();
+  const answers = await Promise.all([append(stack, id, 'two-gateways'), append(other, id, 'two-gateways')]);
+  // Both at once: one is applied, the other replays it or is told the key is in flight.
+  expect(answers.map((a) => a.status).sort()).toEqual(expect.arrayContaining([200]));
+  for (const a of answers) expect([200, 409]).toContain(a.status);
+  for (const gateway of [other, stack]) expect((await append(gateway, id, 'two-gateways')).headers['idempotent-replayed']).toBe('true');
+  expect(await stack.records('acme', id)).toHaveLength(1);
+});
+
+it('replays after kill -9 of the records service between the attempts', async () => {
+  const id = await createDataset();
+  expect((await append(stack, id, 'records-killed')).status).toBe(200);
+  await stack.stack!.kill('records');
+  await stack.stack!.restart('records');
+  const { res } = await untilAnswered(() => append(other, id, 'records-killed'));
+  expect({ status: res.status, replayed: res.headers['idempotent-replayed'] }).toEqual({ status: 200, replayed: 'true' });
+  expect(await stack.records('acme', id)).toHaveLength(1);
+});
+
+it('settles attempts cut by kill -9 of the records service: applied exactly once after the lease', async () => {
+  const id = await createDataset();
+  // 300 records each (3600 in all, inside the window), so that the kill finds some of them between their claim and their answer.
+  const keys = Array.from({ length: 12 }, (_, i) => `records-died-${i}`);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const first = await Promise.all([
+    // Staggered across the moment of the kill: some answered, some never sent on, some cut mid-attempt.
+    ...keys.map((key, i) => sleep(i * 15).then(() => append(stack, id, key, 300).catch(() => undefined))),
+    sleep(100).then(() => stack.stack!.kill('records')),
+  ]);
+  const cut = first.slice(0, keys.length).filter((a) => a === undefined || (a as Response).status !== 200).length;
+  await stack.stack!.restart('records');
+  let conflicts = 0;
+  for (const key of keys) {
+    const answered = await untilAnswered(() => append(key.endsWith('0') ? stack : other, id, key, 300));
+    expect(answered.res.status).toBe(200);
+    conflicts += answered.conflicts;
+  }
+  expect(await stack.records('acme', id)).toHaveLength(keys.length * 300);
+  process.stderr.write(`first attempts cut by the kill: ${cut}; retries told 409 while a lease ran: ${conflicts}\n`);
+});
