@@ -19,9 +19,10 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { ServiceProcess, type ServiceName } from '../../services/cli/src/distributed';
 import { healthClient } from '../../services/grpc/test/support';
-import { BUNDLE, ROOT, eventually, requestTo } from '../helpers/server';
+import { BUNDLE, ROOT, requestTo } from '../helpers/server';
 import { stackNamesOf } from '../helpers/stack-names';
 import { envOf, named, render, type K8sObject } from './chart';
+import { eventually } from '../helpers/eventually';
 
 const run = promisify(execFile);
 
@@ -147,7 +148,7 @@ describe('the chart rendered, run as processes', () => {
       if (res.status !== 200) return undefined;
       const body = (await res.json()) as { records: unknown[] };
       return body.records.length === 2 ? body.records : undefined;
-    }, 60_000);
+    }, { timeoutMs: 60_000 });
     expect(records).toEqual([{ n: 1 }, { n: 2 }]);
 
     // Each process's /metrics, where the pod annotations send Prometheus, shows the write's path.
@@ -182,7 +183,7 @@ describe('the chart rendered, run as processes', () => {
         const probe = container.readinessProbe.grpc as { port: number; service?: string };
         const client = healthClient(`127.0.0.1:${probe.port}`);
         try {
-          const status = await eventually(async () => ((await client.check(probe.service ?? '')) === 'NOT_SERVING' ? 'NOT_SERVING' : undefined), drainMs);
+          const status = await eventually(async () => ((await client.check(probe.service ?? '')) === 'NOT_SERVING' ? 'NOT_SERVING' : undefined), { timeoutMs: drainMs });
           // Answered by the service itself, so its listener was still open, within the drain.
           expect({ name, status, withinDrain: Date.now() - sent < drainMs }).toEqual({ name, status: 'NOT_SERVING', withinDrain: true });
         } finally {

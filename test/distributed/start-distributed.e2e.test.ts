@@ -5,7 +5,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { stackNamesOf } from '../helpers/stack-names';
-import { BUNDLE, eventually, requestTo, ROOT } from '../helpers/server';
+import { BUNDLE, requestTo, ROOT } from '../helpers/server';
+import { eventually } from '../helpers/eventually';
 
 /*
  * `npm run start:distributed` is `pushbase distributed`: the foreground supervisor of the four services.
@@ -123,7 +124,7 @@ it('serves the API once it says listening, and a SIGTERM stops all four services
     const res = await requestTo({ port: listening.admin_port, ca: '', plainHttp: true }, 'GET', '/admin/accounts/acme/datasets', { headers: { authorization: `Bearer ${adminToken}` } });
     const listed = (res.body?.datasets ?? []) as { id: string; record_count: number }[];
     return listed.find((d) => d.id === 'sales.by.day' && d.record_count === 1);
-  }, 30_000);
+  }, { timeoutMs: 30_000 });
 
   proc.kill('SIGTERM');
   expect(await running.exited).toBe(0);

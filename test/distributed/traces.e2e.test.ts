@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver';
-import { eventually, TestServer } from '../helpers/server';
+import { TestServer } from '../helpers/server';
 import { createDataset, expectOk, field, uid } from '../e2e/support';
+import { eventually } from '../helpers/eventually';
 
 /*
  * One request followed from the gateway to the projector by its trace id (docs/operations.md → Traces): the four
@@ -73,7 +74,7 @@ it('follows a push from the gateway through gRPC and Kafka into the projector by
   const spans = await eventually(() => {
     const found = receiver.trace(traceId);
     return Promise.resolve(expected.every(([service, name]) => spanNamed(found, service, name) !== undefined) ? found : undefined);
-  }, 60_000).catch((e: unknown) => {
+  }, { timeoutMs: 60_000 }).catch((e: unknown) => {
     throw new Error(`${String(e)}; spans of the trace: ${JSON.stringify(receiver.trace(traceId).map((x) => `${x.service} ${x.name}`))}; rejected: ${receiver.rejected.join(', ')}`);
   });
 
@@ -95,7 +96,7 @@ it('follows a push from the gateway through gRPC and Kafka into the projector by
 
   // The work shared by many requests is a trace of its own, linked to this request's spans.
   const linksTo = (span: ReceivedSpan | undefined) => (x: ReceivedSpan) => x.links.some((l) => l.traceId === traceId && l.spanId === span?.spanId);
-  await eventually(() => Promise.resolve(receiver.spans.some(linksTo(append)) && receiver.spans.some(linksTo(projected)) ? true : undefined), 30_000).catch((e: unknown) => {
+  await eventually(() => receiver.spans.some(linksTo(append)) && receiver.spans.some(linksTo(projected)), { timeoutMs: 30_000 }).catch((e: unknown) => {
     const shared = receiver.spans.filter((x) => x.name === 'event log transaction' || x.name === 'clickhouse write');
     throw new Error(`${String(e)}; no span links to this request's append (${append?.spanId}) and event (${projected?.spanId}) spans in trace ${traceId}: ${JSON.stringify(shared.map((x) => ({ service: x.service, name: x.name, links: x.links })))}`);
   });

@@ -2,8 +2,9 @@ import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import type { PageFunction } from 'playwright-core/types/structs';
-import { adminRequest, E2E_MODE, eventually, ROOT, TestServer, type Response } from '../helpers/server';
+import { adminRequest, E2E_MODE, ROOT, TestServer, type Response } from '../helpers/server';
 import { appendAll, createDataset, field, uid, UNLIMITED } from './support';
+import { eventually } from '../helpers/eventually';
 
 /*
  * The dataset browser page (docs/browser.md) in a real headless Chromium (Debian's, driven by playwright-core

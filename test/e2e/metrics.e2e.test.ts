@@ -3,9 +3,10 @@
  * traffic did. Embedded: the admin listener of `pushbase serve`. Distributed (the e2e-distributed project):
  * the gateway's admin listener, the schema and records services' metrics listeners, and the projector's.
  */
-import { eventually, TestServer } from '../helpers/server';
+import { TestServer } from '../helpers/server';
 import { sample, samples, httpGet, scrape } from '../helpers/metrics';
 import { createDataset, expectError, expectOk, field, uid } from './support';
+import { eventually } from '../helpers/eventually';
 
 // Small enough to reach in this suite, large enough for the traffic before the refusal.
 const LIMIT = 8;
@@ -80,7 +81,7 @@ describe('GET /metrics', () => {
         const t = await scrape(port);
         const lags = samples(t, 'pushbase_projector_lag_messages');
         return lags.length > 0 && lags.every((l) => l.value === 0) ? t : undefined;
-      }, 30_000);
+      }, { timeoutMs: 30_000 });
       expect(sample(text, 'pushbase_clickhouse_insert_rows_count')).toBeGreaterThan(0);
       // The create's head and three rows at least (a write may hold rows of many requests).
       expect(sample(text, 'pushbase_clickhouse_insert_rows_sum')).toBeGreaterThanOrEqual(3);

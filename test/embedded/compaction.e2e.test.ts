@@ -1,7 +1,8 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { BUNDLE, eventually, TestServer } from '../helpers/server';
+import { BUNDLE, TestServer } from '../helpers/server';
+import { eventually } from '../helpers/eventually';
 
 /*
  * The embedded server with tiny segments and a tiny compaction threshold: compaction snapshots the live
@@ -44,7 +45,7 @@ describe('embedded compaction (e2e)', () => {
       expect((await server.request('POST', '/datasets/keyed/data', { key, body: { data } })).status).toBe(200);
       if (i === 30) expect((await server.request('PUT', '/datasets/keyed/data', { key, body: { data: data.slice(0, 2) } })).status).toBe(200);
     }
-    await eventually(() => Promise.resolve(finished(server!) >= 2 ? true : undefined), 20_000);
+    await eventually(() => finished(server!) >= 2);
     const before = await visibleState(server, 'acme');
     expect(await server.stop()).toBe(0);
 
@@ -123,7 +124,7 @@ describe('embedded compaction (e2e)', () => {
         }
       };
       const writers = Array.from({ length: 6 }, writer);
-      await eventually(() => Promise.resolve(finished(current) >= 1 ? true : undefined), 20_000).catch(() => undefined);
+      await eventually(() => finished(current) >= 1).catch(() => undefined);
       await new Promise((r) => setTimeout(r, 50 + round * 37));
       await current.kill9();
       stop = true;

@@ -1,6 +1,7 @@
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
-import { eventually, TestServer, type Response } from '../helpers/server';
+import { TestServer, type Response } from '../helpers/server';
+import { eventually } from '../helpers/eventually';
 import { uid } from '../e2e/support';
 
 /*
@@ -36,7 +37,7 @@ describe('Idempotency-Key, embedded server (e2e)', () => {
     server = await new TestServer({ env }).start();
     const id = await createDataset(server);
     for (let i = 0; i < 80; i++) expect((await append(server, id, `compacted-${i}`, i)).status).toBe(200);
-    await eventually(() => Promise.resolve(server!.output.some((l) => l.includes('"msg":"compaction finished"')) ? true : undefined), 20_000);
+    await eventually(() => server!.output.some((l) => l.includes('"msg":"compaction finished"')));
     expect(await server.stop()).toBe(0);
     // The first segments, which held the first keys' events, are gone.
     expect(readdirSync(path.join(server.dataDir, 'log'))[0]).not.toBe('00000000000000000000.seg');

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { OtlpReceiver } from '../helpers/otlp-receiver';
-import { eventually, TestServer } from '../helpers/server';
+import { TestServer } from '../helpers/server';
 import { createDataset, expectOk, field, uid } from '../e2e/support';
+import { eventually } from '../helpers/eventually';
 
 /*
  * `pushbase serve` with tracing on (docs/operations.md → Traces): a push's HTTP server span, child of the caller's
@@ -45,7 +46,7 @@ it('traces a push from the HTTP request to the event log append', async () => {
     const h = spans.find((x) => x.name === 'POST /datasets/:id/data');
     const a = spans.find((x) => x.name === 'event log append');
     return Promise.resolve(h === undefined || a === undefined ? undefined : ([h, a] as const));
-  }, 30_000);
+  }, { timeoutMs: 30_000 });
   expect(http).toMatchObject({ service: 'pushbase', kind: 2, parentSpanId: callerSpanId, attributes: expect.objectContaining({ 'http.response.status_code': 200, 'pushbase.request_id': requestId }) });
   expect(append).toMatchObject({ service: 'pushbase', parentSpanId: http.spanId, attributes: expect.objectContaining({ 'pushbase.events': 1 }) });
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createConnection } from 'node:net';
 import { createKafka, ensureTopic, KafkaEventConsumer, parseBrokers, type ConsumedEvent, type KafkaConnection, type KafkaLogLevel } from '@pushbase/kafka';
 import type { Admin } from 'kafkajs';
+import { eventually } from './eventually';
 
 /*
  * Suites against the shared Kafka (PUSHBASE_KAFKA_BROKERS, default 127.0.0.1:9092). They never skip: a
@@ -118,16 +119,6 @@ export function useTestTopics(): TestTopics {
   return suite;
 }
 
-/** Polls `check` until it returns true, failing with `what` after `timeoutMs`. */
-export async function eventually(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 /**
  * Reads a topic from the beginning with a fresh consumer group until `n` events arrived (read committed,
  * as every reader), then waits `lingerMs` more, so that a duplicate right behind them is read too.
@@ -145,7 +136,7 @@ export async function readEvents(topic: string, n: number, lingerMs = 0): Promis
   );
   await consumer.start();
   try {
-    await eventually(`${n} events in ${topic}`, () => events.length >= n);
+    await eventually(() => events.length >= n, { what: `${n} events in ${topic}` });
     if (lingerMs > 0) await new Promise((resolve) => setTimeout(resolve, lingerMs));
   } finally {
     await consumer.stop();

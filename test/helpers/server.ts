@@ -12,6 +12,7 @@ import { DistributedStack, SERVICES, type ServiceExit } from '../../services/cli
 import { HighWatermarks } from './high-watermarks';
 import { CLUSTER_GROUP, CLUSTER_TOPIC, clusterEndpoints, portOf, provisionAccounts, servedCertificate, translatePath } from './cluster-target';
 import { stackNamesOf, type StackNames } from './stack-names';
+import { eventually } from './eventually';
 
 export const ROOT = path.resolve(__dirname, '../..');
 /** The bundle that `npm start` runs; jest's global setup builds it fresh for every test run. */
@@ -278,8 +279,8 @@ export class TestServer {
     await eventually(async () => {
       const [committed] = await admin.fetchOffsets({ groupId: names.group, topics: [names.topic] });
       const at = new Map((committed?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
-      return [...ends].every(([partition, end]) => end === 0 || (at.get(partition) ?? -1) >= end) ? true : undefined;
-    }, timeoutMs).catch((e: unknown) => {
+      return [...ends].every(([partition, end]) => end === 0 || (at.get(partition) ?? -1) >= end);
+    }, { timeoutMs }).catch((e: unknown) => {
       throw new Error(`the projector of ${names.topic} did not catch up with ${JSON.stringify([...ends])} within ${timeoutMs / 1000} s: ${String(e)}\n${this.servicesOutput.slice(-20).join('\n')}`);
     });
   }
@@ -366,13 +367,3 @@ function send(
   });
 }
 
-/** Polls `check` until it returns a value other than undefined, or fails after the deadline. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('condition not met before the deadline');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

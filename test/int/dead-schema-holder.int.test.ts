@@ -8,8 +8,9 @@ import { openRedis, RedisSchemaStore, schemaIntentKey, type Redis } from '@pushb
 import { createSchemaServer } from '@pushbase/schema';
 import type { Admin } from 'kafkajs';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../helpers/redis';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
 import { body, outcomeOf, readTopic } from '../../services/records/test/support';
+import { eventually } from '../helpers/eventually';
 
 /*
  * The window a dead schema holder leaves, across the two services that read the schema store without the
@@ -95,7 +96,7 @@ it('refuses writes to the deleted dataset (503, none sent), takes writes to the 
     await dead; // never again heard of while the test looks; released at the end, it finishes harmlessly
   });
   const zombie = dying.delete({ account, id: 'x' });
-  await eventually('the deletion committed to Kafka', () => committed);
+  await eventually(() => committed, { what: 'the deletion committed to Kafka' });
   expect((await store.head(account, 'x'))?.incarnation).toBe(x.dataset.incarnation);
 
   const writes = await Promise.all(

@@ -11,7 +11,8 @@ import { createSchemaServer } from '@pushbase/schema';
 import type { Admin } from 'kafkajs';
 import { sha } from '../helpers/api-keys';
 import { connectTestRedis, deleteUnder, keysUnder, randomPrefix, redisUrl } from '../helpers/redis';
-import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { eventually } from '../helpers/eventually';
 import { body, outcomeOf, readConsumed } from '../../services/records/test/support';
 
 /*
@@ -113,15 +114,11 @@ async function stopProjector(): Promise<void> {
 async function caughtUp(): Promise<void> {
   const last = new Map<number, number>();
   for (const { position } of await readConsumed(admin, topic)) last.set(position.partition, position.offset + 1);
-  await eventually(
-    'the projector to commit past every event',
-    async () => {
-      const [offsets] = await admin.fetchOffsets({ groupId: vars.PUSHBASE_PROJECTOR_GROUP!, topics: [topic] });
-      const committed = new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
-      return [...last].every(([p, end]) => (committed.get(p) ?? -1) >= end);
-    },
-    60_000,
-  );
+  await eventually(async () => {
+    const [offsets] = await admin.fetchOffsets({ groupId: vars.PUSHBASE_PROJECTOR_GROUP!, topics: [topic] });
+    const committed = new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+    return [...last].every(([p, end]) => (committed.get(p) ?? -1) >= end);
+  }, { what: 'the projector to commit past every event', timeoutMs: 60_000 });
 }
 
 /** Every key under the prefix as Redis would save it. */
@@ -171,7 +168,7 @@ it('a Redis restored from an older snapshot is refused (no revoked key accepted,
   await expect(code(gateway.resolve(key))).resolves.toBe('unavailable');
   await expect(code(schema.findOrCreate({ account, id: 'sales', body: fields }))).resolves.toBe('unavailable');
   // The records service looks at the state once a second (every write reads the store).
-  await eventually('the records service to refuse', async () => (await code(records.append({ account, id: 'kept', json: body([{ n: 3 }]) }))) === 'unavailable', 3000);
+  await eventually(async () => (await code(records.append({ account, id: 'kept', json: body([{ n: 3 }]) }))) === 'unavailable', { what: 'the records service to refuse', timeoutMs: 3000 });
   // A process started since, with no memory of the newer state, refuses as well: the finding is in Redis.
   await expect(code(new RedisKeyStore(redis, { prefix }).resolve(key))).resolves.toBe('unavailable');
   expect((await readState(redis, prefix)).regressed).toBeDefined();
@@ -180,7 +177,7 @@ it('a Redis restored from an older snapshot is refused (no revoked key accepted,
   expect((await runReplay(loadReplayConfig({ progress: false }, vars), { log: quiet })).swapped).toBe(true);
   await expect(gateway.resolve(key)).resolves.toBeUndefined();
   await expect(schema.findOrCreate({ account, id: 'sales', body: fields })).resolves.toMatchObject({ created: false, dataset: { incarnation: sales.dataset.incarnation } });
-  await eventually('the records service to take writes again', async () => (await code(records.append({ account, id: 'sales', json: body([{ n: 4 }]) }))) === 'ok', 5000);
+  await eventually(async () => (await code(records.append({ account, id: 'sales', json: body([{ n: 4 }]) }))) === 'ok', { what: 'the records service to take writes again', timeoutMs: 5000 });
   expect((await readState(redis, prefix)).regressed).toBeUndefined();
 
   // Rolled back while no service looked: the projector finds at start that Redis is behind what its group

@@ -10,7 +10,8 @@ import { openRedis, RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { createSchemaServer } from '@pushbase/schema';
 import type { Admin } from 'kafkajs';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../helpers/redis';
-import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
+import { eventually } from '../helpers/eventually';
 import { body, outcomeOf, readConsumed, readTopic } from '../../services/records/test/support';
 
 /*
@@ -105,16 +106,12 @@ async function project(): Promise<void> {
   try {
     const last = new Map<number, number>();
     for (const { position } of await readConsumed(admin, topic)) last.set(position.partition, Math.max(last.get(position.partition) ?? 0, position.offset + 1));
-    await eventually(
-      'the projector to commit past every event',
-      async () => {
-        if (fatal !== undefined) throw fatal;
-        const [offsets] = await admin.fetchOffsets({ groupId: vars.PUSHBASE_PROJECTOR_GROUP!, topics: [topic] });
-        const committed = new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
-        return [...last].every(([p, end]) => (committed.get(p) ?? -1) >= end);
-      },
-      120_000,
-    );
+    await eventually(async () => {
+      if (fatal !== undefined) throw fatal;
+      const [offsets] = await admin.fetchOffsets({ groupId: vars.PUSHBASE_PROJECTOR_GROUP!, topics: [topic] });
+      const committed = new Map((offsets?.partitions ?? []).map((p) => [p.partition, Number(p.offset)]));
+      return [...last].every(([p, end]) => (committed.get(p) ?? -1) >= end);
+    }, { what: 'the projector to commit past every event', timeoutMs: 120_000 });
   } finally {
     await running.stop();
   }

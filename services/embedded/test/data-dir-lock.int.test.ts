@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { DataDirInUseError, lockDataDir } from '../src/data-dir-lock';
 import { procState } from '../../../test/helpers/proc';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The data directory lock is a kernel lock on the open LOCK file: it is held exactly while its holder lives.
@@ -52,14 +53,6 @@ function startHolder(dir: string): Promise<Holder> {
     });
     parent.on('error', reject);
   });
-}
-
-async function until(check: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 describe('the data directory lock', () => {
@@ -129,7 +122,7 @@ describe('the data directory lock', () => {
       holders.push(holder);
       expect(holder.firstLine).toBe('locked');
       process.kill(holder.pid, 'SIGKILL');
-      await until(() => procState(holder.pid) === 'Z', `process ${holder.pid} becoming a zombie`);
+      await eventually(() => procState(holder.pid) === 'Z', { what: `process ${holder.pid} becoming a zombie`, timeoutMs: 10_000 });
       // The zombie still answers kill(pid, 0), and LOCK still names it; neither matters.
       expect(() => process.kill(holder.pid, 0)).not.toThrow();
       expect(JSON.parse(await readFile(lockFile(), 'utf8')).pid).toBe(holder.pid);

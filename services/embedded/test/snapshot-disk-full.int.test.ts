@@ -6,6 +6,7 @@ import { fold } from '@pushbase/domain';
 import { EmbeddedStore } from '../src/embedded-store';
 import { snapshotDir, snapshotFile, writeSnapshot, type SnapshotIo } from '../src/snapshot';
 import { bulkFrames } from './store-fixtures';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * A snapshot on a disk that cannot hold it must not make things worse: a failed write removes its `.tmp`
@@ -44,14 +45,6 @@ function fullDisk(): Pick<SnapshotIo, 'write'> & { calls: number; full: boolean 
 
 const tempsIn = async (d: string): Promise<string[]> => (await readdir(snapshotDir(d)).catch(() => [] as string[])).filter((n) => n.endsWith('.tmp'));
 
-async function until(check: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 describe('a snapshot on a full disk', () => {
   it('removes its temporary file when a write fails half-way', async () => {
     const io = fullDisk();
@@ -87,14 +80,14 @@ describe('a snapshot on a full disk', () => {
 
     // The first run passes the free-space check and fails half-way with ENOSPC: no .tmp is left behind.
     for (const frame of bulkFrames(2, 6, 20)) await store.eventLog.append(frame);
-    await until(() => failed().length >= 1, 'a failed compaction');
+    await eventually(() => failed().length >= 1, { what: 'a failed compaction' });
     expect(failed()[0]!.fields.error).toMatch(/ENOSPC/);
     expect(await tempsIn(dir)).toEqual([]);
     const writesAfterEnospc = io.calls;
 
     // Now statfs says the snapshot cannot fit: the retries neither write nor leave files, and they back off.
     free = store.expectedSnapshotBytes(); // less than the snapshot plus a segment of headroom
-    await until(() => failed().length >= 6, 'five more failed compactions', 30_000);
+    await eventually(() => failed().length >= 6, { what: 'five more failed compactions', timeoutMs: 30_000 });
     for (const l of failed().slice(1)) expect(l.fields.error).toMatch(/not enough free disk space for a snapshot/);
     expect(io.calls).toBe(writesAfterEnospc);
     expect(failed().slice(0, 6).map((l) => l.fields.retry_ms)).toEqual([40, 80, 160, 320, 320, 320]);
@@ -105,7 +98,7 @@ describe('a snapshot on a full disk', () => {
     // Room again: the next retry writes the snapshot.
     free = Number.MAX_SAFE_INTEGER;
     io.full = false;
-    await until(() => lines.some((l) => l.msg === 'compaction finished'), 'a finished compaction', 30_000);
+    await eventually(() => lines.some((l) => l.msg === 'compaction finished'), { what: 'a finished compaction', timeoutMs: 30_000 });
     expect(store.stats().snapshotPosition).toBeGreaterThan(0);
     expect(await tempsIn(dir)).toEqual([]);
   });

@@ -17,6 +17,7 @@ import {
   quotaSourceFromLog,
 } from '@pushbase/app';
 import { createAdminApp, createGatewayApp, memoryRateLimiter, SlidingWindowRateLimiter } from '../src';
+import { eventually } from '../../../test/helpers/eventually';
 
 const TOKEN = 'admin-token-for-account-tests-0123';
 const DEFAULTS = { datasets: 100, requests_per_minute: 60 };
@@ -26,15 +27,6 @@ async function serve(app: Koa): Promise<{ server: Server; url: string }> {
   const server = createServer((req, res) => void handle(req, res));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
-}
-
-/** Polls `done` until it holds, failing after 5 s. */
-async function until(done: () => boolean): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error('the condition did not hold within 5 s');
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 interface Json {
@@ -167,9 +159,9 @@ describe('admin account and key routes', () => {
     const [calls, appends] = [quotaCalls, appending];
     const first = adminCall('PATCH', '/admin/accounts/racy', { quotas: { datasets: 7 } });
     // The first change is inside its decision (appending) when the second one is asked for.
-    await until(() => appending === appends + 1);
+    await eventually(() => appending === appends + 1);
     const second = adminCall('PATCH', '/admin/accounts/racy', { quotas: { requests_per_minute: 9 } });
-    await until(() => quotaCalls === calls + 2);
+    await eventually(() => quotaCalls === calls + 2);
     release();
     held = undefined;
     expect((await first).status).toBe(200);

@@ -7,7 +7,8 @@ import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, t
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import { connect as connectHttp2 } from 'node:http2';
 import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcCallMetrics, type GrpcServer } from '../src';
-import { eventually, freePort, healthClient, latch, silentListener } from './support';
+import { freePort, healthClient, latch, silentListener } from './support';
+import { eventually } from '../../../test/helpers/eventually';
 
 const protos = pushbaseServices();
 const HOST = '127.0.0.1';
@@ -140,7 +141,7 @@ describe('gRPC server and clients on loopback', () => {
     closers.push(() => session.destroy());
     let perCall = 0;
     session.on('remoteSettings', (settings) => (perCall = settings.initialWindowSize ?? perCall));
-    await eventually(() => perCall === CALL_WINDOW_BYTES && (session.state.remoteWindowSize ?? 0) >= CONNECTION_WINDOW_BYTES, 5_000, 'the widened windows');
+    await eventually(() => perCall === CALL_WINDOW_BYTES && (session.state.remoteWindowSize ?? 0) >= CONNECTION_WINDOW_BYTES, { what: 'the widened windows', timeoutMs: 5_000 });
     // HTTP/2's default, which grpc-js leaves a server at, is 64 KiB for both: a 500-record append is larger.
     expect(CALL_WINDOW_BYTES).toBeGreaterThan(128 * 1024);
     expect(lines.filter((l) => String(l.msg).includes('receive windows'))).toEqual([]);
@@ -154,17 +155,17 @@ describe('gRPC server and clients on loopback', () => {
     expect(await health.check('pushbase.v1.SchemaService')).toBe('SERVING');
     expect(await health.check('pushbase.v1.RecordService')).toBe('SERVING');
     const watch = health.watch('');
-    await eventually(() => watch.statuses.length === 1, 5_000, 'the first health status');
+    await eventually(() => watch.statuses.length === 1, { what: 'the first health status', timeoutMs: 5_000 });
 
     const release = latch<WriteAnswer>();
     f.onWrite(() => release.promise);
     const { records } = clients(address);
     const inFlight = records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
-    await eventually(() => f.count('append') === 1, 5_000, 'the append to reach the handler');
+    await eventually(() => f.count('append') === 1, { what: 'the append to reach the handler', timeoutMs: 5_000 });
 
     let stopped = false;
     const stopping = server.shutdown(30_000).then(() => (stopped = true));
-    await eventually(() => watch.statuses.includes('NOT_SERVING'), 5_000, 'NOT_SERVING');
+    await eventually(() => watch.statuses.includes('NOT_SERVING'), { what: 'NOT_SERVING', timeoutMs: 5_000 });
     expect(watch.statuses).toEqual(['SERVING', 'NOT_SERVING']);
     // The watch stream itself would hold the drain until the grace ends; a real watcher goes away too.
     watch.cancel();
@@ -205,7 +206,7 @@ describe('gRPC server and clients on loopback', () => {
     f.onWrite(() => new Promise(() => undefined));
     const { records } = clients(address);
     const inFlight = rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
-    await eventually(() => f.count('append') === 1, 5_000, 'the append to reach the handler');
+    await eventually(() => f.count('append') === 1, { what: 'the append to reach the handler', timeoutMs: 5_000 });
     const t0 = Date.now();
     await server.shutdown(300);
     expect(Date.now() - t0).toBeLessThan(5_000);
@@ -298,7 +299,7 @@ describe('gRPC server and clients on loopback', () => {
     // Past the caller's deadline: the gateway's side sees DEADLINE_EXCEEDED, the service's CANCELLED once its handler ends.
     f.onWrite(() => new Promise((resolve) => setTimeout(() => resolve({ replayed: false }), 400)));
     await rejection(records.append({ account: 'acme', id: 'x', json: body({ data: [] }) }));
-    await eventually(() => server.seen.length === 4, 5_000, 'the service to time the call it ran past the deadline');
+    await eventually(() => server.seen.length === 4, { what: 'the service to time the call it ran past the deadline', timeoutMs: 5_000 });
     const calls = (seen: { service: string; method: string; code: string }[]): string[] => seen.map((c) => `${c.service}/${c.method} ${c.code}`);
     expect(calls(server.seen)).toEqual(['pushbase.v1.SchemaService/Get OK', 'pushbase.v1.RecordService/Append OK', 'pushbase.v1.RecordService/Append INVALID_ARGUMENT', 'pushbase.v1.RecordService/Append CANCELLED']);
     expect(calls(client.seen)).toEqual(['pushbase.v1.SchemaService/Get OK', 'pushbase.v1.RecordService/Append OK', 'pushbase.v1.RecordService/Append INVALID_ARGUMENT', 'pushbase.v1.RecordService/Append DEADLINE_EXCEEDED']);

@@ -11,15 +11,6 @@ export function latch<T = void>(): { promise: Promise<T>; resolve: (v: T) => voi
   return { promise, resolve };
 }
 
-/** Polls `check` until it holds, failing after `timeoutMs` with the last value seen. */
-export async function eventually(check: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > until) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 /** A loopback port nothing listens on (bound, then released). */
 export async function freePort(): Promise<number> {
   const s = createTcpServer();

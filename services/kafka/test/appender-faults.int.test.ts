@@ -2,7 +2,8 @@ import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { ISocketFactory } from 'kafkajs';
 import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { eventually, randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The appender while its connections to the broker are cut in the middle of produce requests — sometimes
@@ -126,7 +127,7 @@ it.each(['transactional', 'idempotent'] as const)('%s: stores every acknowledged
   );
   await consumer.start();
   try {
-    await eventually(`the topic read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end));
+    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `the topic read up to ${JSON.stringify([...ends])}` });
   } finally {
     await consumer.stop();
   }

@@ -2,7 +2,8 @@ import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { ISocketFactory } from 'kafkajs';
 import { KafkaEventAppender } from '../src';
-import { eventually, readEvents, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { readEvents, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The appender's idempotent mode (the records service's) against the shared Kafka: a write is one Produce
@@ -114,14 +115,14 @@ describe('KafkaEventAppender, idempotent mode, against Kafka', () => {
       expect(refused.map((r) => (r.status === 'rejected' ? (r.reason as { code?: unknown }).code : 'ok'))).toEqual(Array.from({ length: 5 }, () => 'unavailable'));
       expect(Date.now() - started).toBeLessThan(10_000); // far from the 20 s deadline
       net.up();
-      await eventually('writes taken again', async () => {
+      await eventually(async () => {
         try {
           await appender.append([event('ds', 1)]);
           return true;
         } catch {
           return false;
         }
-      });
+      }, { what: 'writes taken again' });
     } finally {
       await appender.close();
     }

@@ -2,7 +2,8 @@ import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { ISocketFactory } from 'kafkajs';
 import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { eventually, randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The appender's exact answers against the real broker, with the one request that matters cut on its way
@@ -69,7 +70,7 @@ async function readCommitted(topic: string): Promise<number[]> {
   );
   await consumer.start();
   try {
-    await eventually(`${topic} read to its end`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end));
+    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `${topic} read to its end` });
   } finally {
     await consumer.stop();
   }

@@ -10,7 +10,8 @@ import {
   type EventConsumerHandlers,
   type KafkaEventConsumerOptions,
 } from '../src';
-import { eventually, randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The readers' consumer against the shared Kafka: offsets move only by commit(), a poison message stops it
@@ -70,7 +71,7 @@ describe('KafkaEventConsumer against Kafka', () => {
 
     const first = recording({ topic, groupId: group });
     await first.consumer.start();
-    await eventually('30 events delivered', () => first.delivered.length === 30);
+    await eventually(() => first.delivered.length === 30, { what: '30 events delivered' });
     expect(first.delivered.map((e) => e.event.at)).toEqual(Array.from({ length: 30 }, (_, i) => i));
     expect(first.delivered.map((e) => e.position)).toEqual(stored);
     // The sink "wrote" the first ten: their last position is committed.
@@ -81,7 +82,7 @@ describe('KafkaEventConsumer against Kafka', () => {
 
     const second = recording({ topic, groupId: group });
     await second.consumer.start();
-    await eventually('the 20 uncommitted events delivered again', () => second.delivered.length === 20);
+    await eventually(() => second.delivered.length === 20, { what: 'the 20 uncommitted events delivered again' });
     expect(second.delivered.map((e) => e.position)).toEqual(stored.slice(10));
     await second.consumer.stop();
   });
@@ -106,7 +107,7 @@ describe('KafkaEventConsumer against Kafka', () => {
     const reader = recording({ topic, groupId: group });
     await reader.consumer.start();
     try {
-      await eventually('the committed events delivered', () => reader.delivered.length === 4);
+      await eventually(() => reader.delivered.length === 4, { what: 'the committed events delivered' });
       expect(reader.delivered.map((e) => e.event.at).sort()).toEqual([1, 2, 4, 5]);
       await reader.consumer.commit(reader.delivered.map((e) => e.position));
       const ends = new Map((await kafka.admin.fetchTopicOffsets(topic)).map((p) => [p.partition, p.high]));
@@ -115,7 +116,7 @@ describe('KafkaEventConsumer against Kafka', () => {
         // An empty partition has nothing to commit (-1 of 0).
         return committed!.partitions.filter((p) => ends.get(p.partition) !== '0' && p.offset !== ends.get(p.partition)).map((p) => `${p.partition}: ${p.offset} of ${ends.get(p.partition)}`);
       };
-      await eventually('committed offsets at the end offsets', async () => (await lagging()).length === 0);
+      await eventually(async () => (await lagging()).length === 0, { what: 'committed offsets at the end offsets' });
       // The partitions do end in markers after their last event, or this test would prove nothing.
       expect(Math.max(...[...ends.values()].map(Number))).toBeGreaterThan(Math.max(...reader.delivered.map((e) => e.position.offset)) + 1);
     } finally {
@@ -141,12 +142,12 @@ describe('KafkaEventConsumer against Kafka', () => {
     const reader = recording({ topic, groupId: newGroup() }, { onCrash: (err) => (crash = err) });
     await reader.consumer.start();
     try {
-      await eventually('the consumer to stop on the poison event', () => crash !== undefined);
+      await eventually(() => crash !== undefined, { what: 'the consumer to stop on the poison event' });
       expect(crash).toBeInstanceOf(PoisonEventError);
       expect(crash).toMatchObject({ topic, partition: 0, offset: poisonAt });
       expect(crash!.message).toContain(`schema_version ${EVENT_SCHEMA_VERSION + 1}`);
       expect(reader.delivered.map((e) => e.event.at)).toEqual([0, 1, 2]);
-      await eventually('its partitions revoked', () => reader.calls.includes('revoked 0'));
+      await eventually(() => reader.calls.includes('revoked 0'), { what: 'its partitions revoked' });
       expect(reader.consumer.assigned()).toEqual([]);
     } finally {
       await reader.consumer.stop();
@@ -160,10 +161,10 @@ describe('KafkaEventConsumer against Kafka', () => {
     const a = recording({ topic, groupId: group, heartbeatIntervalMs: 500 });
     const b = recording({ topic, groupId: group, heartbeatIntervalMs: 500 });
     await a.consumer.start();
-    await eventually('a holds every partition', () => a.calls.includes('assigned 0,1,2,3'));
+    await eventually(() => a.calls.includes('assigned 0,1,2,3'), { what: 'a holds every partition' });
     try {
       await b.consumer.start();
-      await eventually('the partitions shared between a and b', () => a.consumer.assigned().length + b.consumer.assigned().length === 4 && a.consumer.assigned().length > 0 && b.consumer.assigned().length > 0);
+      await eventually(() => a.consumer.assigned().length + b.consumer.assigned().length === 4 && a.consumer.assigned().length > 0 && b.consumer.assigned().length > 0, { what: 'the partitions shared between a and b' });
       expect([...a.consumer.assigned(), ...b.consumer.assigned()].sort()).toEqual([0, 1, 2, 3]);
       // a gave everything back before taking its share (eager rebalancing), in that order.
       const revoked = a.calls.indexOf('revoked 0,1,2,3');
@@ -174,7 +175,7 @@ describe('KafkaEventConsumer against Kafka', () => {
       await b.consumer.stop();
     }
     expect(b.calls[b.calls.length - 1]).toMatch(/^revoked /);
-    await eventually('a holds every partition again', () => a.consumer.assigned().length === 4);
+    await eventually(() => a.consumer.assigned().length === 4, { what: 'a holds every partition again' });
     await a.consumer.stop();
     expect(a.calls[a.calls.length - 1]).toBe('revoked 0,1,2,3');
   });
@@ -188,16 +189,16 @@ describe('KafkaEventConsumer against Kafka', () => {
     const reader = recording({ topic, groupId: newGroup(), maxWaitTimeMs: 100 });
     await reader.consumer.start();
     try {
-      await eventually('both partitions assigned', () => reader.consumer.assigned().length === 2);
+      await eventually(() => reader.consumer.assigned().length === 2, { what: 'both partitions assigned' });
       reader.consumer.pause([0]);
       await appendAll(topic, [event(on0, 1), event(on1, 2)]);
-      await eventually('the event of the running partition', () => reader.delivered.some((e) => e.event.at === 2));
+      await eventually(() => reader.delivered.some((e) => e.event.at === 2), { what: 'the event of the running partition' });
       // Fetch rounds after the paused partition's event was stored; it would have come in either of them.
       await appendAll(topic, [event(on1, 3)]);
-      await eventually('a later event of the running partition', () => reader.delivered.some((e) => e.event.at === 3));
+      await eventually(() => reader.delivered.some((e) => e.event.at === 3), { what: 'a later event of the running partition' });
       expect(reader.delivered.map((e) => e.event.at)).toEqual([2, 3]);
       reader.consumer.resume([0]);
-      await eventually('the paused partition after resume', () => reader.delivered.some((e) => e.event.at === 1));
+      await eventually(() => reader.delivered.some((e) => e.event.at === 1), { what: 'the paused partition after resume' });
     } finally {
       await reader.consumer.stop();
     }
@@ -220,7 +221,7 @@ describe('KafkaEventConsumer against Kafka', () => {
     );
     await reader.consumer.start();
     try {
-      await eventually('the long handler to finish', () => handled === 1, 40_000);
+      await eventually(() => handled === 1, { what: 'the long handler to finish', timeoutMs: 40_000 });
       expect(await reader.consumer.commit(reader.delivered.map((e) => e.position))).toEqual({ notOwned: [] });
       expect(reader.calls).toEqual(['assigned 0']);
     } finally {

@@ -5,9 +5,10 @@ import { createKafka, ensureTopic, KafkaAccountLog, KafkaEventAppender, PoisonEv
 import { RedisAccountStore } from '@pushbase/redis';
 import type { Redis } from 'ioredis';
 import { sha } from '../../../test/helpers/api-keys';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, randomPrefix } from '../../../test/helpers/redis';
 import { followAccounts, replayAccounts } from '../src/accounts';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The accounts topic on the shared Kafka, into Redis: what the schema service appends (KafkaAccountLog,
@@ -76,11 +77,11 @@ describe('the accounts topic', () => {
     const follower = followAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-follower'), store, log: () => undefined, onFatal: (e) => fatal.push(e) });
     try {
       await follower.started;
-      await eventually('the key created in the topic resolves from Redis', async () => (await store.resolveHash(sha(KEY)))?.key_id === 'kid_1');
+      await eventually(async () => (await store.resolveHash(sha(KEY)))?.key_id === 'kid_1', { what: 'the key created in the topic resolves from Redis' });
       // Appended while it follows: the revocation reaches Redis without any writer applying it.
       await appendAll(topic, EVENTS.slice(2));
       const appended = Date.now();
-      await eventually('the revocation applied by the follower', async () => (await store.resolveHash(sha(KEY))) === undefined, 15_000);
+      await eventually(async () => (await store.resolveHash(sha(KEY))) === undefined, { what: 'the revocation applied by the follower', timeoutMs: 15_000 });
       // What repairs a writer that stopped between the topic and Redis: measured, and well inside 5 s.
       const repairMs = Date.now() - appended;
       process.stdout.write(`the follower applied a revocation ${repairMs} ms after its append was acknowledged\n`);
@@ -128,7 +129,7 @@ describe('the accounts topic', () => {
     const fatal: Error[] = [];
     const follower = followAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-follower'), store, log: () => undefined, onFatal: (e) => fatal.push(e) });
     try {
-      await eventually('the follower stopped on the poison message', () => fatal.length > 0, 30_000);
+      await eventually(() => fatal.length > 0, { what: 'the follower stopped on the poison message', timeoutMs: 30_000 });
       expect(fatal[0]).toBeInstanceOf(PoisonEventError);
       expect(fatal[0]?.message).toMatch(/unknown account event type "RecordsAppended"/);
       // Everything before it was applied.
@@ -155,7 +156,7 @@ async function readRaw(topic: string): Promise<string[]> {
     },
   });
   // The end offset counts transaction markers: done once the last event before it was seen.
-  await eventually('every message read', () => last >= Number(end!.high) - 2, 20_000);
+  await eventually(() => last >= Number(end!.high) - 2, { what: 'every message read' });
   await consumer.disconnect();
   return values;
 }

@@ -51,16 +51,12 @@ it('answers /readyz once it reads, /healthz ok while it catches up, and 503 stal
     const producedAt = Date.now();
     const more = await produce(env.appender, eventsOf(steps(2), { account, datasets: ['sales'], incarnationPrefix: account }));
     const partition = more[0]!.partition;
-    await eventually('the write to hang', () => hung.length > 0, 30_000);
+    await eventually(() => hung.length > 0, { what: 'the write to hang', timeoutMs: 30_000 });
     let last: { status: number; body: unknown } = { status: 0, body: undefined };
-    await eventually(
-      '/healthz to answer 503',
-      async () => {
-        last = await probe(running.metricsPort, '/healthz');
-        return last.status === 503;
-      },
-      30_000,
-    );
+    await eventually(async () => {
+      last = await probe(running.metricsPort, '/healthz');
+      return last.status === 503;
+    }, { what: '/healthz to answer 503', timeoutMs: 30_000 });
     // Not before the stall time (counted from the last look that saw no lag: at most one look, a second
     // here, before the events came), and for the partition that waits.
     expect(Date.now() - producedAt).toBeGreaterThanOrEqual(STALL_MS - 1000);
@@ -71,7 +67,7 @@ it('answers /readyz once it reads, /healthz ok while it catches up, and 503 stal
     hang = false;
     for (const resolve of hung.splice(0)) resolve();
     await untilCommitted(env.admin, group, env.topic, endsOf(more));
-    await eventually('/healthz to answer 200 again', async () => (await probe(running.metricsPort, '/healthz')).status === 200, 30_000);
+    await eventually(async () => (await probe(running.metricsPort, '/healthz')).status === 200, { what: '/healthz to answer 200 again', timeoutMs: 30_000 });
   } finally {
     hang = false;
     for (const resolve of hung.splice(0)) resolve();

@@ -58,7 +58,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
           await env.admin.setOffsets({ groupId: group, topic: env.topic, partitions: [{ partition: from.partition, offset: String(from.offset) }] });
           projector = await startProjector(env, group);
           await untilCommitted(env.admin, group, env.topic, endsOf(positions));
-          await eventually('the redelivered events to be read', () => projector.projector.stats().events > 0);
+          await eventually(() => projector.projector.stats().events > 0, { what: 'the redelivered events to be read' });
           // Everything redelivered is at or before a stored position, or changes nothing: no row is written.
           expect(projector.projector.stats().rows).toBe(0);
           expect(await tableOf(env, account)).toStrictEqual(before);
@@ -102,7 +102,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
     const a = await startProjector(env, group);
     const b = await startProjector(env, group);
     try {
-      await eventually('both members to hold partitions', () => [a, b].every((m) => m.lines.some((l) => l.includes('partitions assigned'))), 60_000);
+      await eventually(() => [a, b].every((m) => m.lines.some((l) => l.includes('partitions assigned'))), { what: 'both members to hold partitions', timeoutMs: 60_000 });
       const account = newAccount();
       const streams = fc.sample(streamArb, { numRuns: 3, seed: Date.now() % 1_000_000 });
       // Many datasets, so both members' partitions get events.

@@ -16,10 +16,11 @@ import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender 
 import { RedisAccountStore, RedisSchemaStore, type Redis } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
 import { sha } from '../../../test/helpers/api-keys';
-import { eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
 import { loadProjectorConfig, loadReplayConfig, ReplayRefused, runProjector, runReplay, type Logger, type RunningProjector } from '../src';
 import { eventsOf, makeRecords, PLAIN, stepsArb, type Step } from './event-sequences';
+import { eventually } from '../../../test/helpers/eventually';
 
 jest.setTimeout(300_000);
 
@@ -149,15 +150,11 @@ async function untilCaughtUp(): Promise<void> {
   // marker of the last transaction, and the projector commits event positions.
   const ends = new Map<number, number>();
   for (const p of produced) ends.set(p.partition, Math.max(ends.get(p.partition) ?? 0, p.offset + 1));
-  await eventually(
-    `the live projector to commit up to ${JSON.stringify([...ends])}`,
-    async () => {
-      if (fatal !== undefined) throw fatal;
-      const at = await committed();
-      return [...ends].every(([p, end]) => end === 0 || (at.get(p) ?? -1) >= end);
-    },
-    120_000,
-  );
+  await eventually(async () => {
+    if (fatal !== undefined) throw fatal;
+    const at = await committed();
+    return [...ends].every(([p, end]) => end === 0 || (at.get(p) ?? -1) >= end);
+  }, { what: `the live projector to commit up to ${JSON.stringify([...ends])}`, timeoutMs: 120_000 });
 }
 
 let fatal: Error | undefined;

@@ -6,9 +6,10 @@ import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type
 import type { StreamPosition } from '@pushbase/contracts';
 import { fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, defaultAccountsTopic, ensureTopic } from '@pushbase/kafka';
-import { eventually, randomName, requireKafka, testAdmin, testConnection, KAFKA_BROKERS } from '../../../test/helpers/kafka';
+import { randomName, requireKafka, testAdmin, testConnection, KAFKA_BROKERS } from '../../../test/helpers/kafka';
 import { randomPrefix, redisUrl } from '../../../test/helpers/redis';
 import { loadProjectorConfig, runProjector, type Logger, type ProjectorConfig, type RunningProjector } from '../src';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * Real Kafka and ClickHouse for the projector's suites: a topic, a group and a database of random names
@@ -98,14 +99,10 @@ export async function committed(admin: Admin, groupId: string, topic: string): P
 }
 
 export async function untilCommitted(admin: Admin, groupId: string, topic: string, ends: Map<number, number>, timeoutMs = 60_000): Promise<void> {
-  await eventually(
-    `group ${groupId} to commit up to ${JSON.stringify([...ends])}`,
-    async () => {
-      const at = await committed(admin, groupId, topic);
-      return [...ends].every(([p, end]) => (at.get(p) ?? -1) >= end);
-    },
-    timeoutMs,
-  );
+  await eventually(async () => {
+    const at = await committed(admin, groupId, topic);
+    return [...ends].every(([p, end]) => (at.get(p) ?? -1) >= end);
+  }, { what: `group ${groupId} to commit up to ${JSON.stringify([...ends])}`, timeoutMs: timeoutMs });
 }
 
 /** ClickHouse shows exactly the domain fold of `events` for every dataset named. */

@@ -9,8 +9,9 @@ import type { Redis } from 'ioredis';
 import { healthClient } from '../../grpc/test/support';
 import { BUNDLE } from '../../../test/helpers/server';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
-import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
 import { body, readTopic, SchemaFixture } from './support';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The shipped bundle as a deployment runs it: `pushbase records` says where it listens, reports SERVING,
@@ -101,7 +102,7 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
     const signalled = Date.now();
     child.kill('SIGTERM');
     // Probes see NOT_SERVING while writes are still taken from those that have not noticed yet.
-    await eventually('health NOT_SERVING', async () => (await health.check('')) === 'NOT_SERVING', 10_000);
+    await eventually(async () => (await health.check('')) === 'NOT_SERVING', { what: 'health NOT_SERVING', timeoutMs: 10_000 });
     await client.append({ account, id: 'sales', json: body([{ amount: 3 }]) });
     expect(await exited).toBe(0);
     expect(Date.now() - signalled).toBeGreaterThanOrEqual(DRAIN_MS);

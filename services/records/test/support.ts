@@ -3,7 +3,8 @@ import { KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
 import { RedisSchemaStore } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
-import { eventually, randomName, testConnection } from '../../../test/helpers/kafka';
+import { randomName, testConnection } from '../../../test/helpers/kafka';
+import { eventually } from '../../../test/helpers/eventually';
 
 /**
  * What the schema service does to the store when it creates or deletes a dataset (decide, then apply the
@@ -47,7 +48,7 @@ export async function readConsumed(admin: Admin, topic: string): Promise<Consume
   );
   await consumer.start();
   try {
-    await eventually(`${topic} read up to ${JSON.stringify([...ends])}`, () => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), 30_000);
+    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `${topic} read up to ${JSON.stringify([...ends])}`, timeoutMs: 30_000 });
   } finally {
     await consumer.stop();
   }

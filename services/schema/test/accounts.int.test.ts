@@ -7,10 +7,11 @@ import { encodeSchemaIntent, RedisAccountStore, RedisSchemaStore, schemaIntentKe
 import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
 import { sha } from '../../../test/helpers/api-keys';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
 import { connectTestRedis, deleteUnder, dumpUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
 import { importRedisApiKeys } from '../src';
 import { create, readTopic, startReplica, type Replica } from './support';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * Accounts and keys through the schema service's AccountAdmin over gRPC (the gateway's adapter), against
@@ -82,7 +83,7 @@ async function readAccounts(topic: string, count: number): Promise<AccountEvent[
   );
   await consumer.start();
   try {
-    await eventually(`${count} events in ${topic}`, () => events.length >= count, 30_000);
+    await eventually(() => events.length >= count, { what: `${count} events in ${topic}`, timeoutMs: 30_000 });
   } finally {
     await consumer.stop();
   }

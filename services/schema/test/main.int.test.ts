@@ -6,9 +6,10 @@ import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
 import { healthClient } from '../../grpc/test/support';
 import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
-import { deleteTopics, eventually, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
 import { loadSchemaConfig, runSchema } from '../src';
 import { create, readTopic } from './support';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The composition root's shutdown: health turns NOT_SERVING, a call in flight is drained (answered) before
@@ -61,10 +62,10 @@ it('stops gracefully: NOT_SERVING first, the call in flight answered, then close
     const watch = health.watch('pushbase.v1.SchemaService');
     const account = `acct-${randomBytes(4).toString('hex')}`;
     const call = create(client, account, 'drained');
-    await eventually('the call to be in flight', () => inFlight);
+    await eventually(() => inFlight, { what: 'the call to be in flight' });
     let stopped = false;
     const stopping = running.stop().then(() => (stopped = true));
-    await eventually('health NOT_SERVING', () => watch.statuses.includes('NOT_SERVING'));
+    await eventually(() => watch.statuses.includes('NOT_SERVING'), { what: 'health NOT_SERVING' });
     // An open Watch stream never ends by itself and would hold the drain until the grace runs out.
     watch.cancel();
     expect(stopped).toBe(false);
@@ -102,7 +103,7 @@ it('with PUSHBASE_GRPC_DRAIN_MS: NOT_SERVING at once, calls still answered for t
     const started = Date.now();
     const stopping = running.stop();
     // Probes see NOT_SERVING while the server still answers whoever has not noticed yet, a change included.
-    await eventually('health NOT_SERVING', async () => (await health.check('')) === 'NOT_SERVING');
+    await eventually(async () => (await health.check('')) === 'NOT_SERVING', { what: 'health NOT_SERVING' });
     await expect(create(client, account, 'during')).resolves.toMatchObject({ created: true });
     await expect(client.get({ account, id: 'before' })).resolves.toMatchObject({ id: 'before' });
     await stopping;

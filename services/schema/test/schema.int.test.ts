@@ -6,8 +6,9 @@ import { RedisSchemaStore } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
 import { connectTestRedis, deleteUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
-import { deleteTopics, eventually, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { deleteTopics, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
 import { create, outcome, readTopic, startReplica, type Replica } from './support';
+import { eventually } from '../../../test/helpers/eventually';
 
 /*
  * The distributed schema service against the shared Kafka and Redis: two replicas (two service instances,
@@ -144,7 +145,7 @@ describe('the distributed schema service', () => {
     });
     const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
     const zombie = create(a.service, account, 'orphan');
-    await eventually('the crashed append', () => appended !== undefined);
+    await eventually(() => appended !== undefined, { what: 'the crashed append' });
     expect(await store.get(account, 'orphan')).toBeUndefined();
     expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
 
@@ -186,13 +187,13 @@ describe('the distributed schema service', () => {
       },
     });
     const zombie = a.service.delete({ account, id: 'gone' });
-    await eventually('the crashed append', () => appended);
+    await eventually(() => appended, { what: 'the crashed append' });
     expect(await store.count(account)).toBe(1);
     // The sweep skips the account while the crashed holder's lease lasts, then rolls the deletion forward.
     await expect(b.changes.sweep()).resolves.toBe(0);
     const stopSweeping = b.changes.startSweeping(100);
     try {
-      await eventually('the sweep to roll the deletion forward', async () => (await store.get(account, 'gone')) === undefined, 20_000);
+      await eventually(async () => (await store.get(account, 'gone')) === undefined, { what: 'the sweep to roll the deletion forward' });
     } finally {
       await stopSweeping();
     }
@@ -278,7 +279,7 @@ describe('the distributed schema service while a holder that died between Kafka 
       },
     });
     const zombie = a.service.delete({ account, id: 'gone' });
-    await eventually('the crashed append', () => appended);
+    await eventually(() => appended, { what: 'the crashed append' });
     expect((await store.get(account, 'gone'))?.incarnation).toBe(made.dataset.incarnation); // stale
     expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
     const finish = async (): Promise<void> => {

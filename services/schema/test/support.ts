@@ -5,8 +5,9 @@ import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { KafkaAccountLog, KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
 import type { Redis } from 'ioredis';
 import { connectTestRedis } from '../../../test/helpers/redis';
-import { eventually, randomName, testConnection } from '../../../test/helpers/kafka';
+import { randomName, testConnection } from '../../../test/helpers/kafka';
 import { createSchemaServer, type DistributedSchema, type DistributedSchemaDeps } from '../src';
+import { eventually } from '../../../test/helpers/eventually';
 
 /**
  * One schema replica: a gRPC server in this process with its own Redis connection and Kafka producer, as a
@@ -121,7 +122,7 @@ export async function readTopic(topic: string): Promise<DatasetEvent[]> {
   );
   await consumer.start();
   try {
-    await eventually(`the end of ${topic}`, () => seen, 30_000);
+    await eventually(() => seen, { what: `the end of ${topic}`, timeoutMs: 30_000 });
   } finally {
     await consumer.stop();
   }
