@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import { stackNamesOf } from '../helpers/stack-names';
 import { BUNDLE, requestTo, ROOT } from '../helpers/server';
 import { eventually } from '../helpers/eventually';
+import { alive } from '../../deploy/proc';
 
 /*
  * `npm run start:distributed` is `pushbase distributed`: the foreground supervisor of the four services.
@@ -80,15 +81,6 @@ function childPids(pid: number): number[] {
     return []; // ps exits 1 when there is none
   }
 }
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 let running: Supervisor | undefined;
 

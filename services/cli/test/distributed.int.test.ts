@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DistributedStack, type ServiceExit, type ServiceName } from '../src/distributed';
+import { alive } from '../../../deploy/proc';
 
 /*
  * The supervisor of `npm run start:distributed` and of the distributed tests, over stand-in services
@@ -40,14 +41,6 @@ function setup(extra: Record<string, string> = {}) {
   return { start, read, unexpected, lines, pids };
 }
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 /** Processes a failing test may have left behind, killed by pid after each test. */
 const leftovers: number[] = [];
 afterEach(() => {
