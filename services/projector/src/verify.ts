@@ -8,8 +8,9 @@ import { readSchemaGeneration, type Redis } from '@pushbase/redis';
  *   position — the listing the admin routes serve (heads table), and every live dataset's records in order.
  *   Redis: every key of the schema store — definitions, the per-account live sets (the counts) and the
  *   sets of dead incarnations.
- * Tombstones and versions are not compared: they are how the state is stored, not the state, and a
- * projection written in other batches holds other (equally correct) tombstone rows.
+ * Tombstones, versions and row slots are not compared: they are how the state is stored, not the state.
+ * A projection written in other batches holds other (equally correct) tombstone rows, and one brought over
+ * by migration 3 holds its rows in other slots than a rebuild from the first event.
  */
 
 export interface Difference {
