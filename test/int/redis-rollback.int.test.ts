@@ -1,19 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { connectClickHouse, dropDatabase, migrate, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { pushbaseServices, type AccountCommands, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS } from '@pushbase/domain';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
-import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender } from '@pushbase/kafka';
+import { defaultAccountsTopic, KafkaAccountLog, KafkaEventAppender } from '@pushbase/kafka';
 import { loadProjectorConfig, loadReplayConfig, runProjector, runReplay, type RunningProjector } from '@pushbase/projector';
 import { createRecordsServer } from '@pushbase/records';
 import { openRedis, readState, RedisKeyStore, type Redis } from '@pushbase/redis';
 import { createSchemaServer } from '@pushbase/schema';
 import type { Admin } from 'kafkajs';
 import { sha } from '../helpers/api-keys';
-import { connectTestRedis, deleteUnder, keysUnder, randomPrefix, redisUrl } from '../helpers/redis';
-import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
-import { eventually } from '../helpers/eventually';
+import { connectTestRedis, deleteUnder, keysUnder, redisUrl } from '../helpers/redis';
+import { testConnection } from '../helpers/kafka';
 import { body, outcomeOf, readConsumed } from '../../services/records/test/support';
+import { eventually } from '../helpers/eventually';
+import { useTestPipeline } from '../helpers/test-pipeline';
 
 /*
  * Redis rolled back under running services: every key under the prefix restored as it was earlier (what a
@@ -25,52 +25,18 @@ import { body, outcomeOf, readConsumed } from '../../services/records/test/suppo
 
 jest.setTimeout(300_000);
 
-const CLICKHOUSE_URL = process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
 const protos = pushbaseServices();
 const quiet = (): void => undefined;
 const fields = { fields: { n: { type: 'number', name: 'N' } } };
 
+const { pipeline, defer } = useTestPipeline('pb-rollback');
 let admin: Admin;
 let redis: Redis;
-let conn: ClickHouseConnection;
 let topic: string;
 let prefix: string;
-let database: string;
 let vars: Record<string, string>;
-const closers: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-  topic = randomName('pb-rollback');
-  await ensureTopic(admin, { topic, partitions: 3 });
-  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
-  prefix = randomPrefix();
-  database = `pb_rollback_${randomBytes(6).toString('hex')}`;
-  conn = connectClickHouse(CLICKHOUSE_URL);
-  await migrate(conn, database);
-  vars = {
-    PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
-    PUSHBASE_KAFKA_TOPIC: topic,
-    PUSHBASE_PROJECTOR_GROUP: randomName('pb-rollback-live'),
-    PUSHBASE_CLICKHOUSE_URL: CLICKHOUSE_URL,
-    PUSHBASE_CLICKHOUSE_DATABASE: database,
-    PUSHBASE_REDIS_URL: redisUrl(),
-    PUSHBASE_REDIS_PREFIX: prefix,
-    PUSHBASE_PROJECTOR_FLUSH_MS: '100',
-  };
-});
-afterAll(async () => {
-  for (const close of closers.reverse()) await close();
-  await admin.deleteGroups([vars.PUSHBASE_PROJECTOR_GROUP!]).catch(() => undefined);
-  await deleteTopics(admin, [topic, defaultAccountsTopic(topic)]);
-  await admin.disconnect();
-  await dropDatabase(conn, database);
-  await dropDatabase(conn, `${database}_views`);
-  await conn.close();
-  await deleteUnder(redis, prefix);
-  redis.disconnect();
+beforeAll(() => {
+  ({ admin, redis, topic, prefix, vars } = pipeline());
 });
 
 /** The schema service (with accounts) and the records service, each with its own connections, as processes have. */
@@ -78,7 +44,7 @@ async function services(): Promise<{ schema: SchemaService; accounts: AccountCom
   const own = async (topicName: string) => {
     const r = await openRedis(redisUrl(), { failFast: true });
     const appender = new KafkaEventAppender({ connection: testConnection(), topic: topicName, appendTimeoutMs: 10_000 });
-    closers.push(async () => {
+    defer(async () => {
       await appender.close();
       r.disconnect();
     });
@@ -91,7 +57,7 @@ async function services(): Promise<{ schema: SchemaService; accounts: AccountCom
   const r = await own(topic);
   const recordsServer = createRecordsServer({ redis: r.redis, prefix, appender: r.appender, log: quiet, protos });
   const records = connectRecordService(`127.0.0.1:${await recordsServer.grpc.listen('127.0.0.1', 0)}`, { protos });
-  closers.push(async () => {
+  defer(async () => {
     schema.close();
     records.close();
     await schemaServer.grpc.shutdown(1000);
@@ -142,7 +108,7 @@ const code = (p: Promise<unknown>): Promise<string> => outcomeOf(p);
 it('a Redis restored from an older snapshot is refused (no revoked key accepted, no new incarnation) until replay rebuilt it', async () => {
   const { schema, accounts, records } = await services();
   const gatewayRedis = await connectTestRedis();
-  closers.push(() => Promise.resolve(gatewayRedis.disconnect()));
+  defer(() => Promise.resolve(gatewayRedis.disconnect()));
   const gateway = new RedisKeyStore(gatewayRedis, { prefix, stateCheckMs: 0 });
   const account = `acct-${randomBytes(4).toString('hex')}`;
   const key = `pb_${randomBytes(32).toString('base64url')}`;

@@ -1,18 +1,19 @@
 import { randomBytes } from 'node:crypto';
-import { ClickHouseProjection, connectClickHouse, dropDatabase, migrate, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { ClickHouseProjection, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { pushbaseServices, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { fold, type DatasetEvent } from '@pushbase/domain';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
-import { defaultAccountsTopic, ensureTopic, KafkaEventAppender } from '@pushbase/kafka';
+import { KafkaEventAppender } from '@pushbase/kafka';
 import { loadProjectorConfig, loadReplayConfig, runProjector, runReplay } from '@pushbase/projector';
 import { createRecordsServer } from '@pushbase/records';
 import { openRedis, RedisSchemaStore, type Redis } from '@pushbase/redis';
 import { createSchemaServer } from '@pushbase/schema';
 import type { Admin } from 'kafkajs';
-import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../helpers/redis';
-import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin, testConnection } from '../helpers/kafka';
-import { eventually } from '../helpers/eventually';
+import { redisUrl } from '../helpers/redis';
+import { testConnection } from '../helpers/kafka';
 import { body, outcomeOf, readConsumed, readTopic } from '../../services/records/test/support';
+import { eventually } from '../helpers/eventually';
+import { useTestPipeline } from '../helpers/test-pipeline';
 
 /*
  * Datasets created, deleted and re-created while `pushbase replay` runs, through the real schema and
@@ -24,11 +25,11 @@ import { body, outcomeOf, readConsumed, readTopic } from '../../services/records
 
 jest.setTimeout(300_000);
 
-const CLICKHOUSE_URL = process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
 const protos = pushbaseServices();
 const quiet = (): void => undefined;
 const fields = { fields: { n: { type: 'number', name: 'N' } } };
 
+const { pipeline, defer } = useTestPipeline('pb-replay-changes');
 let admin: Admin;
 let redis: Redis;
 let conn: ClickHouseConnection;
@@ -36,47 +37,15 @@ let topic: string;
 let prefix: string;
 let database: string;
 let vars: Record<string, string>;
-const closers: (() => Promise<void>)[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-  topic = randomName('pb-replay-changes');
-  await ensureTopic(admin, { topic, partitions: 3 });
-  await ensureTopic(admin, { topic: defaultAccountsTopic(topic), partitions: 1 });
-  prefix = randomPrefix();
-  database = `pb_replay_changes_${randomBytes(6).toString('hex')}`;
-  conn = connectClickHouse(CLICKHOUSE_URL);
-  await migrate(conn, database);
-  vars = {
-    PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
-    PUSHBASE_KAFKA_TOPIC: topic,
-    PUSHBASE_PROJECTOR_GROUP: randomName('pb-replay-changes-live'),
-    PUSHBASE_CLICKHOUSE_URL: CLICKHOUSE_URL,
-    PUSHBASE_CLICKHOUSE_DATABASE: database,
-    PUSHBASE_REDIS_URL: redisUrl(),
-    PUSHBASE_REDIS_PREFIX: prefix,
-    PUSHBASE_PROJECTOR_FLUSH_MS: '100',
-  };
-});
-afterAll(async () => {
-  for (const close of closers.reverse()) await close();
-  await admin.deleteGroups([vars.PUSHBASE_PROJECTOR_GROUP!]).catch(() => undefined);
-  await deleteTopics(admin, [topic, defaultAccountsTopic(topic)]);
-  await admin.disconnect();
-  await dropDatabase(conn, database);
-  await dropDatabase(conn, `${database}_views`);
-  await conn.close();
-  await deleteUnder(redis, prefix);
-  redis.disconnect();
+beforeAll(() => {
+  ({ admin, redis, conn, topic, prefix, database, vars } = pipeline());
 });
 
 /** A schema or records service with its own Redis connection and Kafka producer, as a process has. */
 async function ownConnections(): Promise<{ redis: Redis; appender: KafkaEventAppender }> {
   const own = await openRedis(redisUrl(), { failFast: true });
   const appender = new KafkaEventAppender({ connection: testConnection(), topic, appendTimeoutMs: 10_000 });
-  closers.push(async () => {
+  defer(async () => {
     await appender.close();
     own.disconnect();
   });
@@ -90,7 +59,7 @@ async function services(): Promise<{ schema: SchemaService; records: RecordServi
   const r = await ownConnections();
   const recordsServer = createRecordsServer({ redis: r.redis, prefix, appender: r.appender, log: quiet, protos });
   const records = connectRecordService(`127.0.0.1:${await recordsServer.grpc.listen('127.0.0.1', 0)}`, { protos });
-  closers.push(async () => {
+  defer(async () => {
     schema.close();
     records.close();
     await schemaServer.grpc.shutdown(1000);
