@@ -1,4 +1,4 @@
-import type { AccountAdmin, AccountView, KeyStore, KeyView, Principal, QuotaSource } from '@pushbase/contracts';
+import type { AccountAdmin, AccountCommands, AccountView, KeyStore, KeyView, Principal, QuotaSource } from '@pushbase/contracts';
 import {
   ACCOUNT_DELETE_ROUNDS,
   accountDeletionRaced,
@@ -12,10 +12,17 @@ import {
   effectiveQuotas,
   foldAccounts,
   formatUtcMillis,
+  invalid,
+  parseAccountName,
+  parseKeyLabel,
+  parseKeyScope,
+  parseQuotaChange,
+  parseQuotas,
   type AccountEvent,
   type AccountInfo,
   type AccountsState,
   type KeyInfo,
+  type KeyScope,
   type QuotaLimits,
   emptyAccounts,
 } from '@pushbase/domain';
@@ -56,14 +63,62 @@ export interface AccountDatasets {
   delete(account: string, id: string): Promise<unknown>;
 }
 
-export interface AccountAdminDeps {
-  readonly log: AccountLog;
+/** An account decision: the event that makes it take effect (none when nothing changes) and the answer. */
+export interface AccountDecision<T> {
+  readonly event?: AccountEvent;
+  readonly answer: T;
+}
+
+/**
+ * How account and key changes take effect, as SchemaChanges is for datasets: the one thing the embedded
+ * and the distributed account administration do differently. `decide` runs alone for its account (no
+ * other account decision of it runs meanwhile, in this process or in any replica) against a state holding
+ * every earlier change of the account and the keys of `hashes`; its event is then durable and visible to
+ * `get` before `decided` resolves with the answer.
+ */
+export interface AccountChanges {
+  decided<T>(account: string, decide: (state: AccountsState) => AccountDecision<T> | Promise<AccountDecision<T>>, hashes?: readonly string[]): Promise<T>;
+  get(account: string): Promise<AccountInfo | undefined>;
+  /** Every account, in code-unit order of their names. */
+  list(): Promise<AccountInfo[]>;
+}
+
+/** Names in code-unit order, as both modes list accounts (the Redis account store sorts its names so). */
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * The embedded mode's changes, over an AccountLog: one process decides, so one mutex serialises every
+ * change (changes are rare, and a decision must see every earlier one: an account created twice, a key of
+ * a deleted account), and the log's fold shows an event once `append` resolves.
+ */
+export function logAccountChanges(log: AccountLog): AccountChanges {
+  const writer = new KeyedMutex();
+  return {
+    decided: (_account, decide) =>
+      writer.run('accounts', async () => {
+        const { event, answer } = await decide(log.state());
+        if (event !== undefined) await log.append([event]);
+        return answer;
+      }),
+    get: (account) => Promise.resolve(log.state().accounts.get(account)),
+    list: () => Promise.resolve([...log.state().accounts.values()].sort((a, b) => byCodeUnits(a.account, b.account))),
+  };
+}
+
+export interface AccountCommandsDeps {
+  readonly changes: AccountChanges;
   readonly datasets: AccountDatasets;
   readonly clock: Clock;
   /** The quotas of an account that has none of its own (the API's limits, or the operator's rate limit). */
   readonly defaults: QuotaLimits;
-  /** Test seam: runs after the account's datasets are deleted, before AccountDeleted is appended. */
+  /** A key's public handle. Default: a random one (newKeyId). */
+  readonly newKeyId?: () => string;
+  /** Test seam: runs after the account's datasets are deleted, before AccountDeleted is decided. */
   readonly beforeAccountDeleted?: (account: string) => Promise<void>;
+}
+
+export interface AccountAdminDeps extends Omit<AccountCommandsDeps, 'changes' | 'newKeyId'> {
+  readonly log: AccountLog;
 }
 
 export const accountView = (info: AccountInfo, defaults: QuotaLimits): AccountView => ({
@@ -82,9 +137,6 @@ export const keyView = (key: KeyInfo): KeyView => ({
   created_at: formatUtcMillis(key.created_at),
 });
 
-/** Names in code-unit order, as both modes list accounts (the Redis account store sorts its names so). */
-const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
 /** An account's keys as both modes list them: oldest first, then by key id. */
 export const keyViews = (info: AccountInfo): KeyView[] => [...info.keys.values()].sort((a, b) => a.created_at - b.created_at || byCodeUnits(a.key_id, b.key_id)).map(keyView);
 
@@ -98,80 +150,114 @@ export const ignoreConflict = (e: unknown): void => {
   if (!(e instanceof DomainError && e.code === 'conflict')) throw e;
 };
 
+const HASH = /^[0-9a-f]{64}$/;
+
 /**
- * The AccountAdmin over an AccountLog: decides with the domain's decide* functions against the log's fold,
- * appends, and answers only once the event is durable. One change at a time (a single mutex): changes are
- * rare and a decision must see every earlier one (an account created twice, a key of a deleted account).
+ * The account rules of both modes (docs/operations.md → Accounts and API keys): every change decided by
+ * the domain (decide*) from the state `changes` shows under the account's lock, its answer the view of
+ * what it decided. Arguments are parsed here too, as the gRPC edge hands them on unparsed.
  */
-export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
-  const { log, datasets, clock, defaults } = deps;
-  const writer = new KeyedMutex();
-  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => writer.run('accounts', work);
-  const account = (name: string): AccountInfo => {
-    const info = log.state().accounts.get(name);
-    if (info === undefined) throw accountNotFound(name);
-    return info;
+export function createAccountCommands(deps: AccountCommandsDeps): AccountCommands {
+  const { changes, datasets, clock, defaults } = deps;
+  const newKeyIdOf = deps.newKeyId ?? newKeyId;
+  const viewOf = (a: AccountInfo): AccountView => accountView(a, defaults);
+  const existing = async (account: string): Promise<AccountInfo> => {
+    const found = await changes.get(parseAccountName(account));
+    if (found === undefined) throw accountNotFound(account);
+    return found;
   };
-  /** Deletes every live dataset of the account, again until none is left (a create may race the listing). */
-  const deleteDatasets = async (name: string): Promise<number> => {
+  /** Deletes the datasets listed now; counts only those this call deleted. */
+  const deleteListed = async (name: string): Promise<number> => {
     let deleted = 0;
-    for (let round = 0; round < ACCOUNT_DELETE_ROUNDS; round++) {
-      const ids = await datasets.ids(name);
-      if (ids.length === 0) return deleted;
-      for (const id of ids) {
-        try {
-          await datasets.delete(name, id);
-          deleted += 1; // counted only when this call deleted it, as the distributed mode counts
-        } catch (e) {
-          ignoreNotFound(e);
-        }
+    for (const id of await datasets.ids(name)) {
+      try {
+        await datasets.delete(name, id);
+        deleted += 1;
+      } catch (e) {
+        // Deleted meanwhile (by its own API call, or a deletion running beside this one): gone either way.
+        ignoreNotFound(e);
       }
     }
-    throw accountDeletionRaced(name);
+    return deleted;
   };
 
   return {
-    createAccount: (name, quotas) =>
-      oneAtATime(async () => {
-        const event = decideCreateAccount(log.state(), name, quotas, clock.now());
-        await log.append([event]);
-        return accountView(account(name), defaults);
-      }),
-    listAccounts: () => Promise.resolve([...log.state().accounts.values()].sort((a, b) => byCodeUnits(a.account, b.account)).map((a) => accountView(a, defaults))),
-    getAccount: (name) => Promise.resolve().then(() => accountView(account(name), defaults)),
-    setQuotas: (name, change) =>
-      oneAtATime(async () => {
-        await log.append([decideSetQuotas(log.state(), name, change, clock.now())]);
-        return accountView(account(name), defaults);
-      }),
+    createAccount: async (account, quotas) => {
+      const name = parseAccountName(account);
+      const q = parseQuotas(quotas);
+      return changes.decided(name, (state) => {
+        const event = decideCreateAccount(state, name, q, clock.now());
+        return { event, answer: viewOf({ account: name, created_at: event.at, quotas: q, keys: new Map() }) };
+      });
+    },
+    listAccounts: async () => (await changes.list()).map(viewOf),
+    getAccount: async (account) => viewOf(await existing(account)),
+    setQuotas: async (account, quotas) => {
+      const name = parseAccountName(account);
+      const change = parseQuotaChange(quotas);
+      return changes.decided(name, (state) => {
+        // Merged with the quotas the state shows under the lock: two changes at once both hold.
+        const event = decideSetQuotas(state, name, change, clock.now());
+        return { event, answer: viewOf({ ...state.accounts.get(name)!, quotas: event.quotas }) };
+      });
+    },
     /*
      * The datasets first, each through the schema service (a DatasetDeleted, so every projection follows),
-     * then the account. Stopped half way, the account is still there with fewer datasets, so a retry finishes
-     * it. Its keys work until AccountDeleted, so a create can race the listing: once the account is gone (its
-     * keys with it) the datasets are swept once more.
+     * then, once none is listed under the account's lock, the account. Stopped half way, the account is
+     * still there with fewer datasets, so a retry finishes it. A create that raced the last listing (its
+     * key resolved before AccountDeleted) is swept once more after the account is gone.
      */
-    deleteAccount: (name) =>
-      oneAtATime(async () => {
-        account(name);
-        let deleted = await deleteDatasets(name);
+    deleteAccount: async (account) => {
+      const name = parseAccountName(account);
+      await existing(name);
+      let deleted = 0;
+      for (let round = 0; round < ACCOUNT_DELETE_ROUNDS; round++) {
+        deleted += await deleteListed(name);
         await deps.beforeAccountDeleted?.(name);
-        await log.append([decideDeleteAccount(log.state(), name, clock.now())]);
-        deleted += await deleteDatasets(name);
-        return { datasets_deleted: deleted };
-      }),
-    createKey: (name, { scope, label }) =>
-      oneAtATime(async () => {
-        const key = newApiKey();
-        const event = decideCreateKey(log.state(), { account: name, key_id: newKeyId(), hash: hashApiKey(key), scope, label, at: clock.now() });
-        await log.append([event]);
-        return { key, ...keyView(account(name).keys.get(event.key_id) as KeyInfo) };
-      }),
-    listKeys: (name) =>
-      Promise.resolve().then(() => keyViews(account(name))),
-    revokeKey: (name, keyId) =>
-      oneAtATime(async () => {
-        await log.append([decideRevokeKey(log.state(), name, keyId, clock.now())]);
-      }),
+        const done = await changes.decided(name, async (state) => {
+          // One created since the round began sends the deletion round again.
+          if ((await datasets.ids(name)).length > 0) return { answer: false };
+          return { event: decideDeleteAccount(state, name, clock.now()), answer: true };
+        });
+        if (done) return { datasets_deleted: deleted + (await deleteListed(name)) };
+      }
+      throw accountDeletionRaced(name);
+    },
+    createKeyByHash: async (account, key) => {
+      const name = parseAccountName(account);
+      if (!HASH.test(key.hash)) throw invalid('hash must be a SHA-256 in lower-case hex', 'hash');
+      const scope: KeyScope = parseKeyScope(key.scope);
+      const label = parseKeyLabel(key.label);
+      return changes.decided(
+        name,
+        (state) => {
+          const event = decideCreateKey(state, { account: name, key_id: newKeyIdOf(), hash: key.hash, scope, label, at: clock.now() });
+          return { event, answer: keyView({ ...event, created_at: event.at }) };
+        },
+        [key.hash],
+      );
+    },
+    listKeys: async (account) => keyViews(await existing(account)),
+    revokeKey: async (account, keyId) => {
+      const name = parseAccountName(account);
+      await changes.decided(name, (state) => ({ event: decideRevokeKey(state, name, keyId, clock.now()), answer: undefined }));
+    },
+  };
+}
+
+/**
+ * The embedded AccountAdmin: the account rules over the data directory's account log. A new key is made
+ * here and only its hash handed on, as the gateway's adapter does in the distributed mode.
+ */
+export function createAccountAdmin(deps: AccountAdminDeps): AccountAdmin {
+  const { log, ...rest } = deps;
+  const commands = createAccountCommands({ ...rest, changes: logAccountChanges(log) });
+  return {
+    ...commands,
+    createKey: async (account, { scope, label }) => {
+      const key = newApiKey();
+      return { key, ...(await commands.createKeyByHash(account, { hash: hashApiKey(key), scope, label })) };
+    },
   };
 }
 
