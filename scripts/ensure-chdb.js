@@ -11,7 +11,7 @@ const { createHash } = require('node:crypto');
 const { closeSync, copyFileSync, openSync, readFileSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { provisionOnce, tail } = require('./tool-cache.js');
+const { printOrExit, provisionOnce, tail } = require('./tool-cache.js');
 
 const PINS = path.resolve(__dirname, '..', 'test', 'chdb');
 const FILES = ['package.json', 'package-lock.json'];
@@ -41,11 +41,4 @@ function ensureChdb(say = (line) => process.stderr.write(`${line}\n`)) {
 
 module.exports = { ensureChdb };
 
-if (require.main === module) {
-  try {
-    process.stdout.write(`${ensureChdb()}\n`);
-  } catch (err) {
-    process.stderr.write(`pushbase: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  }
-}
+if (require.main === module) printOrExit(ensureChdb);

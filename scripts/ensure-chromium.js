@@ -9,6 +9,7 @@
 'use strict';
 const { existsSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
+const { printOrExit } = require('./tool-cache.js');
 
 const CANDIDATES = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
 
@@ -37,11 +38,4 @@ function ensureChromium(log = (line) => process.stderr.write(`${line}\n`)) {
 
 module.exports = { ensureChromium };
 
-if (require.main === module) {
-  try {
-    process.stdout.write(`${ensureChromium()}\n`);
-  } catch (e) {
-    process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);
-    process.exit(1);
-  }
-}
+if (require.main === module) printOrExit(ensureChromium);

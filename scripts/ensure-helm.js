@@ -15,7 +15,7 @@ const { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync } = require('node
 const { spawnSync } = require('node:child_process');
 const os = require('node:os');
 const path = require('node:path');
-const { toolsDir } = require('./tool-cache.js');
+const { printOrExit, toolsDir } = require('./tool-cache.js');
 
 // Pinned: the chart is linted and rendered by exactly this version on every machine.
 const HELM_VERSION = 'v3.22.0';
@@ -78,11 +78,4 @@ function ensureHelm(log = (line) => process.stderr.write(`${line}\n`)) {
 
 module.exports = { ensureHelm, HELM_VERSION, KUBE_VERSION };
 
-if (require.main === module) {
-  try {
-    process.stdout.write(`${ensureHelm()}\n`);
-  } catch (e) {
-    process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);
-    process.exit(1);
-  }
-}
+if (require.main === module) printOrExit(ensureHelm);

@@ -26,7 +26,7 @@
 const { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, chmodSync, openSync, closeSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { provisionOnce, tail, toolsDir } = require('./tool-cache.js');
+const { printOrExit, provisionOnce, tail, toolsDir } = require('./tool-cache.js');
 
 const DOCKERFILE = path.resolve(__dirname, '..', 'deploy', 'Dockerfile');
 /** Debian packages, each checked by a file it installs. */
@@ -305,12 +305,4 @@ function ensureImageTools(say = (line) => process.stderr.write(`${line}\n`)) {
 
 module.exports = { ensureImageTools, copying, toolsDir, NPM_VERSION };
 
-if (require.main === module) {
-  try {
-    const { env } = ensureImageTools();
-    for (const [name, value] of Object.entries(env)) process.stdout.write(`export ${name}=${value}\n`);
-  } catch (e) {
-    process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);
-    process.exit(1);
-  }
-}
+if (require.main === module) printOrExit(() => Object.entries(ensureImageTools().env).map(([name, value]) => `export ${name}=${value}`).join('\n'));

@@ -18,7 +18,7 @@ const { createHash } = require('node:crypto');
 const { existsSync, readFileSync, openSync, closeSync } = require('node:fs');
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
-const { provisionOnce, tail, toolsDir } = require('./tool-cache.js');
+const { printOrExit, provisionOnce, tail, toolsDir } = require('./tool-cache.js');
 
 const REQUIREMENTS = path.resolve(__dirname, '..', 'test', 'schemathesis', 'requirements.txt');
 /** schemathesis 4 needs Python 3.9 or later; the virtualenv uses whichever python3 is on PATH. */
@@ -83,11 +83,4 @@ function ensureSchemathesis(say = (line) => process.stderr.write(`${line}\n`)) {
 
 module.exports = { ensureSchemathesis, REQUIREMENTS };
 
-if (require.main === module) {
-  try {
-    process.stdout.write(`${ensureSchemathesis().python}\n`);
-  } catch (err) {
-    process.stderr.write(`pushbase: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
-  }
-}
+if (require.main === module) printOrExit(() => ensureSchemathesis().python);

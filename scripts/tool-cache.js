@@ -66,4 +66,14 @@ function provisionOnce(name, build) {
   return home;
 }
 
-module.exports = { toolsDir, provisionOnce, tail };
+/** The command line of an ensure-*.js script: prints what `provide` returns, or the error, and exits 1 then. */
+function printOrExit(provide) {
+  try {
+    process.stdout.write(`${provide()}\n`);
+  } catch (e) {
+    process.stderr.write(`pushbase: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(1);
+  }
+}
+
+module.exports = { toolsDir, provisionOnce, tail, printOrExit };

@@ -2,6 +2,7 @@
  * scripts/tool-cache.js: every tool the tests fetch is made once per machine, in a folder of its own that
  * is renamed into place when complete, so a failed or killed run never leaves a folder that looks done.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -79,4 +80,10 @@ test("the build folders and logs of runs killed hours ago are removed; a live ru
   hoursAgo(path.join(tools, 'tool-2.333.1700000000002'), 7);
   provisionOnce('tool-1', () => undefined);
   expect(readdirSync(tools).sort()).toEqual(['tool-1', 'tool-1.222.1700000000001', 'tool-2.333.1700000000002']);
+});
+
+test("an ensure script's command line prints what it provides, or the error and exits 1", () => {
+  const run = (body: string) => spawnSync(process.execPath, ['-e', `require(${JSON.stringify(require.resolve('../../scripts/tool-cache.js'))}).printOrExit(${body})`], { encoding: 'utf8' });
+  expect(run("() => '/cache/tool'")).toMatchObject({ status: 0, stdout: '/cache/tool\n', stderr: '' });
+  expect(run("() => { throw new Error('no network'); }")).toMatchObject({ status: 1, stdout: '', stderr: 'pushbase: no network\n' });
 });
