@@ -6,7 +6,9 @@ import { TestServer } from '../helpers/server';
  * The fault workload and its oracle against the embedded server (`pushbase serve`): kill -9 of the whole
  * server under load, twice, restarting it on the same data directory each time. Afterwards what the admin
  * listener shows must be the pure fold of the acknowledged requests: nothing acknowledged lost, nothing
- * refused applied, nothing applied twice. The same workload drives the distributed fault tests.
+ * refused applied, nothing applied twice; and the keyed datasets' requests, sent again with their
+ * Idempotency-Keys after the kills cut them, applied exactly once. The same workload drives the distributed
+ * fault tests.
  */
 
 describe('embedded server: kill -9 under load', () => {
@@ -39,5 +41,9 @@ describe('embedded server: kill -9 under load', () => {
     expect(tally.acknowledged).toBeGreaterThanOrEqual(450);
     expect(result.datasets).toBe(20);
     expect(result.records).toBeGreaterThan(0);
+    // The kills cut keyed requests, sent again with their keys; none was taken for another request.
+    expect(tally.retried).toBeGreaterThan(0);
+    expect(tally.keyMismatches).toBe(0);
+    process.stderr.write(`keyed requests sent again: ${tally.retried} (${tally.retries} attempts more); unknown outcomes left: ${tally.unknown}\n`);
   }, 300_000);
 });

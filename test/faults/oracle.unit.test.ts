@@ -45,6 +45,16 @@ describe('fault oracle', () => {
     expect(candidates('a', 'd', [append([1], 200)]).states).toEqual([]);
   });
 
+  it('holds a request retried with its Idempotency-Key to exactly once, where a retry without one may double it', () => {
+    const retriedWithKey: Sent = { op: { kind: 'append', body: { data: [rec(2)] } }, answer: { status: 200 }, outcome: 'acknowledged', attempts: [{ status: 500, code: 'outcome_unknown' }, { status: undefined }, { status: 409 }, { status: 200 }] };
+    const keyed = candidates('a', 'd', [define(), append([1], 200), retriedWithKey, append([3], 200)]);
+    expect(keyed.states).toEqual([view(1, 2, 3)]);
+    expect(matches(view(1, 2, 2, 3), keyed)).toBe(false); // applied by the first attempt and by the retry
+    expect(matches(view(1, 3), keyed)).toBe(false); // by neither
+    const unkeyed = candidates('a', 'd', [define(), append([1], 200), append([2], 500), append([2], 200), append([3], 200)]);
+    expect(matches(view(1, 2, 2, 3), unkeyed)).toBe(true);
+  });
+
   it('a delete and re-create leaves only the new incarnation', () => {
     const c = candidates('a', 'd', [define(), append([1], 200), sent({ kind: 'delete' }, 200), define(201), append([2], 200)]);
     expect(c.states).toEqual([view(2)]);

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
-import { candidates, describeDifference, matches, MAX_UNKNOWNS_PER_DATASET, outcomeOf, type Answer, type Candidates, type DatasetView, type Operation, type Outcome, type Sent } from './oracle';
+import { candidates, describeDifference, matches, MAX_UNKNOWNS_PER_DATASET, outcomeOf, unsettled, type Answer, type Candidates, type DatasetView, type Operation, type Outcome, type Sent } from './oracle';
 
 /*
  * The fault tests' workload: many accounts, datasets with and without unique_by, appends (some with
@@ -34,6 +34,11 @@ export interface WorkloadOptions {
   readonly requestTimeoutMs?: number;
   /** Every n-th dataset appends 500 records at a time (crosses the 5000-record window); 0: none. */
   readonly heavyEvery?: number;
+  /**
+   * Every n-th dataset sends each request with an Idempotency-Key and sends it again with the key until its
+   * outcome is known (test/helpers/oracle.ts); 0: none. Default 3.
+   */
+  readonly keyedEvery?: number;
 }
 
 type Kind = 'plain' | 'unique' | 'heavy';
@@ -43,6 +48,8 @@ interface DatasetLoop {
   readonly key: string;
   readonly id: string;
   readonly kind: Kind;
+  /** Sends every request with an Idempotency-Key, and again with it until answered. */
+  readonly keyed: boolean;
   readonly sent: Sent[];
   /**
    * Where the script stands: `define` until a definition is acknowledged, `live` while the dataset exists,
@@ -111,6 +118,11 @@ export interface Tally {
   readonly unknown: number;
   /** "503 unavailable", "500 outcome_unknown", "reset", … → count. */
   readonly answers: Record<string, number>;
+  /** Keyed requests sent more than once, and their attempts beyond the first. */
+  readonly retried: number;
+  readonly retries: number;
+  /** Keyed requests answered 422 (their key "used for another request"): a retry was taken for a new request. */
+  readonly keyMismatches: number;
 }
 
 export class FaultWorkload {
@@ -130,11 +142,13 @@ export class FaultWorkload {
     // Keep-alive: a fresh TLS handshake per request would be most of the load on a 2-core machine.
     this.agent = new Agent({ keepAlive: true, maxSockets: 64 });
     const heavyEvery = opts.heavyEvery ?? 7;
+    const keyedEvery = opts.keyedEvery ?? 3;
     let n = 0;
     for (const [account, key] of Object.entries(opts.keys)) {
       for (let d = 0; d < opts.datasetsPerAccount; d++, n++) {
         const kind: Kind = heavyEvery > 0 && n % heavyEvery === heavyEvery - 1 ? 'heavy' : n % 2 === 0 ? 'plain' : 'unique';
-        this.datasets.push({ account, key, id: `${kind}-${d}-${randomBytes(3).toString('hex')}`, kind, sent: [], stage: 'define', step: 0, variant: 0, unknowns: 0 });
+        const keyed = keyedEvery > 0 && n % keyedEvery === 0;
+        this.datasets.push({ account, key, id: `${kind}${keyed ? '-keyed' : ''}-${d}-${randomBytes(3).toString('hex')}`, kind, keyed, sent: [], stage: 'define', step: 0, variant: 0, unknowns: 0 });
       }
     }
   }
@@ -159,7 +173,17 @@ export class FaultWorkload {
       answers[k] = (answers[k] ?? 0) + 1;
     }
     const count = (o: Outcome): number => all.filter((s) => s.outcome === o).length;
-    return { requests: all.length, acknowledged: count('acknowledged'), refused: count('refused'), unknown: count('unknown'), answers };
+    const retried = all.filter((s) => (s.attempts?.length ?? 1) > 1);
+    return {
+      requests: all.length,
+      acknowledged: count('acknowledged'),
+      refused: count('refused'),
+      unknown: count('unknown'),
+      answers,
+      retried: retried.length,
+      retries: retried.reduce((n, s) => n + (s.attempts?.length ?? 1) - 1, 0),
+      keyMismatches: all.filter((s) => s.attempts?.some((a) => a.status === 422) === true).length,
+    };
   }
 
   /** Resolves once `predicate` holds of the tally (checked after every answer); fails after `timeoutMs`. */
@@ -183,10 +207,23 @@ export class FaultWorkload {
     while (!this.stopping) {
       // Past the oracle's bound a dataset says nothing more that the oracle could judge.
       if (ds.unknowns >= MAX_UNKNOWNS_PER_DATASET) return;
-      const op = nextOperation(ds, rnd, this.serial++);
-      const answer = await this.send(ds, op);
-      const outcome = outcomeOf(answer);
-      ds.sent.push({ op, answer, outcome });
+      const serial = this.serial++;
+      const op = nextOperation(ds, rnd, serial);
+      let answer: Answer;
+      let attempts: Answer[] | undefined;
+      if (ds.keyed) {
+        // One key per request; sent again with it until the answer tells what became of the request.
+        const key = `${ds.id}-${serial}`;
+        attempts = [await this.send(ds, op, key)];
+        while (unsettled(attempts.at(-1)!) && !this.stopping) {
+          await new Promise((r) => setTimeout(r, attempts!.at(-1)!.status === 409 ? 1000 : 250));
+          attempts.push(await this.send(ds, op, key));
+        }
+        answer = attempts.at(-1)!;
+      } else answer = await this.send(ds, op);
+      // A keyed request left unsettled when the load stopped may have been applied by an earlier attempt.
+      const outcome = attempts !== undefined && unsettled(answer) ? 'unknown' : outcomeOf(answer);
+      ds.sent.push({ op, answer, outcome, ...(attempts === undefined ? {} : { attempts }) });
       if (outcome === 'unknown') ds.unknowns++;
       advance(ds, op, answer, outcome);
       const waiters = this.waiters;
@@ -197,7 +234,7 @@ export class FaultWorkload {
     }
   }
 
-  private send(ds: DatasetLoop, op: Operation): Promise<Answer> {
+  private send(ds: DatasetLoop, op: Operation, idempotencyKey?: string): Promise<Answer> {
     const path = op.kind === 'define' || op.kind === 'delete' ? `/datasets/${ds.id}` : `/datasets/${ds.id}/data`;
     const method = op.kind === 'append' ? 'POST' : op.kind === 'delete' ? 'DELETE' : 'PUT';
     const payload = op.kind === 'delete' ? undefined : JSON.stringify(op.body);
@@ -215,6 +252,7 @@ export class FaultWorkload {
           timeout: this.timeoutMs,
           headers: {
             authorization: `Basic ${Buffer.from(`${ds.key}:`).toString('base64')}`,
+            ...(idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey }),
             ...(payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) }),
           },
         },
@@ -249,8 +287,9 @@ export class FaultWorkload {
     const expected = new Map<DatasetLoop, Candidates>();
     for (const ds of this.datasets) expected.set(ds, candidates(ds.account, ds.id, ds.sent));
     let problems: string[];
+    const mismatched = this.datasets.flatMap((d) => d.sent.filter((s) => s.attempts?.some((a) => a.status === 422) === true).map((s) => `${d.account}/${d.id}: ${s.op.kind} got 422 on a retry with its own key`));
     for (;;) {
-      problems = [];
+      problems = [...mismatched];
       let records = 0;
       const accounts = [...new Set(this.datasets.map((d) => d.account))];
       for (const account of accounts) {

@@ -27,6 +27,12 @@ import {
  * candidate in which an acknowledged request could not have been decided as it was answered (an append
  * acknowledged while that history has no dataset, a 201 where the dataset already existed) is no
  * candidate. Datasets are independent streams, so each is judged on its own.
+ *
+ * A request sent with an Idempotency-Key is sent again with the same key after an unknown outcome (or a
+ * 409, 503) until an answer says what became of it, and is ONE request to the oracle, with that answer:
+ * acknowledged means applied exactly once, at its place, however many attempts reached the server; refused
+ * means never applied, by any attempt. So the keyed datasets check exactly-once across retries, where a
+ * request retried without a key could land twice.
  */
 
 export type Outcome = 'acknowledged' | 'refused' | 'unknown';
@@ -48,7 +54,15 @@ export interface Sent {
   readonly op: Operation;
   readonly answer: Answer;
   readonly outcome: Outcome;
+  /** With an Idempotency-Key: its attempts (the answer and outcome are the last one's). */
+  readonly attempts?: readonly Answer[];
 }
+
+/**
+ * Whether a keyed request's attempts must be sent again to learn its outcome: no answer, a 500, a 409 (an
+ * attempt holds the key) or a 503 (this attempt did nothing, but an earlier one may have).
+ */
+export const unsettled = (answer: Answer): boolean => answer.status === undefined || answer.status === 409 || answer.status === 503 || answer.status >= 500;
 
 /** Sorts an answer into its outcome (DECISIONS.md → Statuses and bodies; issue 7's 503 promise). */
 export function outcomeOf(answer: Answer): Outcome {

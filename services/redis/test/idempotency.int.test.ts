@@ -115,6 +115,14 @@ describe('RedisIdempotencyLedger', () => {
     expect(ttl).toBeLessThanOrEqual(TTL);
   });
 
+  it('gets the keys back from a replay into a fresh generation of the schema store (a Redis that lost them)', async () => {
+    // `pushbase replay` folds the topic into a fresh prefix and promotes it; the keys go to the live one.
+    const fresh = `${prefix}replay-1:`;
+    await new RedisSchemaStore(a, { prefix: fresh, idempotency: { prefix, ttlMs: TTL } }).apply([event('replayed')]);
+    expect(await ledgerOn(b).applied('acme', 'replayed')).toMatchObject({ fingerprint: 'fp-replayed' });
+    expect(await a.exists(`${fresh}idem:applied:4:acme:replayed`)).toBe(0);
+  });
+
   it('behind the record service: a retried append applied once across two replicas', async () => {
     const log = new MemoryEventLog();
     const projection = new MemoryProjection();
