@@ -4,21 +4,18 @@ import * as path from 'node:path';
 import { findExecutable } from '../proc';
 import type { ServicesConfig } from './config';
 import { clickhouseAnswers } from './probes';
-import type { Command, ServerSpec } from './server';
+import { serverSpec, type Command, type ServerSpec } from './server';
 
 /* ClickHouse for deploy/local: Debian's clickhouse-server with its data, tmp and logs in clickhouse/. */
 
 /** ClickHouse as local-servers.ts runs it. */
 export function clickhouseServer(c: ServicesConfig): ServerSpec {
-  return {
-    name: 'clickhouse',
-    endpoint: c.clickhouse,
-    home: path.join(c.dir, 'clickhouse'),
+  return serverSpec(c, 'clickhouse', {
     startDeadlineMs: 90_000,
     answers: () => clickhouseAnswers(c.clickhouse),
     packages: [{ executable: 'clickhouse-server', pkg: 'clickhouse-server' }],
     prepare: () => prepareClickHouse(c),
-  };
+  });
 }
 
 async function prepareClickHouse(c: ServicesConfig): Promise<Command> {

@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { findExecutable, type Provisioner } from '../proc';
 import type { ServicesConfig } from './config';
 import { kafkaAnswers } from './probes';
-import type { Command, ServerSpec } from './server';
+import { serverSpec, type Command, type ServerSpec } from './server';
 
 /*
  * Kafka for deploy/local: the broker's jars collected once per version by Maven into kafka-<version>/libs,
@@ -17,10 +17,7 @@ const DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.8.
 
 /** Kafka as local-servers.ts runs it. */
 export function kafkaServer(c: ServicesConfig): ServerSpec {
-  return {
-    name: 'kafka',
-    endpoint: c.kafka,
-    home: path.join(c.dir, 'kafka'),
+  return serverSpec(c, 'kafka', {
     startDeadlineMs: 180_000,
     answers: () => kafkaAnswers(c.kafka),
     packages: [
@@ -28,7 +25,7 @@ export function kafkaServer(c: ServicesConfig): ServerSpec {
       { executable: 'mvn', pkg: 'maven' },
     ],
     prepare: (p) => prepareKafka(c, p),
-  };
+  });
 }
 
 /**

@@ -3,21 +3,18 @@ import * as path from 'node:path';
 import { findExecutable } from '../proc';
 import type { ServicesConfig } from './config';
 import { redisAnswers } from './probes';
-import type { Command, ServerSpec } from './server';
+import { serverSpec, type Command, type ServerSpec } from './server';
 
 /* Redis for deploy/local: Debian's redis-server with its append-only file and log in redis/. */
 
 /** Redis as local-servers.ts runs it. */
 export function redisServer(c: ServicesConfig): ServerSpec {
-  return {
-    name: 'redis',
-    endpoint: c.redis,
-    home: path.join(c.dir, 'redis'),
+  return serverSpec(c, 'redis', {
     startDeadlineMs: 30_000,
     answers: () => redisAnswers(c.redis),
     packages: [{ executable: 'redis-server', pkg: 'redis-server' }],
     prepare: () => prepareRedis(c),
-  };
+  });
 }
 
 async function prepareRedis(c: ServicesConfig): Promise<Command> {

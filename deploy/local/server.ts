@@ -1,5 +1,6 @@
+import * as path from 'node:path';
 import type { Provisioner } from '../proc';
-import type { Endpoint } from './config';
+import type { Endpoint, ServicesConfig } from './config';
 
 /* What deploy/local/local-servers.ts needs to know of each server it runs (kafka.ts, clickhouse.ts, redis.ts). */
 
@@ -23,4 +24,9 @@ export interface ServerSpec {
   readonly packages: readonly { readonly executable: string; readonly pkg: string }[];
   /** Installs what apt cannot (Kafka's jars), writes the config, formats storage; returns how to run it. */
   readonly prepare: (provision: Provisioner) => Promise<Command>;
+}
+
+/** A server's spec: its endpoint from the configuration and its folder `<dir>/<name>`, with what is its own. */
+export function serverSpec(c: ServicesConfig, name: ServerName, own: Omit<ServerSpec, 'name' | 'endpoint' | 'home'>): ServerSpec {
+  return { name, endpoint: c[name], home: path.join(c.dir, name), ...own };
 }
