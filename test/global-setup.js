@@ -63,8 +63,9 @@ module.exports = async () => {
 
   // pushbase on the single-node Kubernetes cluster (deploy/cluster, docs/cluster.md) for the cluster
   // projects: the image built fresh (deploy/image/build.ts), then `cluster:up`, which installs it with helm.
-  // A cluster that already runs is used as it is (and left running); one this run starts, the teardown
-  // stops. A failure fails those suites with the reason (test/k8s/cluster.ts), not the whole run.
+  // A cluster that already runs is used (and left running), its release upgraded when it runs another
+  // build than this one; one this run starts, the teardown stops. A failure fails those suites with the
+  // reason (test/k8s/cluster.ts), not the whole run.
   if (runs('cluster') || runsPrefix('e2e-cluster')) {
     const { readClusterConfig } = tsx.require('../deploy/cluster/config.ts', __filename);
     const { up, healthy, layout } = tsx.require('../deploy/cluster/cluster.ts', __filename);
@@ -72,15 +73,13 @@ module.exports = async () => {
     const clusterSay = (line) => process.stderr.write(`\npushbase cluster: ${line}\n`);
     try {
       const wasUp = await healthy(config);
-      let archive;
-      if (!wasUp) {
-        const t0 = Date.now();
-        const { buildImage } = tsx.require('../deploy/image/build.ts', __filename);
-        archive = (await buildImage({ say: clusterSay })).archive ?? undefined;
-        clusterSay(`image built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-      }
+      const t0 = Date.now();
+      const { buildImage } = tsx.require('../deploy/image/build.ts', __filename);
+      const built = await buildImage({ say: clusterSay });
+      clusterSay(`image built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       globalThis.__pushbaseClusterStarted = !wasUp;
-      await up(config, clusterSay, archive === undefined ? {} : { archive });
+      await up(config, clusterSay, built.archive ? { archive: built.archive, imageId: built.id } : {});
+      process.env.PUSHBASE_CLUSTER_IMAGE_ID = built.id;
       process.env.PUSHBASE_CLUSTER_ENDPOINTS = layout(config).endpoints;
     } catch (e) {
       process.env.PUSHBASE_CLUSTER_ERROR = e instanceof Error ? e.message : String(e);

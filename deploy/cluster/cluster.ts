@@ -315,6 +315,8 @@ export interface UpOptions {
   readonly pushbase?: boolean;
   /** An image archive to import for pushbase rather than the cached build. */
   readonly archive?: string;
+  /** The archive's image id: the release is upgraded to it when it runs another build (pushbase.ts). */
+  readonly imageId?: string;
 }
 
 export async function up(c: ClusterConfig, say: Say, opts: UpOptions = {}): Promise<UpResult> {
@@ -397,7 +399,7 @@ export function hands(c: ClusterConfig): ClusterHands {
 
 async function withPushbase(c: ClusterConfig, say: Say, opts: UpOptions): Promise<Endpoints> {
   const t0 = Date.now();
-  const e = await installPushbase(c, hands(c), say, opts.archive === undefined ? {} : { archive: opts.archive });
+  const e = await installPushbase(c, hands(c), say, { ...(opts.archive === undefined ? {} : { archive: opts.archive }), ...(opts.imageId === undefined ? {} : { imageId: opts.imageId }) });
   say(`pushbase serving on ${e.public} (admin ${e.admin}) after ${((Date.now() - t0) / 1000).toFixed(1)} s; ${layout(c).endpoints}`);
   return e;
 }

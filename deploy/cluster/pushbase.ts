@@ -140,10 +140,9 @@ function hostNamespaces(): [string, string] {
   return [readlinkSync('/proc/self/ns/mnt'), readlinkSync('/proc/self/ns/net')];
 }
 
-async function ensureImage(h: ClusterHands, say: Say, tag: string, archive: string | undefined): Promise<void> {
-  const [f, a] = h.inside(h.ctr, ['--address', '/run/containerd/containerd.sock', '-n', 'k8s.io', 'images', 'ls', '-q']);
-  const present = (await check(f, a)).split('\n').map((x) => x.trim());
-  if (present.includes(tag) && archive === undefined) return;
+async function ensureImage(h: ClusterHands, say: Say, tag: string, archive: string | undefined, imageId: string | undefined): Promise<void> {
+  const present = (await ctr(h, ['images', 'ls', '-q'])).split('\n').map((x) => x.trim());
+  if (present.includes(tag) && (archive === undefined || (imageId !== undefined && present.includes(buildRef(imageId))))) return;
   let tar = archive;
   if (tar === undefined) {
     const { imageTools, buildImage } = await import('../image/build');
@@ -156,29 +155,61 @@ async function ensureImage(h: ClusterHands, say: Say, tag: string, archive: stri
   }
   say(`importing ${tar} into the cluster's containerd`);
   await h.importArchive(tar);
+  if (imageId !== undefined) await ctr(h, ['images', 'tag', '--force', tag, buildRef(imageId)]);
 }
 
-async function released(h: ClusterHands): Promise<boolean> {
+async function ctr(h: ClusterHands, args: readonly string[]): Promise<string> {
+  const [f, a] = h.inside(h.ctr, ['--address', '/run/containerd/containerd.sock', '-n', 'k8s.io', ...args]);
+  return check(f, a);
+}
+
+/** The tag naming one build: the image's id, so a release runs exactly the build it was given. */
+export const buildTag = (imageId: string): string => `build-${imageId.replace(/^sha256:/, '').slice(0, 12)}`;
+const buildRef = (imageId: string): string => `${DEFAULT_TAG.slice(0, DEFAULT_TAG.lastIndexOf(':'))}:${buildTag(imageId)}`;
+
+/** The image tag the deployed release runs, or undefined when the release is not deployed. */
+async function releasedTag(h: ClusterHands): Promise<string | undefined> {
   const r = await capture(helmBinary(), helmArgs(h, ['status', PUSHBASE_RELEASE, '-o', 'json']));
-  if (r.code !== 0) return false;
-  return (JSON.parse(r.stdout) as { info?: { status?: string } }).info?.status === 'deployed';
+  if (r.code !== 0 || (JSON.parse(r.stdout) as { info?: { status?: string } }).info?.status !== 'deployed') return undefined;
+  const values = JSON.parse(await helm(h, ['get', 'values', PUSHBASE_RELEASE, '-o', 'json'])) as { image?: { tag?: string } } | null;
+  return values?.image?.tag ?? DEFAULT_TAG.slice(DEFAULT_TAG.lastIndexOf(':') + 1);
+}
+
+/** Drops the build tags of earlier builds, so containerd can collect their layers. */
+async function forgetOtherBuilds(h: ClusterHands, keep: string): Promise<void> {
+  const prefix = buildRef('');
+  const old = (await ctr(h, ['images', 'ls', '-q'])).split('\n').map((x) => x.trim()).filter((x) => x.startsWith(prefix) && x !== keep);
+  if (old.length > 0) await ctr(h, ['images', 'rm', ...old]);
 }
 
 export interface InstallOptions {
   /** An image archive to import (and use) rather than the cached one; for upgrades to a new tag. */
   readonly archive?: string;
+  /**
+   * The archive's image id. The release then runs that build under a tag of its own, and a release that
+   * runs another build is upgraded to it: a cluster left running never serves the tests an older build.
+   */
+  readonly imageId?: string;
 }
 
 export async function installPushbase(c: ClusterConfig, h: ClusterHands, say: Say, opts: InstallOptions = {}): Promise<Endpoints> {
   await startDeps(c, h, say);
   await kubectl(h, ['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: dependencyObjects() }));
-  await ensureImage(h, say, DEFAULT_TAG, opts.archive);
-  if (!(await released(h))) {
+  await ensureImage(h, say, DEFAULT_TAG, opts.archive, opts.imageId);
+  const wanted = opts.imageId === undefined ? undefined : buildTag(opts.imageId);
+  const running = await releasedTag(h);
+  if (running === undefined) {
     say('helm upgrade --install --wait (the migrate hook first)');
     const t0 = Date.now();
-    await helm(h, ['upgrade', '--install', PUSHBASE_RELEASE, CHART_DIR, '--values', VALUES_FILE, '--wait', '--timeout', '10m']);
+    await helm(h, ['upgrade', '--install', PUSHBASE_RELEASE, CHART_DIR, '--values', VALUES_FILE, ...(wanted === undefined ? [] : ['--set', `image.tag=${wanted}`]), '--wait', '--timeout', '10m']);
     say(`pushbase installed after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  } else if (wanted !== undefined && running !== wanted) {
+    say(`the release runs ${running}, this build is ${wanted}: helm upgrade --wait (the migrate hook first)`);
+    const t0 = Date.now();
+    await helm(h, ['upgrade', PUSHBASE_RELEASE, CHART_DIR, '--values', VALUES_FILE, '--set', `image.tag=${wanted}`, '--wait', '--timeout', '10m']);
+    say(`pushbase upgraded after ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
+  if (wanted !== undefined) await forgetOtherBuilds(h, buildRef(opts.imageId as string));
   await bridges(c, h);
   const endpoints = await readSecretEndpoints(c, h);
   // Beside what `up` wrote there (the API server, kubeconfig, kubectl).

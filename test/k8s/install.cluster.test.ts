@@ -1,6 +1,7 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { DEPS_IP } from '../../deploy/cluster/config';
+import { buildTag } from '../../deploy/cluster/pushbase';
 import { endpoints, helm, helmOk, kubectl, kubectlOk, NAMESPACE, RELEASE, requireCluster } from './cluster';
 
 /*
@@ -69,6 +70,13 @@ describe('pushbase installed with helm on the cluster', () => {
     const deployments = await items(['-n', NAMESPACE, 'get', 'deployments', '-l', `app.kubernetes.io/instance=${RELEASE}`]);
     expect(deployments.map((d) => d.metadata.name).sort()).toEqual(['gateway', 'projector', 'records', 'schema'].map((c) => `${RELEASE}-${c}`));
     for (const d of deployments) expect({ name: d.metadata.name, available: d.status?.availableReplicas }).toEqual({ name: d.metadata.name, available: d.spec.replicas });
+  });
+
+  it('runs the image this test run built, even on a cluster that was already up with an older build', async () => {
+    const id = process.env.PUSHBASE_CLUSTER_IMAGE_ID;
+    expect(id).toMatch(/^(sha256:)?[0-9a-f]{12,}$/);
+    const images = (await kubectlOk(['-n', NAMESPACE, 'get', 'pods', '-l', `app.kubernetes.io/instance=${RELEASE}`, '--field-selector=status.phase=Running', '-o', 'jsonpath={.items[*].spec.containers[*].image}'])).split(' ');
+    expect(new Set(images)).toEqual(new Set([`localhost/pushbase:${buildTag(id as string)}`]));
   });
 
   it('runs in a namespace where the API server enforces the restricted Pod Security profile', async () => {
