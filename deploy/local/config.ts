@@ -1,13 +1,12 @@
 import * as path from 'node:path';
 import { z } from 'zod';
+import { blankToUndefined, text } from '@pushbase/config';
 
 /*
  * Where the test and development servers live: one schema for the environment, parsed once by the command
  * (`npm run services:*`) or by jest's global setup. The URLs are the same variables the services read.
  */
 
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
-const text = (def: string) => z.preprocess(blankToUndefined, z.string().default(def));
 
 /**
  * The Kafka `services:up` and the tests run: the newest 4.x whose jars the Maven registry serves.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { blankToUndefined, parseEnv } from '@pushbase/config';
 import { isIdentifier } from './sql';
 import { checkViewsDatabase, defaultViewsDatabase } from './views';
 
@@ -6,7 +7,6 @@ import { checkViewsDatabase, defaultViewsDatabase } from './views';
  * The ClickHouse settings, parsed once where a command starts (`pushbase migrate`, the projector). Unset
  * and empty variables both mean "use the default".
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
 /** The variables, for services whose own schema includes ClickHouse (the projector). */
 export const clickhouseEnv = {
@@ -45,10 +45,6 @@ export interface ClickHouseConfig {
 
 /** Parses the environment; a bad value throws with every problem listed. */
 export function loadClickHouseConfig(env: NodeJS.ProcessEnv = process.env): ClickHouseConfig {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
-    throw new Error(`Invalid configuration:\n  ${problems}`);
-  }
-  return Object.freeze({ url: parsed.data.PUSHBASE_CLICKHOUSE_URL, database: parsed.data.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(parsed.data) });
+  const c = parseEnv(schema, env);
+  return Object.freeze({ url: c.PUSHBASE_CLICKHOUSE_URL, database: c.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(c) });
 }

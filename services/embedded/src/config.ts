@@ -1,8 +1,9 @@
 import { availableParallelism } from 'node:os';
 import { DEFAULT_IDEMPOTENCY_TTL_HOURS, defaultWriteWorkerCount, hoursToMs } from '@pushbase/app';
-import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from '@pushbase/gateway';
+import { listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from '@pushbase/gateway';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { z } from 'zod';
+import { blankToUndefined, parseEnv } from '@pushbase/config';
 
 /**
  * One write worker more than the cores, at most 4; none on one core (the rule: defaultWriteWorkerCount).
@@ -41,9 +42,7 @@ export interface EmbeddedConfig extends ListenerConfig {
 
 /** Parses the environment once, at start; a bad value stops the process with every problem listed. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): EmbeddedConfig {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) throw configProblems(parsed.error);
-  const c = parsed.data;
+  const c = parseEnv(schema, env);
   return Object.freeze({
     ...listenerConfigOf(c),
     segmentBytes: c.PUSHBASE_SEGMENT_BYTES,

@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import { blankToUndefined, parseEnv } from '@pushbase/config';
 import { clickhouseEnv } from '@pushbase/clickhouse';
 import { GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM } from '@pushbase/grpc';
 import { redisEnv } from '@pushbase/redis';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
-import { blankToUndefined, configProblems, listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
+import { listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
 
 /*
  * `pushbase gateway`, the distributed gateway: the listeners' variables of `pushbase serve`
@@ -44,9 +45,7 @@ export interface GatewayConfig extends ListenerConfig {
 
 /** Parses the environment; a bad or missing value throws with every problem listed. */
 export function loadGatewayConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  const parsed = schema.safeParse(env);
-  if (!parsed.success) throw configProblems(parsed.error);
-  const c = parsed.data;
+  const c = parseEnv(schema, env);
   return Object.freeze({
     ...listenerConfigOf(c),
     schemaAddress: c.PUSHBASE_SCHEMA_ADDRESS,

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { blankToUndefined, shutdownEnv } from '@pushbase/config';
 import { BootstrapKeysError, parseBootstrapKeys } from './keys';
 import { DEFAULT_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from './trusted-proxies';
 import { BODY_LIMIT_BYTES, DEFAULT_UPLOAD_LIMITS, type UploadLimits } from './uploads';
@@ -10,7 +11,6 @@ import { DEFAULT_ACCOUNT_SHARE, type AccountShare } from './account-gate';
  * with `tlsPairRefinement` and maps it with `listenerConfigOf`. Unset and empty variables both mean "use
  * the default".
  */
-export const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 const port = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(65535).default(def));
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
 const optionalString = z.preprocess(blankToUndefined, z.string().optional());
@@ -46,7 +46,7 @@ export const listenerEnv = {
   // The read API on the public listener: per key, counted apart from the pushes (read-side.ts).
   PUSHBASE_READ_RATE_LIMIT_PER_MINUTE: positive(600),
   PUSHBASE_AUTH_FAILURES_PER_MINUTE: positive(DEFAULT_AUTH_FAILURES_PER_MINUTE),
-  PUSHBASE_SHUTDOWN_TIMEOUT_MS: positive(10_000),
+  ...shutdownEnv,
   // A write's body: its deadline, and the bytes being received at once per account and per process (uploads.ts).
   PUSHBASE_BODY_TIMEOUT_MS: positive(DEFAULT_UPLOAD_LIMITS.bodyTimeoutMs),
   PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerAccount)),
@@ -118,8 +118,3 @@ export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
   trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
 });
 
-/** Every problem of a failed parse, one a line, as each service's config reports them. */
-export function configProblems(error: z.ZodError): Error {
-  const problems = error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
-  return new Error(`Invalid configuration:\n  ${problems}`);
-}

@@ -1,11 +1,11 @@
 import { z } from 'zod';
+import { blankToUndefined } from '@pushbase/config';
 
 /*
  * The metrics listener's variables, for the services without an HTTP listener of their own (schema,
  * records, projector); each spreads them into its one config schema. The gateway and `pushbase serve`
  * serve /metrics on their admin listener instead. Unset and empty both mean "use the default".
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
 export const metricsEnv = {
   // Loopback by default, like the admin listener; a chart sets 0.0.0.0 so Prometheus reaches the pod.

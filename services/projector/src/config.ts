@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { blankToUndefined, integer, parseEnv } from '@pushbase/config';
 import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
 import { defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
@@ -10,8 +11,6 @@ import { MAX_ROWS_PER_EVENT } from './project';
  * The projector's settings (`pushbase projector`), one schema parsed once at start. Unset and empty
  * variables both mean "use the default".
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
-const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
 const name = (fallback: string, what: string) =>
   z.preprocess(
     blankToUndefined,
@@ -95,17 +94,9 @@ const schema = z
 
 export type ProjectorConfig = z.output<typeof schema>;
 
-function parseOrThrow<T>(result: { success: true; data: T } | { success: false; error: z.ZodError }): T {
-  if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
-    throw new Error(`Invalid configuration:\n  ${problems}`);
-  }
-  return result.data;
-}
-
 /** Parses the environment; a bad value throws with every problem listed. */
 export function loadProjectorConfig(env: NodeJS.ProcessEnv = process.env): ProjectorConfig {
-  return parseOrThrow(schema.safeParse(env));
+  return parseEnv(schema, env);
 }
 
 /*
@@ -142,7 +133,7 @@ export interface ReplayFlags {
 
 /** Parses the environment and the command's flags together; a bad value throws with every problem listed. */
 export function loadReplayConfig(flags: ReplayFlags = {}, env: NodeJS.ProcessEnv = process.env): ReplayConfig {
-  return parseOrThrow(replaySchema.safeParse({ ...env, ...flags }));
+  return parseEnv(replaySchema, { ...env, ...flags });
 }
 
 /*
@@ -168,7 +159,7 @@ export interface MigrateConfig {
 
 /** Parses the environment for `pushbase migrate`; a bad value throws with every problem listed. */
 export function loadMigrateConfig(env: NodeJS.ProcessEnv = process.env): MigrateConfig {
-  const e = parseOrThrow(migrateSchema.safeParse(env));
+  const e = parseEnv(migrateSchema, env);
   return Object.freeze({
     kafka: Object.freeze({
       brokers: e.PUSHBASE_KAFKA_BROKERS,

@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { blankToUndefined, integer, parseEnv, shutdownEnv } from '@pushbase/config';
 import { defaultWriteWorkerCount } from '@pushbase/app';
 import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
 import { parseBrokers } from '@pushbase/kafka';
@@ -12,8 +13,6 @@ import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
  * variables both mean "use the default". Kafka and Redis variables mean what they mean to the projector
  * and the schema service: the same topic, the same Redis key prefix (the schema store it validates against).
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
-const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
 const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
@@ -79,8 +78,7 @@ const schema = z
     PUSHBASE_RECORDS_LINGER_MS: integer(1, 0, 1000),
     // 0: decide on the event loop.
     PUSHBASE_RECORDS_WRITE_WORKERS: integer(defaultRecordsWriteWorkers(), 0, 64),
-    // As `npm start`'s: how long SIGTERM waits for calls in flight before cancelling them.
-    PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
+    ...shutdownEnv,
   })
   .refine((e) => e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS + 5_000 <= DEFAULT_WRITE_DEADLINE_MS, {
     // Past the callers' deadline a write the appender still settles would be answered by the caller's
@@ -119,10 +117,5 @@ export type RecordsConfig = z.output<typeof schema>;
 
 /** Parses the environment; a bad value throws with every problem listed. */
 export function loadRecordsConfig(env: NodeJS.ProcessEnv = process.env): RecordsConfig {
-  const result = schema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
-    throw new Error(`Invalid configuration:\n  ${problems}`);
-  }
-  return result.data;
+  return parseEnv(schema, env);
 }

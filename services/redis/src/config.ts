@@ -1,10 +1,10 @@
 import { z } from 'zod';
+import { blankToUndefined } from '@pushbase/config';
 
 /*
  * The Redis variables, for every service whose own config schema includes Redis (the projector, replay,
  * the gateway). Unset and empty variables both mean "use the default".
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
 export const redisEnv = {
   PUSHBASE_REDIS_URL: z.preprocess(

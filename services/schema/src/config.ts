@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { blankToUndefined, integer, parseEnv, shutdownEnv, text } from '@pushbase/config';
 import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
 import { defaultAccountsTopic, defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
@@ -11,9 +12,6 @@ import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
  * (services/projector/src/config.ts): the same topic, the same Redis key prefix, so the store this service
  * writes is the one the projector feeds and the records service and the gateway read.
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
-const integer = (fallback: number, min: number, max: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(min).max(max).default(fallback));
-const text = (fallback: string) => z.preprocess(blankToUndefined, z.string().default(fallback));
 
 const schema = z
   .object({
@@ -75,8 +73,7 @@ const schema = z
     PUSHBASE_SCHEMA_LOCK_WAIT_MS: integer(10_000, 10, 600_000),
     // How often intents left by a crashed holder are rolled forward for accounts nobody writes to.
     PUSHBASE_SCHEMA_SWEEP_MS: integer(10_000, 100, 3_600_000),
-    // As `npm start`'s: how long SIGTERM waits for calls in flight before cancelling them.
-    PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
+    ...shutdownEnv,
   })
   .refine((e) => e.PUSHBASE_SCHEMA_LOCK_TTL_MS >= 2 * e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS, {
     // A lease must outlive an append whose fate is unknown, or a late write could land after the next
@@ -122,10 +119,5 @@ export type SchemaConfig = z.output<typeof schema>;
 
 /** Parses the environment; a bad value throws with every problem listed. */
 export function loadSchemaConfig(env: NodeJS.ProcessEnv = process.env): SchemaConfig {
-  const result = schema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');
-    throw new Error(`Invalid configuration:\n  ${problems}`);
-  }
-  return result.data;
+  return parseEnv(schema, env);
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { blankToUndefined } from '@pushbase/config';
 
 /*
  * The logging and tracing variables every service spreads into its one config schema (as metricsEnv).
@@ -7,7 +8,6 @@ import { z } from 'zod';
  * standard OTEL_EXPORTER_OTLP_* variables (endpoint, headers, timeout); the SDK reads OTEL_TRACES_SAMPLER
  * and the OTEL_BSP_* batch settings. Unset and empty both mean "use the default".
  */
-const blankToUndefined = (v: unknown): unknown => (typeof v === 'string' && v.trim() === '' ? undefined : v);
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
