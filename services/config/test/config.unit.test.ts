@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { loadConfig } from '@pushbase/embedded';
 import { loadGatewayConfig } from '@pushbase/gateway';
+import { loadProjectorConfig } from '@pushbase/projector';
 import { loadRecordsConfig } from '@pushbase/records';
 import { loadSchemaConfig } from '@pushbase/schema';
 import { blankToUndefined, integer, kafkaName, parseEnv, shutdownEnv, text } from '../src';
@@ -40,5 +41,16 @@ describe('PUSHBASE_SHUTDOWN_TIMEOUT_MS in every service', () => {
     const load = services[name]!;
     expect([{}, { PUSHBASE_SHUTDOWN_TIMEOUT_MS: ' ' }, { PUSHBASE_SHUTDOWN_TIMEOUT_MS: '0' }, { PUSHBASE_SHUTDOWN_TIMEOUT_MS: '600000' }].map((env) => load(env).shutdownTimeoutMs)).toEqual([10_000, 10_000, 0, 600_000]);
     for (const bad of ['-1', '600001']) expect(() => load({ PUSHBASE_SHUTDOWN_TIMEOUT_MS: bad })).toThrow(/^Invalid configuration:\n {2}PUSHBASE_SHUTDOWN_TIMEOUT_MS: /);
+  });
+});
+
+describe('the Kafka variables in every service that reads the topic', () => {
+  const services: Record<string, (env: NodeJS.ProcessEnv) => unknown> = { projector: loadProjectorConfig, records: loadRecordsConfig, schema: loadSchemaConfig };
+  it.each(Object.keys(services))('%s: brokers, topic and projector group checked alike', (name) => {
+    const load = services[name]!;
+    for (const variable of ['PUSHBASE_KAFKA_TOPIC', 'PUSHBASE_PROJECTOR_GROUP']) {
+      expect(() => load({ [variable]: 'no spaces' })).toThrow(new RegExp(`^Invalid configuration:\\n {2}${variable}: ${variable} must be 1 to 249 of A-Z a-z 0-9 \\. _ -$`));
+    }
+    expect(() => load({ PUSHBASE_KAFKA_BROKERS: 'a:1,,b' })).toThrow(/^Invalid configuration:\n {2}PUSHBASE_KAFKA_BROKERS: /);
   });
 });

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { blankToUndefined, parseEnv } from '@pushbase/config';
 import { clickhouseEnv } from '@pushbase/clickhouse';
-import { GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM } from '@pushbase/grpc';
+import { grpcTokenEnv } from '@pushbase/grpc';
 import { redisEnv } from '@pushbase/redis';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from './listener-config';
@@ -28,7 +28,7 @@ const schema = z
     PUSHBASE_SCHEMA_ADDRESS: address('PUSHBASE_SCHEMA_ADDRESS'),
     PUSHBASE_RECORDS_ADDRESS: address('PUSHBASE_RECORDS_ADDRESS'),
     // Sent with every gRPC call; the services' own (they refuse calls without it when they have one).
-    PUSHBASE_GRPC_TOKEN: z.preprocess(blankToUndefined, z.string().regex(GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM).optional()),
+    ...grpcTokenEnv,
   })
   .refine(...tlsPairRefinement);
 

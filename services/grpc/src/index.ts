@@ -8,3 +8,4 @@ export * from './server';
 export * from './clients';
 export { summaryFromMessage, summaryToMessage } from './messages';
 export * from './trace-context';
+export * from './config';

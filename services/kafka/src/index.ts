@@ -9,3 +9,4 @@ export * from './appender';
 export * from './event-log';
 export * from './account-log';
 export * from './projection-progress';
+export * from './config';

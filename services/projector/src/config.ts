@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { blankToUndefined, integer, parseEnv } from '@pushbase/config';
+import { integer, parseEnv } from '@pushbase/config';
 import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
-import { defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
+import { accountsTopicEnv, defaultAccountsTopic, kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
@@ -11,45 +11,14 @@ import { MAX_ROWS_PER_EVENT } from './project';
  * The projector's settings (`pushbase projector`), one schema parsed once at start. Unset and empty
  * variables both mean "use the default".
  */
-const name = (fallback: string, what: string) =>
-  z.preprocess(
-    blankToUndefined,
-    z
-      .string()
-      .default(fallback)
-      // Kafka's own rule for topic and group names, so a typo fails here and not in the first fetch.
-      .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), `${what} must be 1 to 249 of A-Z a-z 0-9 . _ -`),
-  );
-
 /** A pending write holds at most flushRows plus the rows of the event that crossed it; it must fit one atomic insert. */
 const MAX_FLUSH_ROWS = MAX_INSERT_ROWS - MAX_ROWS_PER_EVENT;
 
 /** The variables the projector and replay share (replay reads the same topic into the same kinds of store). */
 const projectorEnv = {
-  PUSHBASE_KAFKA_BROKERS: z.preprocess(
-    blankToUndefined,
-    z
-      .string()
-      .default('127.0.0.1:9092')
-      .transform((list, ctx) => {
-        try {
-          return parseBrokers(list);
-        } catch (e) {
-          ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
-          return z.NEVER;
-        }
-      }),
-  ),
-  PUSHBASE_KAFKA_TOPIC: name('pushbase.dataset-events', 'PUSHBASE_KAFKA_TOPIC'),
-  // The accounts topic (services/kafka/src/account-log.ts); unset: PUSHBASE_KAFKA_TOPIC + ".accounts".
-  PUSHBASE_KAFKA_ACCOUNTS_TOPIC: z.preprocess(
-    blankToUndefined,
-    z
-      .string()
-      .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_ACCOUNTS_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')
-      .optional(),
-  ),
-  PUSHBASE_PROJECTOR_GROUP: name('pushbase-projector', 'PUSHBASE_PROJECTOR_GROUP'),
+  ...kafkaEnv,
+  ...accountsTopicEnv,
+  ...projectorGroupEnv,
   ...clickhouseEnv,
   ...redisEnv,
   ...idempotencyEnv,

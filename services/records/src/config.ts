@@ -1,9 +1,9 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { blankToUndefined, integer, parseEnv, shutdownEnv } from '@pushbase/config';
+import { integer, kafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
 import { defaultWriteWorkerCount } from '@pushbase/app';
-import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
-import { parseBrokers } from '@pushbase/kafka';
+import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_REQUIRED, grpcServerEnv, isLoopbackHost } from '@pushbase/grpc';
+import { kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
@@ -13,7 +13,6 @@ import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
  * variables both mean "use the default". Kafka and Redis variables mean what they mean to the projector
  * and the schema service: the same topic, the same Redis key prefix (the schema store it validates against).
  */
-const kafkaName = /^[A-Za-z0-9._-]{1,249}$/;
 
 /**
  * Kafka's request timeout for an append timeout: a third of it, at most 10 s, at least 1 s, so a broker
@@ -37,38 +36,17 @@ export const defaultRecordsWriteWorkers = (cores: number = availableParallelism(
 
 const schema = z
   .object({
-    PUSHBASE_KAFKA_BROKERS: z.preprocess(
-      blankToUndefined,
-      z
-        .string()
-        .default('127.0.0.1:9092')
-        .transform((list, ctx) => {
-          try {
-            return parseBrokers(list);
-          } catch (e) {
-            ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
-            return z.NEVER;
-          }
-        }),
-    ),
-    PUSHBASE_KAFKA_TOPIC: z.preprocess(blankToUndefined, z.string().default('pushbase.dataset-events').refine((v) => kafkaName.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')),
+    ...kafkaEnv,
+    // The Kafka client id of this service's connections (its progress reader's gets "-progress").
+    PUSHBASE_RECORDS_KAFKA_CLIENT_ID: kafkaName('PUSHBASE_RECORDS_KAFKA_CLIENT_ID', 'pushbase-records'),
     ...redisEnv,
     ...idempotencyEnv,
-    // The projector's consumer group: an Idempotency-Key attempt of unknown outcome is settled once it has
-    // folded the dataset's partition into Redis (services/redis/src/idempotency.ts).
-    PUSHBASE_PROJECTOR_GROUP: z.preprocess(blankToUndefined, z.string().default('pushbase-projector').refine((v) => kafkaName.test(v), 'PUSHBASE_PROJECTOR_GROUP must be 1 to 249 of A-Z a-z 0-9 . _ -')),
+    ...projectorGroupEnv,
     ...metricsEnv,
     ...telemetryEnv,
-    PUSHBASE_GRPC_HOST: z.preprocess(blankToUndefined, z.string().default('127.0.0.1')),
+    ...grpcServerEnv,
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_RECORDS_GRPC_PORT: integer(0, 0, 65_535),
-    // The secret every call must carry (the gateway's too); required unless PUSHBASE_GRPC_HOST is loopback.
-    PUSHBASE_GRPC_TOKEN: z.preprocess(blankToUndefined, z.string().regex(GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM).optional()),
-    // After SIGTERM, how long health reports NOT_SERVING while calls are still answered, before the drain
-    // (PUSHBASE_SHUTDOWN_TIMEOUT_MS) begins: behind a Kubernetes Service, the time for the readiness probe to
-    // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
-    // for clients connected directly (the drain's GOAWAY sends them elsewhere).
-    PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
     // From a write's append to the broker's acknowledgement; later it is refused (503) when its batch was
     // never sent, else answered outcome_unknown (500): docs/architecture.md → The Kafka appender.
     PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: integer(30_000, 100, 600_000),
@@ -92,6 +70,7 @@ const schema = z
       kafka: Object.freeze({
         brokers: e.PUSHBASE_KAFKA_BROKERS,
         topic: e.PUSHBASE_KAFKA_TOPIC,
+        clientId: e.PUSHBASE_RECORDS_KAFKA_CLIENT_ID,
         appendTimeoutMs: e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS,
         // Derived, not set: see requestTimeoutMs below. The broker's wait for the in-sync replicas is half of
         // it, so it answers (with an error when the replicas are slow) before the request times out.

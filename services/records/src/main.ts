@@ -39,7 +39,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   const appender = new KafkaEventAppender({
     connection: {
       brokers: config.kafka.brokers,
-      clientId: 'pushbase-records',
+      clientId: config.kafka.clientId,
       log: kafkaLog,
       // An unreachable Kafka turns into 503s within about 2 s rather than kafkajs's default ~7 s.
       retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
@@ -59,7 +59,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   const writeWorkers = pool?.threads ?? 0;
   // Settles keyed writes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
   const progress = new ProjectionProgress(
-    createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-records-progress', log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
+    createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
     config.kafka.topic,
     config.idempotency.projectorGroup,
   );

@@ -3,7 +3,7 @@ import { defaultRecordsWriteWorkers, loadRecordsConfig, requestTimeoutMs } from 
 describe('loadRecordsConfig', () => {
   it('has defaults for everything', () => {
     const c = loadRecordsConfig({});
-    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', appendTimeoutMs: 30_000, requestTimeoutMs: 10_000, produceTimeoutMs: 5000, lingerMs: 1 });
+    expect(c.kafka).toEqual({ brokers: ['127.0.0.1:9092'], topic: 'pushbase.dataset-events', clientId: 'pushbase-records', appendTimeoutMs: 30_000, requestTimeoutMs: 10_000, produceTimeoutMs: 5000, lingerMs: 1 });
     // No drain delay unless asked: locally the drain's GOAWAY is enough.
     expect(c.grpc).toEqual({ host: '127.0.0.1', port: 0, drainMs: 0 });
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
@@ -25,6 +25,7 @@ describe('loadRecordsConfig', () => {
     const c = loadRecordsConfig({
       PUSHBASE_KAFKA_BROKERS: 'a:1, b:2',
       PUSHBASE_KAFKA_TOPIC: 'events',
+      PUSHBASE_RECORDS_KAFKA_CLIENT_ID: 'records-a',
       PUSHBASE_REDIS_URL: 'redis://r:6380',
       PUSHBASE_REDIS_PREFIX: 'p:',
       PUSHBASE_GRPC_HOST: '0.0.0.0',
@@ -35,7 +36,7 @@ describe('loadRecordsConfig', () => {
       PUSHBASE_RECORDS_LINGER_MS: '',
       PUSHBASE_RECORDS_WRITE_WORKERS: '0',
     });
-    expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', appendTimeoutMs: 20_000, requestTimeoutMs: 6666, produceTimeoutMs: 3333, lingerMs: 1 });
+    expect(c.kafka).toEqual({ brokers: ['a:1', 'b:2'], topic: 'events', clientId: 'records-a', appendTimeoutMs: 20_000, requestTimeoutMs: 6666, produceTimeoutMs: 3333, lingerMs: 1 });
     expect(c.grpc).toEqual({ host: '0.0.0.0', port: 7001, drainMs: 5000, token: 'a-grpc-token-of-at-least-32-characters-0123' });
     expect(c.redis).toEqual({ url: 'redis://r:6380', prefix: 'p:' });
     expect(c.writeWorkers).toBe(0);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { blankToUndefined, integer, parseEnv, shutdownEnv, text } from '@pushbase/config';
-import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from '@pushbase/grpc';
-import { defaultAccountsTopic, defaultTransactionalId, parseBrokers } from '@pushbase/kafka';
+import { integer, kafkaName, optionalKafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
+import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_REQUIRED, grpcServerEnv, isLoopbackHost } from '@pushbase/grpc';
+import { accountsTopicEnv, defaultAccountsTopic, defaultTransactionalId, kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
@@ -15,56 +15,20 @@ import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
 
 const schema = z
   .object({
-    PUSHBASE_KAFKA_BROKERS: z.preprocess(
-      blankToUndefined,
-      z
-        .string()
-        .default('127.0.0.1:9092')
-        .transform((list, ctx) => {
-          try {
-            return parseBrokers(list);
-          } catch (e) {
-            ctx.addIssue({ code: 'custom', message: e instanceof Error ? e.message : String(e) });
-            return z.NEVER;
-          }
-        }),
-    ),
-    PUSHBASE_KAFKA_TOPIC: text('pushbase.dataset-events').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -'),
-    // The accounts topic (services/kafka/src/account-log.ts); unset: PUSHBASE_KAFKA_TOPIC + ".accounts".
-    PUSHBASE_KAFKA_ACCOUNTS_TOPIC: z.preprocess(
-      blankToUndefined,
-      z
-        .string()
-        .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_KAFKA_ACCOUNTS_TOPIC must be 1 to 249 of A-Z a-z 0-9 . _ -')
-        .optional(),
-    ),
-    PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: text('pushbase-schema').refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_KAFKA_CLIENT_ID must be 1 to 249 of A-Z a-z 0-9 . _ -'),
+    ...kafkaEnv,
+    ...accountsTopicEnv,
+    PUSHBASE_SCHEMA_KAFKA_CLIENT_ID: kafkaName('PUSHBASE_SCHEMA_KAFKA_CLIENT_ID', 'pushbase-schema'),
     // The Kafka transactional id: stable per instance (a StatefulSet's pod name) lets a restarted instance
     // abort its predecessor's open transaction at once; unset, a unique one is made at start.
-    PUSHBASE_SCHEMA_TRANSACTIONAL_ID: z.preprocess(
-      blankToUndefined,
-      z
-        .string()
-        .refine((v) => /^[A-Za-z0-9._-]{1,249}$/.test(v), 'PUSHBASE_SCHEMA_TRANSACTIONAL_ID must be 1 to 249 of A-Z a-z 0-9 . _ -')
-        .optional(),
-    ),
+    PUSHBASE_SCHEMA_TRANSACTIONAL_ID: optionalKafkaName('PUSHBASE_SCHEMA_TRANSACTIONAL_ID'),
     ...redisEnv,
     ...idempotencyEnv,
-    // The projector's consumer group: an Idempotency-Key attempt of unknown outcome is settled once it has
-    // folded the dataset's partition into Redis (services/redis/src/idempotency.ts).
-    PUSHBASE_PROJECTOR_GROUP: text('pushbase-projector'),
+    ...projectorGroupEnv,
     ...metricsEnv,
     ...telemetryEnv,
-    PUSHBASE_GRPC_HOST: text('127.0.0.1'),
+    ...grpcServerEnv,
     // 0: the system picks a free port; the "listening" line says which.
     PUSHBASE_SCHEMA_GRPC_PORT: integer(0, 0, 65_535),
-    // The secret every call must carry (the gateway's too); required unless PUSHBASE_GRPC_HOST is loopback.
-    PUSHBASE_GRPC_TOKEN: z.preprocess(blankToUndefined, z.string().regex(GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM).optional()),
-    // After SIGTERM, how long health reports NOT_SERVING while calls are still answered, before the drain
-    // (PUSHBASE_SHUTDOWN_TIMEOUT_MS) begins: behind a Kubernetes Service, the time for the readiness probe to
-    // see NOT_SERVING and the endpoint to be removed (a chart sets a few seconds). 0: drain at once, right
-    // for clients connected directly (the drain's GOAWAY sends them elsewhere).
-    PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
     // From append() to the broker's acknowledgment; later, the change is refused or its outcome unknown.
     PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: integer(10_000, 100, 120_000),
     // The per-account lease that serialises decisions across replicas (services/schema/src/changes.ts).
