@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { runCommand } from '../command';
-import { readServicesConfig } from './config';
+import { legacyKafkaConfig, readServicesConfig } from './config';
 import { down, SERVER_NAMES, status, up } from './local-servers';
 import type { ServerName } from './server';
 
@@ -35,7 +35,11 @@ async function main(argv: readonly string[], say: (line: string) => void): Promi
       return 0;
     }
     case 'down': {
-      const stopped = await down(config, say, names, { signal: kill ? 'SIGKILL' : 'SIGTERM' });
+      const signal = kill ? 'SIGKILL' : 'SIGTERM';
+      const stopped: string[] = await down(config, say, names, { signal });
+      // The int-kafka-3.9 project's second broker lives in the same folder (legacy/); a killed test run
+      // leaves it running, so `down` of Kafka stops it too.
+      if (names.includes('kafka') && (await down(legacyKafkaConfig(config), say, ['kafka'], { signal })).length > 0) stopped.push('legacy kafka');
       say(stopped.length === 0 ? 'nothing of ours was running' : `stopped ${stopped.join(', ')}`);
       return 0;
     }

@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import * as path from 'node:path';
-import { readServicesConfig, type ServicesConfig } from '../../deploy/local/config';
+import { legacyKafkaConfig, readServicesConfig, type ServicesConfig } from '../../deploy/local/config';
 import { down, status, up } from '../../deploy/local/local-servers';
 import { freePort } from '../../deploy/local/ports';
 import { defaultKafkaJarsDir, startPrivateServers } from '../../deploy/local/private-servers';
@@ -98,6 +98,26 @@ describe('local servers (deploy/local)', () => {
       await expect(up(c, quiet, ['redis'])).resolves.toEqual([]);
       expect(Date.now() - started).toBeLessThan(10_000);
     }
+  });
+
+  it('stops the int-kafka-3.9 broker a killed test run left in its folder on `services:down`', async () => {
+    const env = { PUSHBASE_SERVICES_DIR: dir, PUSHBASE_KAFKA_LEGACY_BROKERS: `127.0.0.1:${await freePort(2)}`, PUSHBASE_REDIS_URL: process.env.PUSHBASE_REDIS_URL };
+    const legacy = legacyKafkaConfig(readServicesConfig(env, ROOT));
+    config = legacy;
+    // This run's 3.9 jars when it has them (Maven copies them otherwise: slower, same result).
+    const jars = path.join(legacyKafkaConfig(readServicesConfig(process.env, ROOT)).kafkaJarsDir);
+    if (existsSync(jars)) symlinkSync(jars, legacy.kafkaJarsDir);
+    expect(await up(legacy, quiet, ['kafka'])).toEqual(['kafka']);
+    const pid = (await status(legacy)).find((s) => s.name === 'kafka')?.pid;
+    expect(typeof pid).toBe('number');
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, ['--import', 'tsx', path.join(ROOT, 'deploy', 'local', 'cli.ts'), 'down'], { cwd: ROOT, env: { ...process.env, ...env } }, (err, stdout, stderr) =>
+        err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(`${stdout}${stderr}`),
+      ),
+    );
+    expect(out).toContain('stopped legacy kafka');
+    expect(() => process.kill(pid as number, 0)).toThrow();
+    await expect(kafkaAnswers(legacy.kafka)).resolves.toBe(false);
   });
 
   it('never signals a recorded pid that is no longer its server', async () => {
