@@ -105,8 +105,8 @@ describe('local servers (deploy/local)', () => {
     const legacy = legacyKafkaConfig(readServicesConfig(env, ROOT));
     config = legacy;
     // This run's 3.9 jars when it has them (Maven copies them otherwise: slower, same result).
-    const jars = path.join(legacyKafkaConfig(readServicesConfig(process.env, ROOT)).kafkaJarsDir);
-    if (existsSync(jars)) symlinkSync(jars, legacy.kafkaJarsDir);
+    const jars = legacyKafkaConfig(readServicesConfig(process.env, ROOT)).kafkaJarsDir;
+    if (jars !== undefined && legacy.kafkaJarsDir !== undefined && existsSync(jars)) symlinkSync(jars, legacy.kafkaJarsDir);
     expect(await up(legacy, quiet, ['kafka'])).toEqual(['kafka']);
     const pid = (await status(legacy)).find((s) => s.name === 'kafka')?.pid;
     expect(typeof pid).toBe('number');
