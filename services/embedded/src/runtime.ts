@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { createAccountAdmin, createRecordService, createSchemaService, createWritePool, keyedWrites, quotaSourceFromLog, type MemoryProjection } from '@pushbase/app';
-import { createMetricsRegistry, eventLogMetrics, httpMetrics } from '@pushbase/metrics';
+import { createMetricsRegistry, eventLogMetrics } from '@pushbase/metrics';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import { LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls } from '@pushbase/data-dir';
-import { createAdminApp, createGatewayApp, findUiDir, memoryRateLimiter, parseBootstrapKeys, SlidingWindowRateLimiter, startListeners } from '@pushbase/gateway';
+import { SlidingWindowRateLimiter, startHttp } from '@pushbase/gateway';
 import { openAccounts, type EmbeddedAccounts } from './accounts';
 import type { EmbeddedConfig } from './config';
 import { EmbeddedStore } from './embedded-store';
@@ -108,43 +108,11 @@ async function startWithAccounts(config: EmbeddedConfig, logger: JsonLogger, loc
   const records = createRecordService({ schemas: projection, log: eventLog, clock, ...(writePool === undefined ? {} : { decider: writePool.decider }) });
   // The public API's writes honour Idempotency-Keys; the admin side's deletes carry none.
   const keyed = keyedWrites({ schemas, records }, store.ledger, clock);
-  // Called inside the failed request (its span active): the line carries its trace_id.
-  const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
-
-  const uiDir = findUiDir();
-  if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
   // One budget per key and per address across both listeners, as in the distributed gateway.
   const rateLimiter = new SlidingWindowRateLimiter(config.rateLimitPerMinute, 60_000);
-  const authFailureLimiter = memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail');
-  const gateway = createGatewayApp({
-    schemas: keyed.schemas,
-    records: keyed.records,
-    keys,
-    rateLimiter,
-    authFailureLimiter,
-    uploads: config.uploads,
-    accountShare: config.accountShare,
-    behindTlsProxy: config.behindTlsProxy,
-    trustedProxies: config.trustedProxies.trust,
-    logger,
-    log: errorLog,
-    metrics: httpMetrics(metrics),
-    read: { readModel: projection, uiDir, ratePerMinute: config.readRateLimitPerMinute },
-  });
-  const admin = createAdminApp({
-    readModel: projection,
-    token: config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log)),
-    log: errorLog,
-    metrics,
-    accounts: accountAdmin,
-    keys,
-    uiDir,
-    configuredAccounts: new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account)),
-    authFailureLimiter,
-    rateLimiter,
-    readRatePerMinute: config.readRateLimitPerMinute,
-  });
-  const listeners = await startListeners(gateway, admin, { ...config, tls });
+  const adminToken = config.adminToken ?? (await loadOrCreateAdminToken(config.dataDir, log));
+  const services = { schemas: keyed.schemas, records: keyed.records, keys, rateLimiter, accounts: accountAdmin, readModel: projection, adminToken };
+  const listeners = await startHttp(config, services, { logger, log, metrics, tls });
   const { port, adminPort } = listeners;
   log('listening', { port, admin_port: adminPort, host: config.host, admin_host: config.adminHost, cert_file: tls?.certFile ?? null, behind_tls_proxy: config.behindTlsProxy, trusted_proxies: config.behindTlsProxy ? config.trustedProxies.entries : null, write_workers: writePool?.threads ?? 0, data_dir: path.resolve(config.dataDir) });
 

@@ -5,6 +5,7 @@ export * from './keys';
 export * from './rate-limit';
 export * from './trusted-proxies';
 export * from './listeners';
+export * from './http';
 export * from './listener-config';
 export * from './read-api';
 export * from './read-side';

@@ -6,16 +6,12 @@ import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/data-dir';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
-import { createMetricsRegistry, grpcMetrics, httpMetrics } from '@pushbase/metrics';
+import { createMetricsRegistry, grpcMetrics } from '@pushbase/metrics';
 import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
-import { createAdminApp } from './admin';
-import { findUiDir } from './ui';
-import { createGatewayApp } from './app';
 import type { GatewayConfig } from './config';
 import { configuredKeyId, hashApiKey, newApiKey, parseBootstrapKeys } from './keys';
-import { startListeners } from './listeners';
-import { memoryRateLimiter } from './rate-limit';
+import { startHttp } from './http';
 
 /*
  * The composition root of `pushbase gateway`: the embedded mode's gateway and admin apps, unchanged, over
@@ -70,46 +66,10 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
-    // Called inside the failed request (its span active): the line carries its trace_id.
-    const errorLog = (line: string, requestId: string): void => logger.error({ request_id: requestId, detail: line }, 'request failed');
     const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
-    const uiDir = findUiDir();
-    if (uiDir === undefined) log('the dataset browser page is not built (npm run build): /ui/ answers 404');
+    // One rolling window per key across every gateway (and both listeners).
     const rateLimiter = new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix });
-    // Per gateway process, as in embedded mode: it bounds the noise one address makes here, on either listener.
-    const authFailureLimiter = memoryRateLimiter(config.authFailuresPerMinute, 60, 'authfail');
-    const gateway = createGatewayApp({
-      schemas,
-      records,
-      keys,
-      rateLimiter,
-      authFailureLimiter,
-      uploads: config.uploads,
-      accountShare: config.accountShare,
-      behindTlsProxy: config.behindTlsProxy,
-      trustedProxies: config.trustedProxies.trust,
-      requestScope,
-      log: errorLog,
-      metrics: httpMetrics(metrics),
-      logger,
-      read: { readModel, uiDir, ratePerMinute: config.readRateLimitPerMinute },
-    });
-    const configuredAccounts = new Set(parseBootstrapKeys(config.apiKeys).map((k) => k.account));
-    // A key's reads count once whichever listener they come to (one Redis counter per key).
-    const admin = createAdminApp({
-      readModel,
-      token: adminToken,
-      log: errorLog,
-      metrics,
-      accounts,
-      keys,
-      uiDir,
-      configuredAccounts,
-      authFailureLimiter,
-      rateLimiter,
-      readRatePerMinute: config.readRateLimitPerMinute,
-    });
-    const listeners = await startListeners(gateway, admin, { ...config, tls });
+    const listeners = await startHttp(config, { schemas, records, keys, rateLimiter, accounts, readModel, adminToken, requestScope }, { logger, log, metrics, tls });
     log('listening', {
       port: listeners.port,
       admin_port: listeners.adminPort,
