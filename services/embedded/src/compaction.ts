@@ -4,7 +4,7 @@ import { evolve, initialState, type AppliedKey, type State } from '@pushbase/dom
 import { listSegments, readSealedSegment, segmentDir } from './file-event-log';
 import { syncDirectory } from '@pushbase/data-dir';
 import { errorText } from './frames';
-import { captureState, listSnapshots, readSnapshot, snapshotDir, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
+import { captureState, listSnapshots, readSnapshot, snapshotDir, verifySnapshot, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
 
 /*
  * One compaction run: newest valid snapshot + the sealed segments after it, folded with the domain's pure
@@ -19,7 +19,7 @@ import { captureState, listSnapshots, readSnapshot, snapshotDir, writeSnapshot, 
  * retainSnapshots = 1 everything the new snapshot covers goes.
  *
  * Crash safety, step by step: nothing is deleted before the new snapshot is durable (written, fsync'd,
- * renamed, directory fsync'd); segments are deleted oldest first, so whatever survives a crash is still a
+ * renamed, directory fsync'd) and has been read back whole (a snapshot that cannot be loaded covers nothing); segments are deleted oldest first, so whatever survives a crash is still a
  * contiguous run the next start can replay or skip; a leftover `.tmp` is never read and is removed here.
  */
 
@@ -157,6 +157,7 @@ async function foldAndWrite(
 
   // 3. The new snapshot, durable before anything is deleted.
   const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captureState(s, ledger.entries()), step);
+  await verifySnapshot(snapshot);
   return { snapshot, segmentsFolded, framesFolded };
 }
 

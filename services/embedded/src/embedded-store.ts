@@ -8,7 +8,7 @@ import { DEFAULT_SEGMENT_BYTES, FileEventLog, hasLegacyLog, listSegments, type S
 import { errorText } from './frames';
 import { encodeDataset, type CapturedDataset } from './snapshot-codec';
 import type { SnapshotPool } from './snapshot-pool';
-import { captureState, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, writeSnapshot, type LoadedSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
+import { captureState, estimateKeyBytes, estimateSnapshotBytes, listSnapshots, readSnapshot, removeLeftoverTemps, snapshotDir, verifySnapshot, writeSnapshot, type LoadedSnapshot, type SnapshotInfo, type SnapshotIo } from './snapshot';
 
 /*
  * The embedded mode's storage: the segmented event log, the snapshots, the in-memory projection, and the
@@ -268,7 +268,7 @@ export class EmbeddedStore {
 
   /** Bytes a snapshot of the live state is expected to take (an estimate, see estimateSnapshotBytes). */
   expectedSnapshotBytes(): number {
-    return estimateSnapshotBytes(this.projection.currentState());
+    return estimateSnapshotBytes(this.projection.currentState()) + estimateKeyBytes(this.ledger.entries());
   }
 
   /** Throws, without writing anything, when the snapshot would not fit with a quarter to spare. */
@@ -298,6 +298,7 @@ export class EmbeddedStore {
     const pool = this.opts.snapshotPool;
     const io = pool === undefined ? this.opts.snapshotIo : { ...this.opts.snapshotIo, encodeDataset: (d: CapturedDataset) => pool.encode(d, encodeDataset) };
     const snapshot = await writeSnapshot(job.dir, job.sealedEnd, captured, undefined, this.stopping.signal, io);
+    await verifySnapshot(snapshot);
     const pruned = await pruneCovered(job.dir, snapshot.position, from > 0 ? from : undefined, job.retainSnapshots === 1 ? 1 : 2);
     return {
       snapshot,

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import type { AppliedKey, DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
 import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, releaseCaptured, rowsOf, SnapshotSource, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
 import { openFile, syncDirectory } from '@pushbase/data-dir';
-import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, positionName, scanFrames } from './frames';
+import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, MAX_FRAME_BYTES, positionName, scanFrames } from './frames';
 
 /*
  * Snapshots: the folded state as of a log position P (every frame with global index < P applied), in
@@ -11,8 +11,12 @@ import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, 
  *   <dir>/snapshots/<P, 20 digits>.snap
  *
  * framed exactly like the log ([u32 LE length][u32 LE crc32][payload]):
- *   frame 0      JSON {"format":"pushbase-snapshot","version":V,"position":P,"datasets":N}
- *   frames 1..N  one dataset each, in the state's iteration order (accounts, then datasets, as inserted),
+ *   frame 0      JSON {"format":"pushbase-snapshot","version":V,"position":P,"datasets":N,"keyFrames":K}
+ *   frames 1..K  the retained Idempotency-Keys, oldest first, as JSON arrays of at most KEY_CHUNK_ENTRIES
+ *                entries or about KEY_CHUNK_BYTES each: however many keys are retained, no frame grows past
+ *                what a reader accepts. (Snapshots written before keyFrames carry them in the header's
+ *                `idempotency` array; those still load.)
+ *   then N frames one dataset each, in the state's iteration order (accounts, then datasets, as inserted),
  *                rows oldest insertion first, so the row map is rebuilt in exactly the same order:
  *     version 2 (written)  binary, records by position against the dataset's field order, column by
  *                          column (snapshot-codec.ts)
@@ -33,6 +37,14 @@ export const SNAPSHOT_FORMAT_VERSION = 2;
 /** The versions read. */
 export type SnapshotVersion = 1 | 2;
 const WRITE_BUFFER_BYTES = 8 * 1024 * 1024;
+/** Idempotency-Keys per key frame at most. */
+export const KEY_CHUNK_ENTRIES = 10_000;
+/** A key frame is closed once it holds this many bytes (so it stays near this size: one key is small). */
+export const KEY_CHUNK_BYTES = 4 * 1024 * 1024;
+
+export class FrameTooLargeError extends Error {
+  override readonly name = 'FrameTooLargeError';
+}
 
 export const snapshotDir = (dir: string): string => path.join(dir, SNAPSHOT_DIR);
 export const snapshotFile = (dir: string, position: number): string => path.join(snapshotDir(dir), positionName(position, SNAPSHOT_SUFFIX));
@@ -67,6 +79,8 @@ interface Header {
    * loading a newer snapshot ignores it rather than refusing it.
    */
   readonly idempotency?: readonly AppliedKey[];
+  /** How many key frames follow the header (absent: none). */
+  readonly keyFrames?: number;
 }
 
 /** A version-1 dataset frame: the state with its row map as two index-aligned arrays, oldest insertion first. */
@@ -84,11 +98,14 @@ export interface SnapshotIo {
   write(fh: fs.promises.FileHandle, data: Buffer): Promise<number>;
   /** A dataset's format-2 frame payload: encodeDataset, here or on another thread (snapshot-pool.ts). */
   encodeDataset(d: CapturedDataset): Buffer | Promise<Buffer>;
+  /** The largest frame payload written; a larger one fails the write (lowered by tests). */
+  maxFrameBytes: number;
 }
 
 const nodeSnapshotIo: SnapshotIo = {
   write: async (fh, data) => (await fh.write(data, 0, data.length)).bytesWritten,
   encodeDataset,
+  maxFrameBytes: MAX_FRAME_BYTES,
 };
 
 /** Datasets being encoded ahead of the one being written, so another thread has the next one ready. */
@@ -183,6 +200,8 @@ async function writeTemp(
     let pending: Buffer[] = [];
     let pendingBytes = 0;
     const push = async (payload: Buffer): Promise<void> => {
+      // A reader refuses a longer frame: such a snapshot could never be loaded, so it must not be written.
+      if (payload.length > io.maxFrameBytes) throw new FrameTooLargeError(`snapshot frame of ${payload.length} bytes exceeds the ${io.maxFrameBytes}-byte frame limit; no snapshot written`);
       pending.push(frameHeader(payload), payload);
       pendingBytes += payload.length + 8;
       if (pendingBytes >= WRITE_BUFFER_BYTES) {
@@ -195,9 +214,10 @@ async function writeTemp(
         await new Promise<void>((resolve) => setImmediate(resolve));
       }
     };
-    const keys = captured.idempotency ?? [];
-    const header: Header = { format: SNAPSHOT_FORMAT, version, position, datasets: captured.datasets.length, ...(keys.length === 0 ? {} : { idempotency: keys }) };
+    const keyFrames = keyChunks(captured.idempotency ?? []);
+    const header: Header = { format: SNAPSHOT_FORMAT, version, position, datasets: captured.datasets.length, ...(keyFrames.length === 0 ? {} : { keyFrames: keyFrames.length }) };
     await push(Buffer.from(JSON.stringify(header), 'utf8'));
+    for (const chunk of keyFrames) await push(Buffer.from(chunk, 'utf8'));
     const encode = async (frame: CapturedDataset): Promise<Buffer> => (version === 1 ? Buffer.from(JSON.stringify(rowsOf(frame)), 'utf8') : io.encodeDataset(frame));
     const ahead: Promise<Buffer>[] = [];
     let next = 0;
@@ -221,6 +241,33 @@ async function writeTemp(
     await fh.close();
   }
   return bytes;
+}
+
+/** The keys as JSON arrays of at most KEY_CHUNK_ENTRIES entries, each closed once past KEY_CHUNK_BYTES. */
+function keyChunks(keys: readonly AppliedKey[]): string[] {
+  const chunks: string[] = [];
+  let parts: string[] = [];
+  let bytes = 0;
+  for (const key of keys) {
+    const json = JSON.stringify(key);
+    parts.push(json);
+    bytes += Buffer.byteLength(json, 'utf8') + 1;
+    if (parts.length >= KEY_CHUNK_ENTRIES || bytes >= KEY_CHUNK_BYTES) {
+      chunks.push(`[${parts.join(',')}]`);
+      parts = [];
+      bytes = 0;
+    }
+  }
+  if (parts.length > 0) chunks.push(`[${parts.join(',')}]`);
+  return chunks;
+}
+
+/** Roughly the bytes the key frames of `keys` take: the JSON of the first keys scaled to their count. */
+export function estimateKeyBytes(keys: readonly AppliedKey[]): number {
+  const sample = keys.slice(0, SAMPLE_ROWS);
+  if (sample.length === 0) return 0;
+  const sampleBytes = sample.reduce((sum, k) => sum + Buffer.byteLength(JSON.stringify(k), 'utf8') + 1, 0);
+  return Math.ceil((sampleBytes / sample.length) * keys.length) + Math.ceil(keys.length / KEY_CHUNK_ENTRIES + 1) * FRAME_HEADER_BYTES;
 }
 
 const SAMPLE_ROWS = 32;
@@ -333,6 +380,25 @@ export interface LoadedSnapshot {
 }
 
 /**
+ * Reads a just-written snapshot back in full (every frame, its crc and the counts): what is pruned on the
+ * strength of a snapshot must be a snapshot a restart can load. When it is not, deletes it and throws.
+ */
+export async function verifySnapshot(info: SnapshotInfo): Promise<void> {
+  try {
+    const read = await readSnapshot(info.file);
+    read.close();
+    if (read.info.position !== info.position || read.info.datasets !== info.datasets || read.info.records !== info.records) {
+      throw new SnapshotInvalidError(`snapshot ${info.file} reads back as ${read.info.datasets} datasets, ${read.info.records} records, not the ${info.datasets}, ${info.records} written`);
+    }
+  } catch (err) {
+    // Left in place, the next start would find it as the newest snapshot and refuse to start.
+    await fs.promises.rm(info.file, { force: true });
+    await syncDirectory(path.dirname(info.file));
+    throw err;
+  }
+}
+
+/**
  * Loads and verifies a snapshot file; throws SnapshotInvalidError when anything about it is wrong. Every
  * frame is read and checked, but the rows of a format-2 dataset stay in the file until first used.
  */
@@ -352,6 +418,8 @@ export async function readSnapshot(file: string): Promise<LoadedSnapshot> {
     let header: Header | undefined;
     let datasets = 0;
     let records = 0;
+    let keyFramesRead = 0;
+    const idempotency: AppliedKey[] = [];
     const scan = await scanFrames(fd, size, (payload, at) => {
       if (header === undefined) {
         let h: Partial<Header> | null;
@@ -364,7 +432,21 @@ export async function readSnapshot(file: string): Promise<LoadedSnapshot> {
         if (h.version !== 1 && h.version !== 2) return `unsupported snapshot format version ${String(h.version)}`;
         if (!isInt(h.position) || h.position < 0 || !isInt(h.datasets) || h.datasets < 0) return 'bad header fields';
         if (h.idempotency !== undefined && !(Array.isArray(h.idempotency) && h.idempotency.every(isAppliedKey))) return 'bad idempotency keys in the header';
+        if (h.keyFrames !== undefined && !(isInt(h.keyFrames) && h.keyFrames >= 0)) return 'bad header fields';
         header = h as Header;
+        idempotency.push(...(header.idempotency ?? []));
+        return undefined;
+      }
+      if (keyFramesRead < (header.keyFrames ?? 0)) {
+        let chunk: unknown;
+        try {
+          chunk = JSON.parse(payload.toString('utf8'));
+        } catch {
+          return `key frame ${keyFramesRead + 1} is not JSON`;
+        }
+        if (!Array.isArray(chunk) || !chunk.every(isAppliedKey)) return `bad idempotency keys in key frame ${keyFramesRead + 1}`;
+        for (const key of chunk) idempotency.push(key);
+        keyFramesRead += 1;
         return undefined;
       }
       if (datasets >= header.datasets) return `more datasets than the header's ${header.datasets}`;
@@ -389,13 +471,14 @@ export async function readSnapshot(file: string): Promise<LoadedSnapshot> {
     });
     if (scan.end !== size) throw new SnapshotInvalidError(`snapshot ${file} is damaged: ${scan.why ?? 'bad frame'} at byte ${scan.end} of ${size}`);
     if (header === undefined) throw new SnapshotInvalidError(`snapshot ${file} is empty`);
+    if (keyFramesRead !== (header.keyFrames ?? 0)) throw new SnapshotInvalidError(`snapshot ${file} is incomplete: ${keyFramesRead} of ${header.keyFrames ?? 0} key frames`);
     const named = Number(path.basename(file).slice(0, 20));
     if (header.position !== named) throw new SnapshotInvalidError(`snapshot ${file} says it is as of frame ${header.position}, its name says ${named}`);
     if (datasets !== header.datasets) {
       throw new SnapshotInvalidError(`snapshot ${file} is incomplete: ${datasets} of ${header.datasets} datasets`);
     }
     loaded = true;
-    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state, idempotency: header.idempotency ?? [], close: () => source.close() };
+    return { info: { position: header.position, file, bytes: size, datasets, records, version: header.version }, state, idempotency, close: () => source.close() };
   } finally {
     // Closes the file unless datasets of the state still read from it; a failed load closes it whatever.
     if (loaded) source.release();
