@@ -79,12 +79,12 @@ const commandLog = (): JsonLogger => createLogger({ service: 'pushbase' });
  * snapshot and deletes what it covers (a running server does this by itself, from its live state).
  */
 async function compactOffline(): Promise<void> {
-  const { dataDir } = loadConfig();
+  const { dataDir, idempotencyTtlMs } = loadConfig();
   const lock = await lockDataDirOfKnownFormat(dataDir);
   const log = commandLog();
   try {
     const last = (await listSegments(dataDir)).at(-1);
-    const result = last === undefined || last.base === 0 ? undefined : await compact({ dir: dataDir, sealedEnd: last.base, retainSnapshots: 1 });
+    const result = last === undefined || last.base === 0 ? undefined : await compact({ dir: dataDir, sealedEnd: last.base, retainSnapshots: 1, idempotencyTtlMs });
     if (result === undefined) {
       log.info({ data_dir: dataDir }, 'nothing to compact');
       return;
