@@ -60,7 +60,10 @@ export class MemoryIdempotencyLedger implements IdempotencyLedger {
   private remember(applied: AppliedKey): void {
     const k = slot(applied.account, applied.key);
     this.keys.delete(k); // re-inserted at the newest end
-    this.keys.set(k, applied);
+    // A time ahead of this clock (one set back since, or another machine's) is taken as now: kept at the
+    // front of the ledger it would stop prune() and keep every later key for as long as it is ahead.
+    const now = this.clock.now();
+    this.keys.set(k, applied.at > now ? { ...applied, at: now } : applied);
   }
 
   /** Drops expired keys from the oldest end; one applied a little out of time order waits for the next call. */

@@ -328,6 +328,26 @@ describe('MemoryIdempotencyLedger', () => {
     expect(ledger.entries()).toEqual([]);
   });
 
+  it('is not held up by a key stamped in the future (a clock set back): later keys still expire', () => {
+    let now = 10_000;
+    const ledger = new MemoryIdempotencyLedger(1000, { now: () => now });
+    ledger.apply([event('ahead', now + 3_600_000)]); // written before the clock was set back an hour
+    for (let i = 0; i < 50; i++) {
+      now += 100;
+      ledger.apply([event(`k${i}`, now)]);
+    }
+    expect(ledger.size).toBe(10);
+    expect(ledger.entries().map((e) => e.key)).toEqual(Array.from({ length: 10 }, (_, i) => `k${40 + i}`));
+  });
+
+  it('takes a snapshot key stamped in the future as applied now, and drops it a retention later', async () => {
+    let now = 5000;
+    const ledger = new MemoryIdempotencyLedger(1000, { now: () => now }, [{ account: 'acme', key: 'ahead', fingerprint: 'f', at: 3_605_000 }]);
+    expect(await ledger.applied('acme', 'ahead')).toMatchObject({ at: 5000 });
+    now = 6000;
+    expect(ledger.entries()).toEqual([]);
+  });
+
   it('starts from a snapshot’s keys, dropping those already expired', async () => {
     const ledger = new MemoryIdempotencyLedger(1000, { now: () => 5000 }, [
       { account: 'acme', key: 'old', fingerprint: 'f', at: 3000 },
