@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { blankToUndefined, integer, text } from '@pushbase/config';
-import { GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM } from './auth';
+import { GRPC_TOKEN_PATTERN, GRPC_TOKEN_PROBLEM, GRPC_TOKEN_REQUIRED, isLoopbackHost } from './auth';
 
 /* The gRPC variables, read the same way by the gateway (a client) and the schema and records services. */
 
@@ -17,3 +17,18 @@ export const grpcServerEnv = {
   // for clients connected directly (the drain's GOAWAY sends them elsewhere).
   PUSHBASE_GRPC_DRAIN_MS: integer(0, 0, 600_000),
 };
+
+interface GrpcServerEnv {
+  readonly PUSHBASE_GRPC_HOST: string;
+  readonly PUSHBASE_GRPC_TOKEN?: string | undefined;
+  readonly PUSHBASE_GRPC_DRAIN_MS: number;
+}
+
+/** Refuses a server without a token on a non-loopback host: spread into the service schema's `.refine()`. */
+export const grpcTokenRefinement: readonly [(e: GrpcServerEnv) => boolean, { message: string; path: PropertyKey[] }] = [
+  (e) => e.PUSHBASE_GRPC_TOKEN !== undefined || isLoopbackHost(e.PUSHBASE_GRPC_HOST),
+  { message: GRPC_TOKEN_REQUIRED, path: ['PUSHBASE_GRPC_TOKEN'] },
+];
+
+/** A service's gRPC listener, on its own port variable. */
+export const grpcServerConfigOf = (e: GrpcServerEnv, port: number) => Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port, drainMs: e.PUSHBASE_GRPC_DRAIN_MS, token: e.PUSHBASE_GRPC_TOKEN });

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { integer, kafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
 import { defaultWriteWorkerCount } from '@pushbase/app';
-import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_REQUIRED, grpcServerEnv, isLoopbackHost } from '@pushbase/grpc';
+import { DEFAULT_WRITE_DEADLINE_MS, grpcServerConfigOf, grpcServerEnv, grpcTokenRefinement } from '@pushbase/grpc';
 import { kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
@@ -64,7 +64,7 @@ const schema = z
     message: `PUSHBASE_RECORDS_APPEND_TIMEOUT_MS must stay at least 5 s under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
     path: ['PUSHBASE_RECORDS_APPEND_TIMEOUT_MS'],
   })
-  .refine((e) => e.PUSHBASE_GRPC_TOKEN !== undefined || isLoopbackHost(e.PUSHBASE_GRPC_HOST), { message: GRPC_TOKEN_REQUIRED, path: ['PUSHBASE_GRPC_TOKEN'] })
+  .refine(...grpcTokenRefinement)
   .transform((e) =>
     Object.freeze({
       kafka: Object.freeze({
@@ -81,7 +81,7 @@ const schema = z
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       metrics: metricsConfigOf(e),
       telemetry: telemetryConfigOf(e),
-      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_RECORDS_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS, token: e.PUSHBASE_GRPC_TOKEN }),
+      grpc: grpcServerConfigOf(e, e.PUSHBASE_RECORDS_GRPC_PORT),
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
       writeWorkers: e.PUSHBASE_RECORDS_WRITE_WORKERS,
       idempotency: Object.freeze({

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { integer, kafkaName, optionalKafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
-import { DEFAULT_WRITE_DEADLINE_MS, GRPC_TOKEN_REQUIRED, grpcServerEnv, isLoopbackHost } from '@pushbase/grpc';
+import { DEFAULT_WRITE_DEADLINE_MS, grpcServerConfigOf, grpcServerEnv, grpcTokenRefinement } from '@pushbase/grpc';
 import { accountsTopicEnv, defaultAccountsTopic, defaultTransactionalId, kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
@@ -51,7 +51,7 @@ const schema = z
     message: `PUSHBASE_SCHEMA_LOCK_WAIT_MS plus twice PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS must stay under the gRPC clients' write deadline (${DEFAULT_WRITE_DEADLINE_MS} ms)`,
     path: ['PUSHBASE_SCHEMA_LOCK_WAIT_MS'],
   })
-  .refine((e) => e.PUSHBASE_GRPC_TOKEN !== undefined || isLoopbackHost(e.PUSHBASE_GRPC_HOST), { message: GRPC_TOKEN_REQUIRED, path: ['PUSHBASE_GRPC_TOKEN'] })
+  .refine(...grpcTokenRefinement)
   .transform((e) =>
     Object.freeze({
       kafka: Object.freeze({
@@ -65,7 +65,7 @@ const schema = z
       redis: Object.freeze({ url: e.PUSHBASE_REDIS_URL, prefix: e.PUSHBASE_REDIS_PREFIX }),
       metrics: metricsConfigOf(e),
       telemetry: telemetryConfigOf(e),
-      grpc: Object.freeze({ host: e.PUSHBASE_GRPC_HOST, port: e.PUSHBASE_SCHEMA_GRPC_PORT, drainMs: e.PUSHBASE_GRPC_DRAIN_MS, token: e.PUSHBASE_GRPC_TOKEN }),
+      grpc: grpcServerConfigOf(e, e.PUSHBASE_SCHEMA_GRPC_PORT),
       lock: Object.freeze({ ttlMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS, waitMs: e.PUSHBASE_SCHEMA_LOCK_WAIT_MS }),
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
