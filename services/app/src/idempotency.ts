@@ -1,6 +1,6 @@
 import type { DatasetRef, DatasetBody, FindOrCreateResult, IdempotencyLedger, KeyClaim, KeyedWrite, RawDatasetBody, RecordService, SchemaService, WriteAnswer } from '@pushbase/contracts';
 import { appliedKeyOf, DomainError, keyInFlight, keyReused, repeatOf, retained, type AppliedKey, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
-import type { Clock } from './services';
+import type { Clock, Fenced } from './services';
 
 /** How long an applied key is retained by default: 24 hours (PUSHBASE_IDEMPOTENCY_TTL_HOURS). */
 export const DEFAULT_IDEMPOTENCY_TTL_HOURS = 24;
@@ -54,7 +54,8 @@ export class MemoryIdempotencyLedger implements IdempotencyLedger {
     if (this.inFlight.has(k)) return Promise.resolve(undefined);
     this.inFlight.add(k);
     // Whatever the outcome, the log's listener already recorded a stored write: nothing to settle here.
-    return Promise.resolve({ settle: () => Promise.resolve(void this.inFlight.delete(k)) });
+    // One process: a claim is held until settled, never taken over.
+    return Promise.resolve({ hold: () => Promise.resolve(), settle: () => Promise.resolve(void this.inFlight.delete(k)) });
   }
 
   private remember(applied: AppliedKey): void {
@@ -79,6 +80,9 @@ export class MemoryIdempotencyLedger implements IdempotencyLedger {
 // A key is printable ASCII (checked at the edge), so it holds no newline: the pair is unambiguous.
 const slot = (account: string, key: string): string => `${key}\n${account}`;
 
+/** The request with its fence (services.ts → Fenced), for the service that hands its event to the log. */
+const fenced = <R extends object>(req: R, fence: () => Promise<void>): R & Fenced => ({ ...req, fence });
+
 /** What became of an attempt that failed: only a refusal or `unavailable` proves nothing was stored. */
 const outcomeOf = (e: unknown): 'not_applied' | 'unknown' => (e instanceof DomainError && e.code !== 'outcome_unknown' ? 'not_applied' : 'unknown');
 
@@ -100,7 +104,13 @@ export function keyedWrites(
 
 /** The Idempotency-Key rules of keyedWrites, for a service that serves only one of the two (distributed mode). */
 export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => Date.now() }): { schemas(s: SchemaService): SchemaService; records(r: RecordService): RecordService } {
-  async function guarded<T>(ref: DatasetRef, mark: IdempotencyMark, replay: (applied: AppliedKey) => T, run: () => Promise<T>, applies: (result: T) => AppliedKey | undefined): Promise<T> {
+  async function guarded<T>(
+    ref: DatasetRef,
+    mark: IdempotencyMark,
+    replay: (applied: AppliedKey) => T,
+    run: (fence: () => Promise<void>) => Promise<T>,
+    applies: (result: T) => AppliedKey | undefined,
+  ): Promise<T> {
     const { account } = ref;
     const repeat = repeatOf(await ledger.applied(account, mark.key), mark);
     if (repeat !== undefined) return replay(repeat);
@@ -113,7 +123,9 @@ export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => 
       const settled = repeatOf(await ledger.applied(account, mark.key), mark);
       if (settled !== undefined) result = replay(settled);
       else {
-        result = await run();
+        // The lease runs from the claim, the log's deadline only from the append: the time between (the
+        // schema read, a queue for a write worker, a pause) is fenced off by holding the claim at the append.
+        result = await run(() => claim.hold());
         applied = applies(result);
       }
     } catch (e) {
@@ -136,7 +148,7 @@ export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => 
     <R extends DatasetRef & KeyedWrite>(write: (req: R) => Promise<WriteAnswer>) =>
     (req: R): Promise<WriteAnswer> => {
       const mark = req.idempotency;
-      return mark === undefined ? write(req) : guarded(req, mark, replayedWrite, () => write(req), (answer) => (answer.replayed ? undefined : appliedKey(req, mark)));
+      return mark === undefined ? write(req) : guarded(req, mark, replayedWrite, (fence) => write(fenced(req, fence)), (answer) => (answer.replayed ? undefined : appliedKey(req, mark)));
     };
   return {
     schemas: (schemas) => ({
@@ -152,7 +164,7 @@ export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => 
             if (applied.dataset === undefined) throw keyReused(applied.key);
             return { created: true, dataset: applied.dataset, replayed: true };
           },
-          () => schemas.findOrCreate(req),
+          (fence) => schemas.findOrCreate(fenced(req, fence)),
           // A find applies nothing: its key stays free.
           (found) => (found.created && found.replayed !== true ? appliedKey(req, mark, found.dataset) : undefined),
         );

@@ -92,6 +92,15 @@ export type SchemaServiceDeps = SchemaServiceCommonDeps & ({ readonly log: Event
  * decideDelete) made from what `store` holds; how they are serialised and made durable and visible is
  * `changes`' part, the one thing the embedded and the distributed schema service do differently.
  */
+/**
+ * What the Idempotency-Key guard (idempotency.ts) adds to a keyed write in process, never sent: awaited right
+ * before the write's event is handed to the log; rejects with `unavailable` (nothing stored) when the attempt
+ * no longer holds its key.
+ */
+export interface Fenced {
+  readonly fence?: () => Promise<void>;
+}
+
 export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   const { store, clock, ids, quotas } = deps;
   const datasetLimit = (account: string): Promise<number> => (quotas === undefined ? Promise.resolve(LIMITS.datasetsPerAccount) : quotas.datasetLimit(account));
@@ -99,7 +108,7 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   const settled = async (account: string, id: string): Promise<SettledDataset> =>
     changes.settled === undefined ? { dataset: await store.get(account, id), pending: false } : changes.settled(account, id);
   return {
-    findOrCreate: async ({ account, id, body, idempotency }: DatasetBody): Promise<FindOrCreateResult> => {
+    findOrCreate: async ({ account, id, body, idempotency, fence }: DatasetBody & Fenced): Promise<FindOrCreateResult> => {
       const safeId = parseDatasetId(id);
       // Checked before anything is read, so an invalid definition is its 400 whatever the store's state
       // (decideDefine checks it again; a definition is small).
@@ -121,6 +130,7 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
       return changes.decided(account, async (): Promise<SchemaDecision<FindOrCreateResult>> => {
         const decision = (await decide()).decision();
         if (decision.outcome === 'found') return { answer: { created: false, dataset: decision.dataset } };
+        await fence?.();
         return { event: marked(decision.event, idempotency), answer: { created: true, dataset: decision.dataset } };
       });
     },
@@ -132,10 +142,11 @@ export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
       if (ds === undefined) throw notFound();
       return ds;
     },
-    delete: async ({ account, id, idempotency }: DatasetRef & KeyedWrite): Promise<WriteAnswer> => {
+    delete: async ({ account, id, idempotency, fence }: DatasetRef & KeyedWrite & Fenced): Promise<WriteAnswer> => {
       const safeId = parseDatasetId(id);
       return changes.decided(account, async () => {
         const event = decideDelete({ account, id: safeId, at: clock.now() }, await store.get(account, safeId));
+        await fence?.();
         return { event: marked(event, idempotency), answer: { replayed: false } };
       });
     },
@@ -156,7 +167,7 @@ export interface RecordServiceDeps {
 export function createRecordService({ schemas, log, clock, decider = inProcessDecider }: RecordServiceDeps): RecordService {
   const write =
     (kind: WriteKind) =>
-    async ({ account, id, json, idempotency }: RawDatasetBody): Promise<WriteAnswer> => {
+    async ({ account, id, json, idempotency, fence }: RawDatasetBody & Fenced): Promise<WriteAnswer> => {
       const dataset = await schemas.get(account, parseDatasetId(id)).catch(async (e: unknown) => {
         // The store cannot answer (distributed: a change of this dataset pending, Redis down). A malformed
         // request is still its 400: decided without a dataset it fails on its body before "not found".
@@ -166,6 +177,7 @@ export function createRecordService({ schemas, log, clock, decider = inProcessDe
         throw e;
       });
       const { events, encoded } = await decider({ kind, account, id, json, at: clock.now(), ...(idempotency === undefined ? {} : { idempotency }) }, dataset);
+      await fence?.();
       await log.append(events, encoded);
       return { replayed: false };
     };

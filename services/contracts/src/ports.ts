@@ -206,6 +206,12 @@ export interface RecordService {
  * settle from the log before it may run (docs/api.md → Retrying a write).
  */
 export interface KeyClaim {
+  /**
+   * Right before the attempt's event goes to the log: checks, atomically, that the attempt still holds the
+   * key and renews its lease from now, so the lease covers the append. Rejects with `unavailable` when the
+   * claim was lost (its lease ran out and another request began settling it): then nothing may be appended.
+   */
+  hold(): Promise<void>;
   settle(outcome: KeyOutcome): Promise<void>;
 }
 

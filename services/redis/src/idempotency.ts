@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyLedger, KeyClaim, KeyOutcome } from '@pushbase/contracts';
-import { keyInFlight, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
+import { DomainError, keyInFlight, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
 import type { ChainableCommander, Redis, Result } from 'ioredis';
 import { redisError } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
@@ -119,6 +119,14 @@ export class RedisIdempotencyLedger implements IdempotencyLedger {
     const took = await this.run('claiming an Idempotency-Key', () => this.redis.set(attemptName, held, 'PX', Math.max(this.options.ttlMs, this.options.leaseMs), 'NX'));
     if (took !== 'OK') return undefined;
     return {
+      hold: async (): Promise<void> => {
+        // Compare-and-set on the whole record: a request that found the lease over and began settling it
+        // changed or deleted the record, and from then on this attempt must not reach the log.
+        const next = JSON.stringify({ ...(JSON.parse(held) as Attempt), leaseUntil: this.clock.now() + this.options.leaseMs } satisfies Attempt);
+        const kept = await this.run('holding an Idempotency-Key', () => this.redis.pushbaseIdemReplaceIfHeld(attemptName, held, next));
+        if (kept !== 1) throw new DomainError('unavailable', `The Idempotency-Key ${JSON.stringify(key)} was taken over while this attempt waited; nothing was stored, retry the request`);
+        held = next;
+      },
       settle: async (outcome: KeyOutcome): Promise<void> => {
         if (outcome === 'unknown') {
           const next = JSON.stringify({ ...(JSON.parse(held) as Attempt), state: 'unknown' } satisfies Attempt);

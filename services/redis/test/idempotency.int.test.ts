@@ -138,4 +138,40 @@ describe('RedisIdempotencyLedger', () => {
     await expect(two.append({ account: 'acme', id: 'd', json, idempotency })).resolves.toEqual({ replayed: true });
     expect(log.events.filter((e) => e.idempotency?.key === 'retry')).toHaveLength(1);
   });
+  it('fences an attempt slower than its lease before the append: the retry applies it, the first attempt does not', async () => {
+    const log = new MemoryEventLog();
+    const projection = new MemoryProjection();
+    await log.start(projection.apply);
+    projection.apply([
+      { type: 'DatasetDefined', schema_version: 2, account: 'acme', dataset: 'd', incarnation: 'i', at: now, definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] } },
+    ]);
+    let releaseFirst!: () => void;
+    const stalled = new Promise<void>((r) => (releaseFirst = r));
+    // The first replica's schema read stalls (a queue, a pause) while its lease runs out.
+    const slowSchemas = { ...projection, get: async (account: string, id: string) => (await stalled, projection.get(account, id)) } as typeof projection;
+    const one = keyGuard(ledgerOn(a), clock).records(createRecordService({ schemas: slowSchemas, log, clock }));
+    const two = keyGuard(ledgerOn(b), clock).records(createRecordService({ schemas: projection, log, clock }));
+    const json = Buffer.from('{"data":[{"n":1}]}');
+    const idempotency = { key: 'slow', fingerprint: 'fp' };
+    const first = one.append({ account: 'acme', id: 'd', json, idempotency });
+    await new Promise((r) => setTimeout(r, 50));
+    now += LEASE + 1;
+    await expect(two.append({ account: 'acme', id: 'd', json, idempotency })).resolves.toEqual({ replayed: false });
+    releaseFirst();
+    await expect(first).rejects.toMatchObject({ code: 'unavailable' });
+    expect(log.events.filter((e) => e.idempotency?.key === 'slow')).toHaveLength(1);
+  });
+
+  it('renews the lease of an attempt that holds its key at the append', async () => {
+    const [one, two] = [ledgerOn(a), ledgerOn(b)];
+    const claim = (await one.claim('acme', 'k', 'd'))!;
+    now += LEASE - 1;
+    await claim.hold();
+    now += LEASE - 1; // past the first lease, inside the renewed one
+    await claim.settle('unknown');
+    expect(await inFlight(two.applied('acme', 'k'))).toBe(true);
+    now += 2;
+    expect(await two.applied('acme', 'k')).toBeUndefined(); // over: settled from the (empty) log
+    await expect(claim.hold()).rejects.toMatchObject({ code: 'unavailable' });
+  });
 });
