@@ -68,7 +68,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     url: config.redis.url,
     ttlMs: config.idempotency.ttlMs,
     leaseMs: config.idempotency.leaseMs,
-    projected: (account, dataset) => progress.projected(account, dataset),
+    progress,
   });
   const server = createRecordsServer({
     ledger,

@@ -20,8 +20,10 @@ import { checkPrefix, DEFAULT_PREFIX } from './keys';
  * (the appender's deadline plus a request's timeout). A request finding a live lease is answered 409. An
  * attempt that ended unknown (outcome_unknown), or whose holder died (a killed pod leaves its lease), is
  * SETTLED by the next request, not guessed: it waits until the lease is over — after that the first
- * attempt's event is in the log or never will be — and until the log has been folded into Redis up to
- * its end at that moment (`projected`); then the applied record is there exactly when the write was stored.
+ * attempt's event is in the log or never will be, as an attempt renews its lease right before its append
+ * and is fenced off once a request began settling it (claim's hold) — and until the log has been folded
+ * into Redis up to its end at that moment, kept with the attempt (`progress`); then the applied record is
+ * there exactly when the write was stored.
  */
 
 export interface RedisIdempotencyOptions {
@@ -32,10 +34,14 @@ export interface RedisIdempotencyOptions {
   /** How long an attempt may still be stored after it started: the writer's deadline plus a request's timeout. */
   readonly leaseMs: number;
   /**
-   * Whether every event of the dataset's stream stored so far has been folded into Redis (the projector's
-   * committed offset has reached the partition's end): then the applied records are complete for it.
+   * How far the log has been folded into Redis (services/kafka/src/projection-progress.ts): `end` is where
+   * the log holding the dataset's stream ends now; `projected` whether the fold (the projector's committed
+   * offset) has reached such an end — then the applied records are complete up to it.
    */
-  readonly projected: (account: string, dataset: string) => Promise<boolean>;
+  readonly progress: {
+    end(account: string, dataset: string): Promise<{ readonly partition: number; readonly offset: number }>;
+    projected(end: { readonly partition: number; readonly offset: number }): Promise<boolean>;
+  };
   readonly clock?: { now(): number };
 }
 
@@ -44,6 +50,8 @@ interface Attempt {
   readonly dataset: string;
   readonly state: 'running' | 'unknown';
   readonly leaseUntil: number;
+  /** Where the log ended when a request first found the lease over: the attempt's event, if stored, is below. */
+  readonly end?: { readonly partition: number; readonly offset: number };
 }
 
 // KEYS[1] the attempt. ARGV[1] the value the caller holds; ARGV[2] the new value, or '' to delete.
@@ -102,12 +110,22 @@ export class RedisIdempotencyLedger implements IdempotencyLedger {
       if (attempt.state === 'running') return undefined;
       throw keyInFlight(key);
     }
-    // The lease is over: the attempt's event is in the log or never will be. Settled once Redis holds the log's fold up to its end.
-    if (!(await this.options.projected(account, attempt.dataset))) throw keyInFlight(key);
+    // The lease is over: the attempt's event is in the log or never will be. The log's end is read once and
+    // kept with the attempt (compare-and-set: the attempt may have renewed its lease at its append meanwhile,
+    // and from then on it is fenced off); settled once Redis holds the log's fold up to that end.
+    let current = held;
+    let end = attempt.end;
+    if (end === undefined) {
+      end = await this.options.progress.end(account, attempt.dataset);
+      const next = JSON.stringify({ ...attempt, end } satisfies Attempt);
+      if ((await this.run('settling an Idempotency-Key', () => this.redis.pushbaseIdemReplaceIfHeld(attemptName, held, next))) !== 1) throw keyInFlight(key);
+      current = next;
+    }
+    if (!(await this.options.progress.projected(end))) throw keyInFlight(key);
     const settled = await this.run('reading an Idempotency-Key', () => this.redis.get(appliedName));
     if (settled !== null) return JSON.parse(settled) as AppliedKey;
     // Never stored: the key is free again.
-    await this.run('releasing an Idempotency-Key', () => this.redis.pushbaseIdemReplaceIfHeld(attemptName, held, ''));
+    await this.run('releasing an Idempotency-Key', () => this.redis.pushbaseIdemReplaceIfHeld(attemptName, current, ''));
     return undefined;
   }
 

@@ -21,7 +21,9 @@ describe('RedisIdempotencyLedger', () => {
   let now: number;
   let projected: boolean;
   const clock = { now: () => now };
-  const ledgerOn = (redis: Redis) => new RedisIdempotencyLedger(redis, { prefix, ttlMs: TTL, leaseMs: LEASE, clock, projected: () => Promise.resolve(projected) });
+  const ledgerOn = (redis: Redis) => new RedisIdempotencyLedger(redis, { prefix, ttlMs: TTL, leaseMs: LEASE, clock,
+      progress: { end: () => Promise.resolve({ partition: 0, offset: 1 }), projected: () => Promise.resolve(projected) },
+    });
 
   beforeEach(async () => {
     [a, b] = await Promise.all([connectTestRedis(), connectTestRedis()]);
@@ -173,5 +175,23 @@ describe('RedisIdempotencyLedger', () => {
     now += 2;
     expect(await two.applied('acme', 'k')).toBeUndefined(); // over: settled from the (empty) log
     await expect(claim.hold()).rejects.toMatchObject({ code: 'unavailable' });
+  });
+  it('settles against the end of the log when the lease was found over, not a moving end (steady writes of others)', async () => {
+    // Other datasets on the partition keep it growing; the projector trails its end by one event throughout.
+    let logEnd = 100;
+    let ends = 0;
+    const progress = {
+      end: () => Promise.resolve({ partition: 0, offset: (ends++, (logEnd += 10)) }),
+      projected: (end: { offset: number }) => Promise.resolve(logEnd - 1 >= end.offset),
+    };
+    const busy = (redis: Redis) => new RedisIdempotencyLedger(redis, { prefix, ttlMs: TTL, leaseMs: LEASE, clock, progress });
+    const [one, two] = [busy(a), busy(b)];
+    await (await one.claim('acme', 'k', 'd'))!.settle('unknown');
+    now += LEASE;
+    expect(await inFlight(two.applied('acme', 'k'))).toBe(true); // the fold has not reached the end kept: 110
+    logEnd += 10; // more writes of others: the fold passed 110
+    expect(await two.applied('acme', 'k')).toBeUndefined();
+    expect(ends).toBe(1); // the end was read once
+    expect(await two.claim('acme', 'k', 'd')).toBeDefined();
   });
 });

@@ -65,7 +65,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
       url: config.redis.url,
       ttlMs: config.idempotency.ttlMs,
       leaseMs: config.idempotency.leaseMs,
-      projected: (account, dataset) => progress.projected(account, dataset),
+      progress,
     }),
     idempotencyTtlMs: config.idempotency.ttlMs,
     redis,
