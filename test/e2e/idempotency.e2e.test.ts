@@ -5,7 +5,7 @@ import { uid } from './support';
 /*
  * Idempotency-Keys against the real server, in both modes: a retried append without unique_by stays single
  * after a connection cut once the request was sent, after kill -9 of the server between the attempts and
- * during the first; the key with another request is refused; keys expire. (Embedded: compaction keeps keys,
+ * during the first; the key with another request is refused. (Embedded: compaction keeps keys,
  * test/embedded/idempotency.e2e.test.ts; distributed: two gateways, the records service killed alone,
  * test/distributed/idempotency.e2e.test.ts.)
  */
@@ -101,17 +101,15 @@ describe('Idempotency-Key (e2e)', () => {
     expect((await append(server, id, 'before-kill', 2)).status).toBe(422);
   });
 
-  it('refuses the key with another request (422) and forgets keys after the retention', async () => {
-    // Three seconds.
-    server = await new TestServer({ env: { ...ENV, PUSHBASE_IDEMPOTENCY_TTL_HOURS: String(3 / 3600) } }).start();
+  it('refuses the key with another request (422)', async () => {
+    // Expiry is not waited for here: the retention is at least an hour (services/redis/test/idempotency.int.test.ts
+    // checks the keys' expiry in Redis).
+    server = await new TestServer({ env: ENV }).start();
     const id = await createDataset(server);
-    expect((await append(server, id, 'short-lived')).status).toBe(200);
-    const reused = await append(server, id, 'short-lived', 2);
+    expect((await append(server, id, 'reused')).status).toBe(200);
+    const reused = await append(server, id, 'reused', 2);
     expect({ status: reused.status, code: reused.body.error.code }).toEqual({ status: 422, code: 'idempotency_mismatch' });
-    expect((await append(server, id, 'short-lived')).headers['idempotent-replayed']).toBe('true');
-    await new Promise((r) => setTimeout(r, 3500));
-    const again = await append(server, id, 'short-lived');
-    expect({ status: again.status, replayed: again.headers['idempotent-replayed'] }).toEqual({ status: 200, replayed: undefined });
-    expect(await count(server, id)).toBe(2);
+    expect((await append(server, id, 'reused')).headers['idempotent-replayed']).toBe('true');
+    expect(await count(server, id)).toBe(1);
   });
 });

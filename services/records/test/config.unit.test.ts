@@ -9,7 +9,10 @@ describe('loadRecordsConfig', () => {
     expect(c.redis).toEqual({ url: 'redis://127.0.0.1:6379', prefix: 'pushbase:' });
     // The append deadline, a request's timeout, the schema service's transaction timeout and 5 s to spare.
     expect(c.idempotency).toEqual({ ttlMs: 86_400_000, leaseMs: 30_000 + 10_000 + 10_000 + 5000, projectorGroup: 'pushbase-projector' });
-    expect(() => loadRecordsConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '0' })).toThrow(/PUSHBASE_IDEMPOTENCY_TTL_HOURS/);
+    // Well above the lease (an unknown attempt must be settled before its key is forgotten), at most a week.
+    for (const hours of ['0', '0.5', '0.99', '168.5', '8760']) expect(() => loadRecordsConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: hours })).toThrow(/PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at (least 1|most 168)/);
+    expect(loadRecordsConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '1' }).idempotency.ttlMs).toBe(3_600_000);
+    expect(loadRecordsConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '168' }).idempotency.ttlMs).toBe(604_800_000);
     expect(c.writeWorkers).toBe(defaultRecordsWriteWorkers());
   });
 

@@ -39,7 +39,7 @@ describe('pushbase schema configuration', () => {
       OTEL_TRACES_EXPORTER: 'otlp',
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
       OTEL_SERVICE_NAME: 'schema-a',
-      PUSHBASE_IDEMPOTENCY_TTL_HOURS: '0.5',
+      PUSHBASE_IDEMPOTENCY_TTL_HOURS: '1.5',
       PUSHBASE_PROJECTOR_GROUP: 'proj-2',
     });
     expect(c).toEqual({
@@ -50,7 +50,7 @@ describe('pushbase schema configuration', () => {
       sweepIntervalMs: 500,
       shutdownTimeoutMs: 0,
       // A lease, an append and a sweep, and 5 s to spare.
-      idempotency: { ttlMs: 1_800_000, leaseMs: 10_000 + 5000 + 500 + 5000, projectorGroup: 'proj-2' },
+      idempotency: { ttlMs: 5_400_000, leaseMs: 10_000 + 5000 + 500 + 5000, projectorGroup: 'proj-2' },
       metrics: { host: '0.0.0.0', port: 9464 },
       telemetry: { logLevel: 'debug', traces: { exporter: 'otlp', protocol: 'http/json', serviceName: 'schema-a' } },
     });
