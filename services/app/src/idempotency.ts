@@ -1,5 +1,5 @@
 import type { DatasetRef, DatasetBody, FindOrCreateResult, IdempotencyLedger, KeyClaim, KeyedWrite, RawDatasetBody, RecordService, SchemaService, WriteAnswer } from '@pushbase/contracts';
-import { appliedKeyOf, DomainError, keyInFlight, keyReused, repeatOf, retained, type AppliedKey, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
+import { appliedKeyOf, DomainError, keyInFlight, keyReused, parseDefinition, repeatOf, retained, type AppliedKey, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
 import type { Clock, Fenced } from './services';
 
 /** How long an applied key is retained by default: 24 hours (PUSHBASE_IDEMPOTENCY_TTL_HOURS). */
@@ -162,7 +162,9 @@ export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => 
             // The same fingerprint is the same method and path, so the applied write was this create; a key
             // recorded without its dataset can only be another request's.
             if (applied.dataset === undefined) throw keyReused(applied.key);
-            return { created: true, dataset: applied.dataset, replayed: true };
+            // The same fingerprint is the same body bytes: its definition is the one the create stored.
+            const definition = applied.dataset.definition ?? parseDefinition(req.body);
+            return { created: true, dataset: { ...applied.dataset, definition }, replayed: true };
           },
           (fence) => schemas.findOrCreate(fenced(req, fence)),
           // A find applies nothing: its key stays free.

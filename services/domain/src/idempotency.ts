@@ -1,5 +1,6 @@
 import { clip, DomainError } from './errors';
 import type { DatasetEvent } from './events';
+import type { DatasetDefinition } from './types';
 import type { DatasetSummary } from './fold';
 
 /*
@@ -16,6 +17,13 @@ export interface IdempotencyMark {
 }
 
 /**
+ * The dataset a keyed create created, as its key keeps it. Without its definition when recorded from the
+ * log (appliedKeyOf): a repeat has the same body bytes (the fingerprint says so), so the definition is
+ * parsed again from the repeat, and a retained key costs a few hundred bytes, not a definition's worth.
+ */
+export type CreatedDataset = Omit<DatasetSummary, 'definition'> & { readonly definition?: DatasetDefinition };
+
+/**
  * A key whose write is stored: what a repeat of it is answered from. `dataset` is the created dataset of
  * a `PUT /datasets/:id` that created it (answered 201 with it); every other keyed write answers `{}`.
  */
@@ -25,7 +33,7 @@ export interface AppliedKey {
   readonly fingerprint: string;
   /** The event's server time (epoch ms): the key is retained for the TTL from then. */
   readonly at: number;
-  readonly dataset?: DatasetSummary;
+  readonly dataset?: CreatedDataset;
 }
 
 /** The applied key an event records, if it carries one. */
@@ -34,7 +42,7 @@ export function appliedKeyOf(event: DatasetEvent): AppliedKey | undefined {
   if (mark === undefined) return undefined;
   const applied = { account: event.account, key: mark.key, fingerprint: mark.fingerprint, at: event.at };
   if (event.type !== 'DatasetDefined') return applied;
-  const dataset: DatasetSummary = { account: event.account, id: event.dataset, incarnation: event.incarnation, definition: event.definition, created_at: event.at, updated_at: event.at };
+  const dataset: CreatedDataset = { account: event.account, id: event.dataset, incarnation: event.incarnation, created_at: event.at, updated_at: event.at };
   return { ...applied, dataset };
 }
 

@@ -184,6 +184,8 @@ describe('Idempotency-Key at the public API', () => {
       const again = await call('PUT', `/datasets/${id}`, { body: definition, key: 'create-1' });
       expect({ status: again.status, body: again.body, replayed: again.headers.get('idempotent-replayed') }).toEqual({ status: 201, body: first.body, replayed: 'true' });
       expect(await projection.get('acme', id)).toBeUndefined(); // not created again
+      // Answered from the body again: the retained key holds no copy of the definition.
+      expect((await ledger.applied('acme', 'create-1'))?.dataset).not.toHaveProperty('definition');
     });
 
     it('replays a delete, which does not become a 404', async () => {
