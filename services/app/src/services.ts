@@ -88,11 +88,6 @@ interface SchemaServiceCommonDeps {
 export type SchemaServiceDeps = SchemaServiceCommonDeps & ({ readonly log: EventLog } | { readonly changes: SchemaChanges });
 
 /**
- * The schema service: find-or-create, get, delete. The decisions are the domain's (decideDefine,
- * decideDelete) made from what `store` holds; how they are serialised and made durable and visible is
- * `changes`' part, the one thing the embedded and the distributed schema service do differently.
- */
-/**
  * What the Idempotency-Key guard (idempotency.ts) adds to a keyed write in process, never sent: awaited right
  * before the write's event is handed to the log; rejects with `unavailable` (nothing stored) when the attempt
  * no longer holds its key.
@@ -101,6 +96,11 @@ export interface Fenced {
   readonly fence?: () => Promise<void>;
 }
 
+/**
+ * The schema service: find-or-create, get, delete. The decisions are the domain's (decideDefine,
+ * decideDelete) made from what `store` holds; how they are serialised and made durable and visible is
+ * `changes`' part, the one thing the embedded and the distributed schema service do differently.
+ */
 export function createSchemaService(deps: SchemaServiceDeps): SchemaService {
   const { store, clock, ids, quotas } = deps;
   const datasetLimit = (account: string): Promise<number> => (quotas === undefined ? Promise.resolve(LIMITS.datasetsPerAccount) : quotas.datasetLimit(account));

@@ -1,6 +1,7 @@
-import { keyGuard, createRecordService, MemoryProjection, MemoryEventLog } from '@pushbase/app';
+import { keyGuard, createRecordService, createSchemaService, MemoryProjection, MemoryEventLog } from '@pushbase/app';
 import { RedisIdempotencyLedger, RedisSchemaStore } from '@pushbase/redis';
 import { DomainError, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
+import type { SchemaStore } from '@pushbase/contracts';
 import type { Redis } from 'ioredis';
 import { connectTestRedis, deleteUnder, randomPrefix } from '../../../test/helpers/redis';
 
@@ -162,6 +163,35 @@ describe('RedisIdempotencyLedger', () => {
     releaseFirst();
     await expect(first).rejects.toMatchObject({ code: 'unavailable' });
     expect(log.events.filter((e) => e.idempotency?.key === 'slow')).toHaveLength(1);
+  });
+
+  it('fences a keyed create of the schema service slower than its lease the same way', async () => {
+    const log = new MemoryEventLog();
+    const projection = new MemoryProjection();
+    await log.start(projection.apply);
+    let releaseFirst!: () => void;
+    const stalled = new Promise<void>((r) => (releaseFirst = r));
+    let stall = true;
+    // The first replica's count of the account's datasets stalls (waiting for the account's lock, a pause).
+    const slowStore: SchemaStore = {
+      get: (account, id) => projection.get(account, id),
+      count: async (account) => {
+        if (stall) await stalled;
+        return projection.count(account);
+      },
+    };
+    const service = (store: SchemaStore, redis: Redis) =>
+      keyGuard(ledgerOn(redis), clock).schemas(createSchemaService({ log, store, clock, ids: { newIncarnation: () => `inc-${now}` } }));
+    const [one, two] = [service(slowStore, a), service(projection, b)];
+    const req = { account: 'acme', id: 'created', body: { fields: { n: { type: 'number', name: 'N' } } }, idempotency: { key: 'create', fingerprint: 'fp' } };
+    const first = one.findOrCreate(req);
+    await new Promise((r) => setTimeout(r, 50));
+    stall = false;
+    now += LEASE + 1;
+    await expect(two.findOrCreate(req)).resolves.toMatchObject({ created: true });
+    releaseFirst();
+    await expect(first).rejects.toMatchObject({ code: 'unavailable' });
+    expect(log.events.filter((e) => e.idempotency?.key === 'create')).toHaveLength(1);
   });
 
   it('renews the lease of an attempt that holds its key at the append', async () => {
