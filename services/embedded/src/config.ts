@@ -12,6 +12,14 @@ import { blankToUndefined, parseEnv } from '@pushbase/config';
  */
 export const defaultWriteWorkers = (cores: number = availableParallelism()): number => defaultWriteWorkerCount(1, cores);
 
+/**
+ * The retention's bounds, as in distributed mode: at least an hour, so a client's retries after a timeout
+ * or a restart still find the key; at most a week, since every retained key is held in memory and written
+ * into every snapshot.
+ */
+export const IDEMPOTENCY_TTL_HOURS_MIN = 1;
+export const IDEMPOTENCY_TTL_HOURS_MAX = 168;
+
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
 
 // The listeners' variables (shared with `pushbase gateway`) and the embedded store's own.
@@ -26,7 +34,14 @@ const schema = z
     // Threads that parse and validate writes beside the event loop; 0 keeps them on it.
     PUSHBASE_WRITE_WORKERS: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(64).default(defaultWriteWorkers())),
     // How long a write's Idempotency-Key is remembered (docs/api.md → Retrying a write); fractions allowed.
-    PUSHBASE_IDEMPOTENCY_TTL_HOURS: z.preprocess(blankToUndefined, z.coerce.number().positive().max(8760).default(DEFAULT_IDEMPOTENCY_TTL_HOURS)),
+    PUSHBASE_IDEMPOTENCY_TTL_HOURS: z.preprocess(
+      blankToUndefined,
+      z.coerce
+        .number()
+        .min(IDEMPOTENCY_TTL_HOURS_MIN, `PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at least ${IDEMPOTENCY_TTL_HOURS_MIN} (hours)`)
+        .max(IDEMPOTENCY_TTL_HOURS_MAX, `PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at most ${IDEMPOTENCY_TTL_HOURS_MAX} (hours, a week)`)
+        .default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
+    ),
   })
   .refine(...tlsPairRefinement);
 

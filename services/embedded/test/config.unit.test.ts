@@ -8,10 +8,16 @@ describe('embedded configuration', () => {
     expect(c.tls).toBeUndefined();
     expect(Object.isFrozen(c)).toBe(true);
   });
-  it('keeps Idempotency-Keys 24 hours unless PUSHBASE_IDEMPOTENCY_TTL_HOURS says otherwise (fractions allowed)', () => {
+  it('keeps Idempotency-Keys 24 hours unless PUSHBASE_IDEMPOTENCY_TTL_HOURS says otherwise: 1 to 168 hours, fractions allowed', () => {
     expect(loadConfig({}).idempotencyTtlMs).toBe(24 * 3_600_000);
-    expect(loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '0.5' }).idempotencyTtlMs).toBe(1_800_000);
-    for (const bad of ['0', '-1', 'x', '9000']) expect(() => loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: bad })).toThrow(/PUSHBASE_IDEMPOTENCY_TTL_HOURS/);
+    expect(loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '1' }).idempotencyTtlMs).toBe(3_600_000);
+    expect(loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '1.5' }).idempotencyTtlMs).toBe(5_400_000);
+    expect(loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '168' }).idempotencyTtlMs).toBe(168 * 3_600_000);
+    for (const bad of ['0', '-1', 'x', '0.5', String(2 / 3600), '168.5', '8760']) {
+      expect(() => loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: bad })).toThrow(/PUSHBASE_IDEMPOTENCY_TTL_HOURS/);
+    }
+    expect(() => loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '0.5' })).toThrow(/at least 1/);
+    expect(() => loadConfig({ PUSHBASE_IDEMPOTENCY_TTL_HOURS: '200' })).toThrow(/at most 168/);
   });
   it('runs one write worker more than the cores, at most 4, none on one core, and none on request', () => {
     expect(loadConfig({}).writeWorkers).toBe(defaultWriteWorkers(availableParallelism()));

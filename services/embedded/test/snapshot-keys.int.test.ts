@@ -172,3 +172,29 @@ test('a snapshot written with the keys in its header (before key frames) still l
   read.close();
   expect(read.idempotency).toEqual(keys);
 });
+
+test('a restart forgets the keys older than the retention, whether replayed from the log or loaded from a snapshot', async () => {
+  const hour = 3_600_000;
+  let now = Date.now();
+  const clock = { now: () => now };
+  const keyed = (key: string): DatasetEvent => ({ schema_version: EVENT_SCHEMA_VERSION, account: 'tenant', dataset: 'live', incarnation: 'live-i', at: now, type: 'RecordsAppended', records: [], delete_by: null, idempotency: { key, fingerprint: 'f' } });
+  let store = await open({ clock, idempotencyTtlMs: hour });
+  await store.eventLog.append([{ schema_version: EVENT_SCHEMA_VERSION, account: 'tenant', dataset: 'live', incarnation: 'live-i', at: now, type: 'DatasetDefined', definition }]);
+  await store.eventLog.append([keyed('in-snapshot')]);
+  await store.compactNow();
+  now += 30 * 60_000;
+  await store.eventLog.append([keyed('in-log')]);
+  await closeAll();
+
+  now += 45 * 60_000; // the first key is 75 minutes old, the second 45
+  store = await open({ clock, idempotencyTtlMs: hour });
+  expect(store.stats().snapshotPosition).toBeGreaterThan(0);
+  expect(await store.ledger.applied('tenant', 'in-snapshot')).toBeUndefined();
+  expect(await store.ledger.applied('tenant', 'in-log')).toBeDefined();
+  await closeAll();
+
+  now += 20 * 60_000;
+  store = await open({ clock, idempotencyTtlMs: hour });
+  expect(await store.ledger.applied('tenant', 'in-log')).toBeUndefined();
+  expect(store.ledger.size).toBe(0);
+});
