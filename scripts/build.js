@@ -26,7 +26,7 @@ for (const file of manifests) {
 // Start clean, so no bundle of a removed entry point lingers beside the new ones.
 rmSync(path.join(root, 'dist'), { recursive: true, force: true });
 
-// The dataset browser page (services/ui, issue 11): its script bundled with chart.js for browsers, beside
+// The dataset browser page (services/ui, docs/browser.md): its script bundled with chart.js for browsers, beside
 // its HTML and CSS in dist/ui, which the admin listener serves (services/gateway/src/ui.ts). Nothing is
 // fetched from elsewhere at run time.
 const ui = path.join(root, 'dist', 'ui');

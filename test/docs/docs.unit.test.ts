@@ -158,9 +158,7 @@ function repositoryFiles(): string[] {
 test('every document a source file names (a *.md file, a docs/ path) is a file of the repository', () => {
   const files = repositoryFiles();
   const known = new Set(files);
-  // test/helpers/ is being reworked in another change and still cites a document kept outside the
-  // repository (oracle.ts); include it once that change has landed.
-  const sources = files.filter((f) => /\.(ts|js|mjs|cjs|proto|yaml|yml|tpl)$/.test(f) && !f.startsWith('test/helpers/'));
+  const sources = files.filter((f) => /\.(ts|js|mjs|cjs|proto|yaml|yml|tpl)$/.test(f));
   expect(sources.length).toBeGreaterThan(200);
   const exists = (from: string, name: string): boolean =>
     known.has(name) || known.has(path.posix.normalize(path.posix.join(path.posix.dirname(from), name))) || files.some((f) => f.endsWith(`/${name}`));
@@ -189,7 +187,7 @@ test('every "<document> → <section>" a source file names is a section of that 
     });
   const wrong: string[] = [];
   let seen = 0;
-  for (const file of files.filter((f) => /\.(ts|js|mjs|cjs|proto|yaml|yml|tpl)$/.test(f) && !f.startsWith('test/helpers/'))) {
+  for (const file of files.filter((f) => /\.(ts|js|mjs|cjs|proto|yaml|yml|tpl)$/.test(f))) {
     // The reference may wrap onto the next comment line: join them, dropping the comment markers.
     const text = read(file).replace(/\n\s*(?:\*|\/\/|#)\s?/g, ' ');
     for (const m of text.matchAll(/([\w./-]+\.md)(?:\s*→\s*|, ")([^.,;:()"\n]+)/g)) {

@@ -64,7 +64,7 @@ export interface Sent {
  */
 export const unsettled = (answer: Answer): boolean => answer.status === undefined || answer.status === 409 || answer.status === 503 || answer.status >= 500;
 
-/** Sorts an answer into its outcome (DECISIONS.md → Statuses and bodies; issue 7's 503 promise). */
+/** Sorts an answer into its outcome (docs/api.md → Errors; a 503 was never stored: docs/api.md → Retrying safely). */
 export function outcomeOf(answer: Answer): Outcome {
   const s = answer.status;
   if (s === undefined) return 'unknown';
