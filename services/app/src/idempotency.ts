@@ -2,9 +2,6 @@ import type { DatasetRef, DatasetBody, FindOrCreateResult, IdempotencyLedger, Ke
 import { appliedKeyOf, DomainError, keyInFlight, keyReused, parseDefinition, repeatOf, retained, type AppliedKey, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
 import type { Clock, Fenced } from './services';
 
-/** How long an applied key is retained by default: 24 hours (PUSHBASE_IDEMPOTENCY_TTL_HOURS). */
-export const DEFAULT_IDEMPOTENCY_TTL_HOURS = 24;
-export const hoursToMs = (hours: number): number => Math.round(hours * 3_600_000);
 
 /*
  * The embedded ledger: the applied keys are a fold of the log, fed by the same listener as the projection

@@ -31,6 +31,28 @@ export const shutdownEnv = {
   PUSHBASE_SHUTDOWN_TIMEOUT_MS: integer(10_000, 0, 600_000),
 };
 
+/**
+ * How long a write's Idempotency-Key is kept (docs/api.md → Retrying a write), read alike by `pushbase serve`
+ * and by every distributed service that records or reads keys. At least an hour: an attempt of unknown
+ * outcome is settled only after its lease (under a minute), and a key forgotten before that would let its
+ * retry be applied a second time. At most a week: every retained key is held in memory and snapshots
+ * (embedded) or in Redis (distributed).
+ */
+export const DEFAULT_IDEMPOTENCY_TTL_HOURS = 24;
+export const IDEMPOTENCY_TTL_HOURS_MIN = 1;
+export const IDEMPOTENCY_TTL_HOURS_MAX = 168;
+export const hoursToMs = (hours: number): number => Math.round(hours * 3_600_000);
+export const idempotencyEnv = {
+  PUSHBASE_IDEMPOTENCY_TTL_HOURS: z.preprocess(
+    blankToUndefined,
+    z.coerce
+      .number()
+      .min(IDEMPOTENCY_TTL_HOURS_MIN, `PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at least ${IDEMPOTENCY_TTL_HOURS_MIN} (hours)`)
+      .max(IDEMPOTENCY_TTL_HOURS_MAX, `PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at most ${IDEMPOTENCY_TTL_HOURS_MAX} (hours, a week)`)
+      .default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
+  ),
+};
+
 /** Every problem of a failed parse, one a line. */
 export function configProblems(error: z.ZodError): Error {
   const problems = error.issues.map((i) => `${i.path.join('.') || 'config'}: ${i.message}`).join('\n  ');

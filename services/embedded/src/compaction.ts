@@ -1,5 +1,6 @@
 import * as fs from 'node:fs';
-import { DEFAULT_IDEMPOTENCY_TTL_HOURS, hoursToMs, MemoryIdempotencyLedger } from '@pushbase/app';
+import { DEFAULT_IDEMPOTENCY_TTL_HOURS, hoursToMs } from '@pushbase/config';
+import { MemoryIdempotencyLedger } from '@pushbase/app';
 import { evolve, initialState, type AppliedKey, type State } from '@pushbase/domain';
 import { listSegments, readSealedSegment, segmentDir } from './file-event-log';
 import { syncDirectory } from '@pushbase/data-dir';

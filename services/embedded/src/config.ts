@@ -1,9 +1,9 @@
 import { availableParallelism } from 'node:os';
-import { DEFAULT_IDEMPOTENCY_TTL_HOURS, defaultWriteWorkerCount, hoursToMs } from '@pushbase/app';
+import { defaultWriteWorkerCount } from '@pushbase/app';
 import { listenerConfigOf, listenerEnv, tlsPairRefinement, type ListenerConfig } from '@pushbase/gateway';
 import { telemetryConfigOf, telemetryEnv, type TelemetryConfig } from '@pushbase/telemetry';
 import { z } from 'zod';
-import { blankToUndefined, parseEnv } from '@pushbase/config';
+import { blankToUndefined, hoursToMs, idempotencyEnv, parseEnv } from '@pushbase/config';
 
 /**
  * One write worker more than the cores, at most 4; none on one core (the rule: defaultWriteWorkerCount).
@@ -11,14 +11,6 @@ import { blankToUndefined, parseEnv } from '@pushbase/config';
  * requests queued behind the busy worker while a core idled (docs/performance.md → Embedded write workers).
  */
 export const defaultWriteWorkers = (cores: number = availableParallelism()): number => defaultWriteWorkerCount(1, cores);
-
-/**
- * The retention's bounds, as in distributed mode: at least an hour, so a client's retries after a timeout
- * or a restart still find the key; at most a week, since every retained key is held in memory and written
- * into every snapshot.
- */
-export const IDEMPOTENCY_TTL_HOURS_MIN = 1;
-export const IDEMPOTENCY_TTL_HOURS_MAX = 168;
 
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
 
@@ -33,15 +25,7 @@ const schema = z
     PUSHBASE_COMPACT_AFTER_BYTES: positive(256 * 1024 * 1024),
     // Threads that parse and validate writes beside the event loop; 0 keeps them on it.
     PUSHBASE_WRITE_WORKERS: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(64).default(defaultWriteWorkers())),
-    // How long a write's Idempotency-Key is remembered (docs/api.md → Retrying a write); fractions allowed.
-    PUSHBASE_IDEMPOTENCY_TTL_HOURS: z.preprocess(
-      blankToUndefined,
-      z.coerce
-        .number()
-        .min(IDEMPOTENCY_TTL_HOURS_MIN, `PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at least ${IDEMPOTENCY_TTL_HOURS_MIN} (hours)`)
-        .max(IDEMPOTENCY_TTL_HOURS_MAX, `PUSHBASE_IDEMPOTENCY_TTL_HOURS must be at most ${IDEMPOTENCY_TTL_HOURS_MAX} (hours, a week)`)
-        .default(DEFAULT_IDEMPOTENCY_TTL_HOURS),
-    ),
+    ...idempotencyEnv,
   })
   .refine(...tlsPairRefinement);
 

@@ -1,6 +1,7 @@
+import { DEFAULT_IDEMPOTENCY_TTL_HOURS, hoursToMs } from '@pushbase/config';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { DEFAULT_IDEMPOTENCY_TTL_HOURS, hoursToMs, MemoryIdempotencyLedger, MemoryProjection, type Clock } from '@pushbase/app';
+import { MemoryIdempotencyLedger, MemoryProjection, type Clock } from '@pushbase/app';
 import { initialState } from '@pushbase/domain';
 import type { EventLogMetrics } from '@pushbase/metrics';
 import { pruneCovered, type CompactionJob, type CompactionResult } from './compaction';

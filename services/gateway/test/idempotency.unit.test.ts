@@ -6,7 +6,8 @@
  */
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createRecordService, createSchemaService, hoursToMs, keyedWrites, MemoryEventLog, MemoryIdempotencyLedger, MemoryProjection } from '@pushbase/app';
+import { hoursToMs } from '@pushbase/config';
+import { createRecordService, createSchemaService, keyedWrites, MemoryEventLog, MemoryIdempotencyLedger, MemoryProjection } from '@pushbase/app';
 import { DomainError, type DatasetEvent } from '@pushbase/domain';
 import { createMetricsRegistry, httpMetrics } from '@pushbase/metrics';
 import { createGatewayApp, defaultQuotasOf, hashApiKey, MemoryKeyStore, memoryRateLimiter, parseIdempotencyKey, requestFingerprint, SlidingWindowRateLimiter } from '../src';

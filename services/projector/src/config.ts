@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { integer, parseEnv } from '@pushbase/config';
+import { hoursToMs, idempotencyEnv, integer, parseEnv } from '@pushbase/config';
 import { clickhouseEnv, MAX_INSERT_ROWS, viewsDatabaseOf } from '@pushbase/clickhouse';
 import { accountsTopicEnv, defaultAccountsTopic, kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
-import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
+import { redisEnv } from '@pushbase/redis';
 import { MAX_ROWS_PER_EVENT } from './project';
 
 /*
@@ -44,7 +44,7 @@ const projectorConfigOf = (env: ProjectorEnv) =>
     clickhouse: Object.freeze({ url: env.PUSHBASE_CLICKHOUSE_URL, database: env.PUSHBASE_CLICKHOUSE_DATABASE, viewsDatabase: viewsDatabaseOf(env) }),
     redis: Object.freeze({ url: env.PUSHBASE_REDIS_URL, prefix: env.PUSHBASE_REDIS_PREFIX }),
     // How long the applied Idempotency-Keys it records from the events are kept (services/redis/src/idempotency.ts).
-    idempotencyTtlMs: idempotencyTtlMsOf(env),
+    idempotencyTtlMs: hoursToMs(env.PUSHBASE_IDEMPOTENCY_TTL_HOURS),
     maxRows: env.PUSHBASE_PROJECTOR_MAX_ROWS,
     flushRows: env.PUSHBASE_PROJECTOR_FLUSH_ROWS,
     flushIntervalMs: env.PUSHBASE_PROJECTOR_FLUSH_MS,

@@ -1,11 +1,11 @@
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
-import { integer, kafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
+import { hoursToMs, idempotencyEnv, integer, kafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
 import { defaultWriteWorkerCount } from '@pushbase/app';
 import { DEFAULT_WRITE_DEADLINE_MS, grpcServerConfigOf, grpcServerEnv, grpcTokenRefinement } from '@pushbase/grpc';
 import { kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
-import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
+import { redisEnv } from '@pushbase/redis';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
 
 /*
@@ -85,7 +85,7 @@ const schema = z
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
       writeWorkers: e.PUSHBASE_RECORDS_WRITE_WORKERS,
       idempotency: Object.freeze({
-        ttlMs: idempotencyTtlMsOf(e),
+        ttlMs: hoursToMs(e.PUSHBASE_IDEMPOTENCY_TTL_HOURS),
         leaseMs: idempotencyLeaseMs(e.PUSHBASE_RECORDS_APPEND_TIMEOUT_MS),
         projectorGroup: e.PUSHBASE_PROJECTOR_GROUP,
       }),

@@ -1,10 +1,10 @@
 import { z } from 'zod';
-import { integer, kafkaName, optionalKafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
+import { hoursToMs, idempotencyEnv, integer, kafkaName, optionalKafkaName, parseEnv, shutdownEnv } from '@pushbase/config';
 import { DEFAULT_WRITE_DEADLINE_MS, grpcServerConfigOf, grpcServerEnv, grpcTokenRefinement } from '@pushbase/grpc';
 import { accountsTopicEnv, defaultAccountsTopic, defaultTransactionalId, kafkaEnv, projectorGroupEnv } from '@pushbase/kafka';
 import { metricsConfigOf, metricsEnv } from '@pushbase/metrics';
 import { telemetryConfigOf, telemetryEnv } from '@pushbase/telemetry';
-import { idempotencyEnv, idempotencyTtlMsOf, redisEnv } from '@pushbase/redis';
+import { redisEnv } from '@pushbase/redis';
 
 /*
  * The schema service's settings (`pushbase schema`), one schema parsed once at start. Unset and empty
@@ -70,7 +70,7 @@ const schema = z
       sweepIntervalMs: e.PUSHBASE_SCHEMA_SWEEP_MS,
       shutdownTimeoutMs: e.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
       idempotency: Object.freeze({
-        ttlMs: idempotencyTtlMsOf(e),
+        ttlMs: hoursToMs(e.PUSHBASE_IDEMPOTENCY_TTL_HOURS),
         // A change of unknown outcome is rolled forward (or found never stored) by the account's next
         // holder or the sweep, at the latest a lease, an append and a sweep later: then the log is settled.
         leaseMs: e.PUSHBASE_SCHEMA_LOCK_TTL_MS + e.PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS + e.PUSHBASE_SCHEMA_SWEEP_MS + 5_000,
