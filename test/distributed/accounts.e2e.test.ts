@@ -3,10 +3,10 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { createKafka, defaultAccountsTopic, parseBrokers } from '@pushbase/kafka';
 import type { Redis } from 'ioredis';
-import { ServiceProcess } from '../../services/cli/src/distributed';
+import type { ServiceProcess } from '../../services/cli/src/distributed';
 import { connectTestRedis, deleteUnder, dumpUnder, keysUnder } from '../helpers/redis';
 import { sha } from '../helpers/api-keys';
-import { adminRequest, BUNDLE, ROOT, requestTo, TestServer, type Response } from '../helpers/server';
+import { adminRequest, BUNDLE, ROOT, requestTo, startSecondGateway, TestServer, type Response } from '../helpers/server';
 
 /*
  * Accounts and keys in the distributed mode, over real processes (docs/operations.md → Accounts and API keys): two gateways on one
@@ -26,18 +26,7 @@ let redis: Redis;
 
 beforeAll(async () => {
   stack = await new TestServer({ mode: 'distributed' }).start();
-  second = await ServiceProcess.start('gateway', {
-    bundle: BUNDLE,
-    cwd: ROOT,
-    env: {
-      ...stack.stack!.env,
-      PUSHBASE_PORT: '0',
-      PUSHBASE_ADMIN_PORT: '0',
-      PUSHBASE_TLS_CERT: stack.certFile,
-      PUSHBASE_TLS_KEY: path.join(path.dirname(stack.certFile), 'key.pem'),
-    },
-    readyTimeoutMs: 120_000,
-  });
+  second = await startSecondGateway(stack);
   gatewayB = { port: Number(second.ready.port), adminPort: Number(second.ready.admin_port), ca: stack.ca, plainHttp: false };
   redis = await connectTestRedis();
 }, 240_000);

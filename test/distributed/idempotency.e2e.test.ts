@@ -1,6 +1,5 @@
-import path from 'node:path';
-import { ServiceProcess } from '../../services/cli/src/distributed';
-import { BUNDLE, requestTo, ROOT, TestServer, type Response } from '../helpers/server';
+import type { ServiceProcess } from '../../services/cli/src/distributed';
+import { requestTo, startSecondGateway, TestServer, type Response } from '../helpers/server';
 
 /*
  * Idempotency-Keys across the distributed services' own failures: the attempts of one write sent to two
@@ -22,12 +21,7 @@ let other: Gateway;
 
 beforeAll(async () => {
   stack = await new TestServer({ mode: 'distributed', env: ENV }).start();
-  second = await ServiceProcess.start('gateway', {
-    bundle: BUNDLE,
-    cwd: ROOT,
-    env: { ...stack.stack!.env, PUSHBASE_PORT: '0', PUSHBASE_ADMIN_PORT: '0', PUSHBASE_TLS_CERT: stack.certFile, PUSHBASE_TLS_KEY: path.join(path.dirname(stack.certFile), 'key.pem') },
-    readyTimeoutMs: 120_000,
-  });
+  second = await startSecondGateway(stack);
   other = { port: Number(second.ready.port), ca: stack.ca, plainHttp: false };
 }, 240_000);
 

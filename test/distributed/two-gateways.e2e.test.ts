@@ -1,6 +1,5 @@
-import path from 'node:path';
-import { ServiceProcess } from '../../services/cli/src/distributed';
-import { BUNDLE, ROOT, requestTo, TestServer, type Response } from '../helpers/server';
+import type { ServiceProcess } from '../../services/cli/src/distributed';
+import { requestTo, startSecondGateway, TestServer, type Response } from '../helpers/server';
 
 /*
  * Two gateways on one Redis: the 60-a-minute limit of docs/api.md → Limits is one rolling window per API
@@ -15,18 +14,7 @@ let other: { port: number; ca: string; plainHttp: boolean };
 
 beforeAll(async () => {
   stack = await new TestServer({ mode: 'distributed' }).start();
-  second = await ServiceProcess.start('gateway', {
-    bundle: BUNDLE,
-    cwd: ROOT,
-    env: {
-      ...stack.stack!.env,
-      PUSHBASE_PORT: '0',
-      PUSHBASE_ADMIN_PORT: '0',
-      PUSHBASE_TLS_CERT: stack.certFile,
-      PUSHBASE_TLS_KEY: path.join(path.dirname(stack.certFile), 'key.pem'),
-    },
-    readyTimeoutMs: 120_000,
-  });
+  second = await startSecondGateway(stack);
   other = { port: Number(second.ready.port), ca: stack.ca, plainHttp: false };
 }, 240_000);
 

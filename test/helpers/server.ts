@@ -8,7 +8,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import type { Admin } from 'kafkajs';
-import { DistributedStack, SERVICES, type ServiceExit } from '../../services/cli/src/distributed';
+import { DistributedStack, SERVICES, ServiceProcess, type ServiceExit } from '../../services/cli/src/distributed';
 import { HighWatermarks } from './high-watermarks';
 import { CLUSTER_GROUP, CLUSTER_TOPIC, clusterEndpoints, portOf, provisionAccounts, servedCertificate, translatePath } from './cluster-target';
 import { stackNamesOf, type StackNames } from './stack-names';
@@ -55,6 +55,25 @@ export interface RequestOptions {
   readonly body?: unknown;
   readonly raw?: string | Buffer;
   readonly headers?: Record<string, string>;
+}
+
+/**
+ * A second gateway process on a distributed TestServer's stack: the same services, Redis prefix and
+ * certificate, its own ports (`ready.port`, `ready.admin_port`). The caller stops it (`signal('SIGTERM', …)`).
+ */
+export function startSecondGateway(server: TestServer): Promise<ServiceProcess> {
+  return ServiceProcess.start('gateway', {
+    bundle: BUNDLE,
+    cwd: ROOT,
+    env: {
+      ...server.stack!.env,
+      PUSHBASE_PORT: '0',
+      PUSHBASE_ADMIN_PORT: '0',
+      PUSHBASE_TLS_CERT: server.certFile,
+      PUSHBASE_TLS_KEY: path.join(path.dirname(server.certFile), 'key.pem'),
+    },
+    readyTimeoutMs: 120_000,
+  });
 }
 
 export class TestServer {
