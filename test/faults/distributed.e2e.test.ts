@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import { defaultKafkaJarsDir, startPrivateServers, type PrivateServers } from '../../deploy/local/private-servers';
 import { TestStack } from '../helpers/distributed-stack';
-import { FaultWorkload, type Tally } from '../helpers/fault-workload';
+import { FAULT_ANSWERS, FaultWorkload, type Tally } from '../helpers/fault-workload';
 import { BUNDLE, ROOT } from '../helpers/server';
 
 /*
@@ -73,10 +73,7 @@ async function settle(w: FaultWorkload): Promise<Tally> {
   } catch (e) {
     throw new Error(`${(e as Error).message}\nanswers: ${JSON.stringify(tally.answers)}\nlast service lines:\n${stack!.output.slice(-30).join('\n')}`);
   }
-  // Anything but the failures a fault may cause is a bug of its own (a 500 "internal", say).
-  // A keyed request still told its key is in flight when the load stopped ends on that 409.
-  const allowed = /^(200|201|400 invalid|404 not_found|503 |500 outcome_unknown|409 idempotency_in_flight|ECONNRESET|ECONNREFUSED|reset mid-answer|socket hang up|timeout)/;
-  expect(Object.keys(tally.answers).filter((k) => !allowed.test(k))).toEqual([]);
+  expect(Object.keys(tally.answers).filter((k) => !FAULT_ANSWERS.test(k))).toEqual([]);
   // Keyed requests sent again with their key are held to exactly once by verify; none was taken for another.
   expect(tally.keyMismatches).toBe(0);
   expect(stack!.unexpectedExits).toEqual([]);

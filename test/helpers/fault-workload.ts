@@ -111,6 +111,14 @@ function nextOperation(ds: DatasetLoop, rnd: () => number, serial: number): Oper
   return { kind: 'append', body };
 }
 
+/**
+ * The answers a request may end on while a component is killed or rolled: the API's own answers, the
+ * failures whose outcome is unknown to the client (no answer, a reset, a 503, a 500 outcome_unknown), and a
+ * keyed request still told its key is in flight when the load stopped. Anything else (a 500 "internal",
+ * say) is a bug of its own.
+ */
+export const FAULT_ANSWERS = /^(200|201|400 invalid|404 not_found|503 |500 outcome_unknown|409 idempotency_in_flight|ECONNRESET|ECONNREFUSED|reset mid-answer|socket hang up|timeout)/;
+
 export interface Tally {
   readonly requests: number;
   readonly acknowledged: number;
