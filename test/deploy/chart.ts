@@ -3,7 +3,7 @@
  * path over in PUSHBASE_HELM), `helm template` parsed into objects, and lookups over them.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -20,11 +20,16 @@ export function helm(args: string[]): { status: number | null; stdout: string; s
   const binary = process.env.PUSHBASE_HELM;
   if (binary === undefined) throw new Error(`no helm binary: ${process.env.PUSHBASE_HELM_ERROR ?? 'jest global setup did not run scripts/ensure-helm.js'}`);
   const home = mkdtempSync(path.join(process.env.PUSHBASE_TEST_TMP ?? os.tmpdir(), 'helm-home-'));
-  const res = spawnSync(binary, args, {
-    encoding: 'utf8',
-    env: { PATH: process.env.PATH, HOME: home, HELM_CACHE_HOME: path.join(home, 'cache'), HELM_CONFIG_HOME: path.join(home, 'config'), HELM_DATA_HOME: path.join(home, 'data') },
-    timeout: 60_000,
-  });
+  let res;
+  try {
+    res = spawnSync(binary, args, {
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: home, HELM_CACHE_HOME: path.join(home, 'cache'), HELM_CONFIG_HOME: path.join(home, 'config'), HELM_DATA_HOME: path.join(home, 'data') },
+      timeout: 60_000,
+    });
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
   if (res.error) throw res.error;
   return { status: res.status, stdout: res.stdout, stderr: res.stderr };
 }
