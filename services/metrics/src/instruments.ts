@@ -18,6 +18,8 @@ const FSYNC_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02
 const KAFKA_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 // A ClickHouse insert: from one row (an idle projector's timed flush) to PUSHBASE_PROJECTOR_FLUSH_ROWS and more.
 const ROWS_BUCKETS = [1, 10, 100, 1000, 5000, 10_000, 50_000, 100_000, 250_000, 500_000, 1_000_000];
+/** Loads are held to tens of milliseconds: finer steps there. */
+const LOAD_BUCKETS = [0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5];
 const INSERT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 /** Methods the API knows; anything else a client sends is counted as `other`, so it cannot add series. */
@@ -200,6 +202,8 @@ export interface ProjectorMetrics {
   forget(partition: number): void;
   /** One successful insert into the store (ClickHouse): its rows and duration. */
   insert(rows: number, durationMs: number): void;
+  /** One successful load of dataset states it did not hold (one query, up to 8 datasets; each counts in `loads`). */
+  load(durationMs: number): void;
   /** Events folded, written batches, datasets loaded back, states evicted by the memory bound, store retries, failed dataset views. */
   count(what: 'events' | 'writes' | 'loads' | 'evictions' | 'retries' | 'viewFailures', n?: number): void;
 }
@@ -216,6 +220,12 @@ export function projectorMetrics(registry: Registry): ProjectorMetrics {
     name: 'pushbase_clickhouse_insert_duration_seconds',
     help: 'Projector: duration of one successful insert into ClickHouse (rows and dataset heads).',
     buckets: INSERT_BUCKETS,
+    registers: [registry],
+  });
+  const loadDuration = new Histogram({
+    name: 'pushbase_projector_load_duration_seconds',
+    help: 'Projector: duration of one successful load of dataset states it did not hold (one query, up to 8 datasets).',
+    buckets: LOAD_BUCKETS,
     registers: [registry],
   });
   const counter = (name: string, help: string): Counter => new Counter({ name, help, registers: [registry] });
@@ -237,6 +247,9 @@ export function projectorMetrics(registry: Registry): ProjectorMetrics {
     insert(rows, durationMs) {
       insertRows.observe(rows);
       insertDuration.observe(seconds(durationMs));
+    },
+    load(durationMs) {
+      loadDuration.observe(seconds(durationMs));
     },
     count(what, n = 1) {
       counters[what].inc(n);

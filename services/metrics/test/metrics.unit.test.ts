@@ -116,6 +116,8 @@ describe('eventLogMetrics, kafkaAppenderMetrics, projectorMetrics', () => {
     m.lag(0, 5);
     m.lag(1, -1);
     m.insert(1000, 50);
+    m.load(12);
+    m.load(60);
     m.count('writes');
     m.count('events', 7);
     m.count('viewFailures');
@@ -124,6 +126,10 @@ describe('eventLogMetrics, kafkaAppenderMetrics, projectorMetrics', () => {
     expect(sample(text, 'pushbase_projector_lag_messages', { partition: '1' })).toBe(0);
     expect(sample(text, 'pushbase_clickhouse_insert_rows_sum')).toBe(1000);
     expect(sample(text, 'pushbase_clickhouse_insert_duration_seconds_sum')).toBeCloseTo(0.05, 6);
+    expect(sample(text, 'pushbase_projector_load_duration_seconds_count')).toBe(2);
+    expect(sample(text, 'pushbase_projector_load_duration_seconds_bucket', { le: '0.02' })).toBe(1);
+    expect(sample(text, 'pushbase_projector_load_duration_seconds_bucket', { le: '0.05' })).toBe(1);
+    expect(sample(text, 'pushbase_projector_load_duration_seconds_bucket', { le: '0.075' })).toBe(2);
     expect(sample(text, 'pushbase_projector_writes_total')).toBe(1);
     expect(sample(text, 'pushbase_projector_events_total')).toBe(7);
     expect(sample(text, 'pushbase_projector_view_failures_total')).toBe(1);

@@ -370,7 +370,12 @@ export class Projector {
       for (let chunk = chunks.shift(); chunk !== undefined; chunk = chunks.shift()) {
         const refs = chunk.map(([, ref]) => ref);
         const what = chunk.length === 1 ? `loading ${chunk[0]?.[0]}` : `loading ${chunk.length} datasets`;
-        const loaded = await this.retrying(what, () => this.store.loadMany(refs, { values: 'dates' }));
+        const loaded = await this.retrying(what, async () => {
+          const attempt = performance.now();
+          const states = await this.store.loadMany(refs, { values: 'dates' });
+          this.options.metrics?.load(performance.now() - attempt);
+          return states;
+        });
         chunk.forEach(([key], i) => {
           const one = loaded[i];
           this.counters.loads++;

@@ -387,6 +387,10 @@ describe('Projector: metrics', () => {
     expect(sample(text, 'pushbase_projector_writes_total')).toBe(projector.stats().writes);
     expect(sample(text, 'pushbase_projector_events_total')).toBe(projector.stats().events);
     expect(sample(text, 'pushbase_projector_loads_total')).toBe(projector.stats().loads);
+    // One observation a load query, each of up to 8 datasets.
+    const loadQueries = sample(text, 'pushbase_projector_load_duration_seconds_count');
+    expect(loadQueries).toBeGreaterThan(0);
+    expect(loadQueries).toBeLessThanOrEqual(projector.stats().loads);
     expect(sample(text, 'pushbase_clickhouse_insert_rows_count')).toBe(projector.stats().writes);
     expect(sample(text, 'pushbase_clickhouse_insert_rows_sum')).toBe(projector.stats().rows);
     expect(sample(text, 'pushbase_clickhouse_insert_duration_seconds_count')).toBe(projector.stats().writes);
