@@ -26,28 +26,8 @@ import type { DatasetViews } from './views';
 
 /*
  * The projection in ClickHouse: the projector's ProjectionStore, and the read side (ReadModel, and a
- * SchemaStore view of the heads) for the admin routes.
- *
- * Crash safety. A write is two INSERTs, sent together: (1) the rows, and in the SAME insert one head row
- * per dataset (row_slot 0, incarnation '' and record_key '' in the records table, the head as JSON); (2) the heads table,
- * a copy for listing. One INSERT into a MergeTree table is atomic when it forms one block of one
- * partition: the table has no partition key, and a write is capped below the block limits (MAX_INSERT_ROWS,
- * MAX_INSERT_BYTES), so a dataset's rows and the head that names their stream position become visible together or not at all.
- * `load` reads the head row and the rows in ONE SELECT (one snapshot of the table's parts). So the newest
- * head row of a dataset always arrives with every row change up to its position P, and load returns the
- * fold's state at P, whatever crashed when (a projector retries a failed write before it goes on, and
- * one that restarts resumes from such a load). The projector skips events at or before P and re-applies
- * those after it; versions come from stream positions, so every re-applied row is identical to the one it would
- * have written the first time, and ReplacingMergeTree collapses duplicates of a write that did land but
- * whose acknowledgement was lost. Applying a suffix twice therefore ends where applying it once does.
- * A crash after (1) but not (2) leaves the heads table one write behind; `load` and `loadMany` (which the
- * projector calls for every dataset of the redelivered events) see that and write the head again. A crash after (2) but
- * not (1) leaves it one write ahead until the redelivered events write that same head and its rows again.
- * Reads of a single dataset (listRecords, get) use the head rows, which are never behind; listDatasets and
- * count use the heads table.
- *
- * Reads use FINAL … WHERE, never PREWHERE on `deleted`: with FINAL, 18.16 applies PREWHERE before
- * collapsing versions, which brings removed rows back (a test shows it).
+ * SchemaStore view of the heads) for the admin routes. Why a write and a load survive any crash:
+ * docs/clickhouse.md → Crash safety. FINAL … WHERE, never PREWHERE on `deleted`: docs/clickhouse.md → Statements.
  */
 
 /** Rows per write, head rows included: below max_insert_block_size (1,048,576), so one block. */
@@ -108,14 +88,9 @@ interface HeadsRow {
 }
 
 const slotSelect = (columns: typeof STORED_COLUMNS): string => columns.map((c) => `, toString(${c.stored}) AS ${c.stored}`).join('');
-/*
- * What a load selects besides the keys and the head. `dates` reads only the time slots, the columns of
- * every date and datetime field (layout.ts), whatever the definition: the one SELECT that reads the head
- * row and the rows together (the crash argument above) does not know the definition yet. On 18.16, for a
- * 3507-row dataset in a table of 17 parts (index_granularity 512), the load took ~64 ms with all 30 slots,
- * ~30 ms with the 10 time slots, and a head-first pair of queries (the head, then the 2 used slots) ~34 ms
- * (14 + 20) and two snapshots: so one query with every time slot.
- */
+// What a load selects besides the keys and the head. `dates` reads every time slot (the columns of every
+// date and datetime field, layout.ts): the one SELECT does not know the definition yet, and one query with
+// every time slot beat a head-first pair of queries (docs/performance.md → Measurements behind the code).
 const SLOT_SELECT: Readonly<Record<LoadedValues | 'head', string>> = {
   all: slotSelect(STORED_COLUMNS),
   dates: slotSelect(STORED_COLUMNS.filter((c) => c.kind === 'time')),
@@ -263,9 +238,8 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     if (body.length > MAX_INSERT_BYTES) {
       throw new Error(`A write of ${body.length} bytes exceeds ${MAX_INSERT_BYTES}, the size of one atomic insert: flush smaller batches`);
     }
-    // The two inserts run side by side: only the first carries the crash argument (see the top of this
-    // file), the heads table is a listing copy. Waiting for one before sending the other cost a round trip
-    // and a part write per write (measured: ~15–25 ms of ~120 ms for 5000 rows on a busy 2-core machine).
+    // The two inserts run side by side: only the first carries the crash argument, the heads table is a
+    // listing copy (docs/clickhouse.md → Crash safety).
     const [records, listing] = await Promise.allSettled([
       insertBody(this.conn, this.tables.records, body, `a write of ${rows.length} rows and ${heads.length} heads`, { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS }),
       this.writeHeads(heads),
