@@ -2,7 +2,7 @@ import type { ProjectedHead } from '@pushbase/contracts';
 import { command, selectRows, type ClickHouseConnection } from './client';
 import { promoteStatement, tablesIn } from './migrations';
 import { quoteIdentifier } from './sql';
-import type { HeadJson } from './store';
+import type { HeadJson } from './records-table';
 
 /*
  * Whole-projection operations for `pushbase replay`: every dataset's head (to compare a rebuilt

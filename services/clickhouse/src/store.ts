@@ -1,4 +1,4 @@
-import type { DatasetListing, LoadedDataset, LoadedValues, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StoredDatasetRef } from '@pushbase/contracts';
+import type { DatasetListing, LoadedDataset, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StoredDatasetRef } from '@pushbase/contracts';
 import {
   aggregateValue,
   formatDay,
@@ -10,15 +10,14 @@ import {
   type AggregateResult,
   type DatasetDefinition,
   type DatasetRecord,
-  type DatasetState,
   type DatasetSummary,
   type RecordPage,
   type RecordQueryParams,
-  type RowKey,
 } from '@pushbase/domain';
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
 import { aggregateSql, OUTPUT_PREFIX, recordQuerySql, type DatasetScope } from './read-sql';
 import { columnsOf, decodeRecord, doubleFromBits, slotsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
+import { datasetKey, HEAD_SLOT, readDataset, readDatasets, readSummary, whereDatasets, type HeadJson, type StoredDataset } from './records-table';
 import { RowBinaryWriter } from './row-binary';
 import { tablesIn, type ProjectionTables } from './migrations';
 import { accountLiteral, checkAccount, datasetLiteral } from './sql';
@@ -63,20 +62,6 @@ export function writeRecordsRow(
   writeSlots(w, plan, record);
 }
 
-/** What a head row's JSON holds: the projected head but its key (the row's own columns) and its version and deletion (columns too). */
-export type HeadJson = Omit<ProjectedHead, 'account' | 'dataset' | 'version' | 'deleted'>;
-
-type StoredRow = Readonly<Record<string, string | null>> & {
-  readonly account: string;
-  readonly dataset: string;
-  readonly row_slot: number | string;
-  readonly incarnation: string;
-  readonly record_key: string;
-  readonly head: string;
-  readonly deleted: number | string;
-  readonly version: string;
-};
-
 interface HeadsRow {
   readonly dataset: string;
   readonly incarnation: string;
@@ -87,44 +72,12 @@ interface HeadsRow {
   readonly version: string;
 }
 
-const slotSelect = (columns: typeof STORED_COLUMNS): string => columns.map((c) => `, toString(${c.stored}) AS ${c.stored}`).join('');
-// What a load selects besides the keys and the head. `dates` reads every time slot (the columns of every
-// date and datetime field, layout.ts): the one SELECT does not know the definition yet, and one query with
-// every time slot beat a head-first pair of queries (docs/performance.md → Measurements behind the code).
-const SLOT_SELECT: Readonly<Record<LoadedValues | 'head', string>> = {
-  all: slotSelect(STORED_COLUMNS),
-  dates: slotSelect(STORED_COLUMNS.filter((c) => c.kind === 'time')),
-  head: '',
-};
-
-// Unambiguous: an account has no '/' (checkAccount).
-const datasetKey = (account: string, dataset: string): string => `${account}/${dataset}`;
-
 /**
  * Datasets per load query at most, so an answer holds at most 16 × 5000 rows. Why several datasets to a
  * query at all: see LOAD_CHUNK in services/projector/src/projector.ts (the projector asks for 8).
  */
 export const MAX_LOAD_DATASETS = 16;
 
-/** The WHERE clause of some datasets: `(account, dataset) IN (…)` uses the primary key on 18.16 too. */
-function whereDatasets(refs: readonly StoredDatasetRef[]): string {
-  if (refs.length === 1) {
-    const [r] = refs as [StoredDatasetRef];
-    return `account = ${accountLiteral(r.account)} AND dataset = ${datasetLiteral(r.dataset)}`;
-  }
-  return `(account, dataset) IN (${refs.map((r) => `(${accountLiteral(r.account)}, ${datasetLiteral(r.dataset)})`).join(', ')})`;
-}
-
-interface StoredDataset {
-  readonly head: HeadJson;
-  readonly headVersion: number;
-  readonly deleted: boolean;
-  readonly state: DatasetState;
-  readonly slots: Map<RowKey, number>;
-}
-
-/** The row slot of a dataset's head row; its records' rows hold slots from 1 (ProjectedRow.slot). */
-export const HEAD_SLOT = 0;
 /** The row_slot column is a UInt32. */
 const MAX_ROW_SLOT = 4_294_967_295;
 
@@ -295,80 +248,11 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     const out: (LoadedDataset | undefined)[] = [];
     for (let i = 0; i < refs.length; i += MAX_LOAD_DATASETS) {
       const chunk = refs.slice(i, i + MAX_LOAD_DATASETS);
-      const stored = await this.readDatasets(chunk, options.values ?? 'all');
+      const stored = await readDatasets(this.conn, this.tables, chunk, options.values ?? 'all');
       await this.repairHeadsTable(chunk, stored);
       for (const s of stored) out.push(s === undefined ? undefined : { state: s.deleted ? undefined : s.state, slots: s.deleted ? new Map() : s.slots, position: s.head.position });
     }
     return out;
-  }
-
-  /** One dataset's head row and live rows (readDatasets). */
-  private async readDataset(account: string, dataset: string, values: LoadedValues | 'head'): Promise<StoredDataset | undefined> {
-    const [stored] = await this.readDatasets([{ account, dataset }], values);
-    return stored;
-  }
-
-  /**
-   * The head rows and the live rows of some datasets, read in one SELECT so each dataset's are of one
-   * moment: records with the `values` asked for, or (`head`) the head row alone and no records. In the
-   * order of `refs`; undefined for a dataset the store never saw.
-   */
-  private async readDatasets(refs: readonly StoredDatasetRef[], values: LoadedValues | 'head'): Promise<(StoredDataset | undefined)[]> {
-    if (refs.length === 0) return [];
-    const headOnly = values === 'head';
-    const rows = await selectRows<StoredRow>(
-      this.conn,
-      `SELECT account, dataset, row_slot, incarnation, record_key, head, deleted, toString(version) AS version${SLOT_SELECT[values]}
-FROM ${this.tables.records} FINAL
-WHERE ${whereDatasets(refs)} AND ${headOnly ? `row_slot = ${HEAD_SLOT}` : `(row_slot = ${HEAD_SLOT} OR deleted = 0)`}
-ORDER BY account, dataset, seq`,
-      refs.length === 1 ? `loading ${datasetKey(refs[0]?.account ?? '', refs[0]?.dataset ?? '')}` : `loading ${refs.length} datasets`,
-    );
-    // Rows come grouped by dataset, each dataset's by seq.
-    const byDataset = new Map<string, StoredRow[]>();
-    for (const r of rows) {
-      const key = datasetKey(r.account, r.dataset);
-      let group = byDataset.get(key);
-      if (group === undefined) byDataset.set(key, (group = []));
-      group.push(r);
-    }
-    return refs.map(({ account, dataset }) => {
-      const group = byDataset.get(datasetKey(account, dataset));
-      return group === undefined ? undefined : this.decodeDataset(account, dataset, group, values);
-    });
-  }
-
-  private decodeDataset(account: string, dataset: string, rows: readonly StoredRow[], values: LoadedValues | 'head'): StoredDataset | undefined {
-    const headRow = rows.find((r) => Number(r.row_slot) === HEAD_SLOT);
-    if (headRow === undefined) return undefined;
-    const head = JSON.parse(headRow.head) as HeadJson;
-    const deleted = Number(headRow.deleted) === 1;
-    // Date and datetime fields are exactly the fields in time slots (layout.ts).
-    const slots = values === 'dates' ? slotsOf(head.definition).filter((s) => s.kind === 'time') : slotsOf(head.definition);
-    const numbered = head.definition.unique_by.length === 0;
-    const records = new Map<RowKey, DatasetRecord>();
-    const rowSlots = new Map<RowKey, number>();
-    if (!deleted && values !== 'head') {
-      for (const r of rows) {
-        // Rows of an earlier incarnation that were never tombstoned are not this dataset's: their slots
-        // count as free, and the next rows written take them over.
-        if (r.incarnation !== head.incarnation || Number(r.row_slot) === HEAD_SLOT) continue;
-        const key = numbered ? Number(r.record_key) : r.record_key;
-        records.set(key, decodeRecord(slots, r));
-        rowSlots.set(key, Number(r.row_slot));
-      }
-    }
-    const state: DatasetState = {
-      account,
-      id: dataset,
-      incarnation: head.incarnation,
-      definition: head.definition,
-      created_at: head.created_at,
-      updated_at: head.updated_at,
-      rows: records,
-      nextRow: head.next_row,
-    };
-    return { head, headVersion: Number(headRow.version), deleted, state, slots: rowSlots };
   }
 
   /** After a crash between the two inserts of a write, the heads table lags its head rows by that write. */
@@ -406,7 +290,7 @@ ORDER BY account, dataset, seq`,
   }
 
   async listRecords(account: string, id: string): Promise<DatasetRecord[] | undefined> {
-    const stored = await this.readDataset(account, id, 'all');
+    const stored = await readDataset(this.conn, this.tables, account, id, 'all');
     if (stored === undefined || stored.deleted) return undefined;
     return [...stored.state.rows.values()];
   }
@@ -447,18 +331,15 @@ ORDER BY account, dataset, seq`,
 
   /** What a query of a live dataset needs: its definition and the incarnation whose rows are its records. */
   private async scopeOf(account: string, id: string): Promise<DatasetScope | undefined> {
-    const summary = await this.get(account, id);
+    const summary = await readSummary(this.conn, this.tables, account, id);
     if (summary === undefined) return undefined;
     return { tables: this.tables, accountLiteral: accountLiteral(account), datasetLiteral: datasetLiteral(id), incarnation: summary.incarnation, definition: summary.definition };
   }
 
   // ── SchemaStore (a view of the heads; the schema service's own store is Redis) ──
 
-  async get(account: string, id: string): Promise<DatasetSummary | undefined> {
-    const stored = await this.readDataset(account, id, 'head');
-    if (stored === undefined || stored.deleted) return undefined;
-    const { rows: _rows, nextRow: _nextRow, ...summary } = stored.state;
-    return summary;
+  get(account: string, id: string): Promise<DatasetSummary | undefined> {
+    return readSummary(this.conn, this.tables, account, id);
   }
 
   async count(account: string): Promise<number> {
