@@ -45,3 +45,13 @@ it('sends PUSHBASE_GRPC_TOKEN when given (at least 32 characters), nothing when 
   expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_GRPC_TOKEN: 'a-grpc-token-of-at-least-32-characters-0123' }).grpcToken).toBe('a-grpc-token-of-at-least-32-characters-0123');
   expect(() => loadGatewayConfig({ ...REQUIRED, PUSHBASE_GRPC_TOKEN: 'x'.repeat(31) })).toThrow(/PUSHBASE_GRPC_TOKEN must be at least 32/);
 });
+
+it('takes the records service as replicas, ip:port separated by commas, all of one family, each once', () => {
+  expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_RECORDS_ADDRESS: '10.0.0.7:50052,10.0.0.8:50052' }).recordsAddress).toBe('10.0.0.7:50052,10.0.0.8:50052');
+  expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_RECORDS_ADDRESS: '[fd00::7]:50052,[fd00::8]:50052' }).recordsAddress).toBe('[fd00::7]:50052,[fd00::8]:50052');
+  for (const bad of ['records-0:50052,records-1:50052', '10.0.0.7:50052,[fd00::8]:50052', '10.0.0.7:50052,10.0.0.7:50052', '10.0.0.7:50052,', '10.0.0.7,10.0.0.8:1', '10.0.0.7:50052, 10.0.0.8:50052']) {
+    expect(() => loadGatewayConfig({ ...REQUIRED, PUSHBASE_RECORDS_ADDRESS: bad })).toThrow(/PUSHBASE_RECORDS_ADDRESS must be host:port .*or replicas' ip:port separated by commas/);
+  }
+  // The schema service takes one address.
+  expect(() => loadGatewayConfig({ ...REQUIRED, PUSHBASE_SCHEMA_ADDRESS: '10.0.0.7:50051,10.0.0.8:50051' })).toThrow(/PUSHBASE_SCHEMA_ADDRESS must be host:port/);
+});

@@ -90,6 +90,19 @@ const SCHEMA_SERVICE_CONFIG = JSON.stringify({
   ],
 });
 
+/**
+ * What grpc-js dials for an address: `host:port` as it is; replicas given as `ip:port` entries separated by
+ * commas become one channel over all of them (grpc-js's `ipv4:`/`ipv6:` target) that sends each call to
+ * the next connected replica (its round_robin policy). A replica that is down is skipped until it is back,
+ * so a write refused by a dead replica can be retried on another at once (an Idempotency-Key keeps it
+ * single).
+ */
+export function channelTarget(address: string): { readonly target: string; readonly options: ChannelOptions } {
+  if (!address.includes(',')) return { target: address, options: {} };
+  const scheme = address.startsWith('[') ? 'ipv6' : 'ipv4';
+  return { target: `${scheme}:${address}`, options: { 'grpc.service_config': JSON.stringify({ loadBalancingConfig: [{ round_robin: {} }] }) } };
+}
+
 interface Channel extends Closable {
   call<Res>(method: string, request: unknown, kind: CallKind): Promise<Res>;
 }
@@ -97,7 +110,8 @@ interface Channel extends Closable {
 function openChannel(address: string, ctor: ServiceClientConstructor, service: string, opts: GrpcClientOptions, extra: ChannelOptions = {}): Channel {
   // An interceptor rather than call credentials: those are for TLS channels (C-core drops them on plain ones).
   const interceptors = opts.token === undefined ? {} : { interceptors: [sendToken(opts.token)] };
-  const client = new ctor(address, credentials.createInsecure(), { ...CLIENT_CHANNEL_OPTIONS, ...extra, ...opts.channelOptions, ...interceptors });
+  const { target, options } = channelTarget(address);
+  const client = new ctor(target, credentials.createInsecure(), { ...CLIENT_CHANNEL_OPTIONS, ...options, ...extra, ...opts.channelOptions, ...interceptors });
   // Connect now rather than on the first request, so that request does not pay for the handshake.
   client.getChannel().getConnectivityState(true);
   const deadlineMs: Record<CallKind, number> = {

@@ -245,6 +245,27 @@ describe('gRPC server and clients on loopback', () => {
     expect(Date.now() - t0).toBeLessThan(10_000);
   });
 
+  it('spreads the calls of one channel over replicas given as ip:port,ip:port, and skips one that is gone', async () => {
+    const one = await start();
+    const two = await start();
+    const { records } = clients(`${one.address},${two.address}`);
+    await records.waitForReady(10_000);
+    const append = () => records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
+    // Round robin over the connected replicas: once both are connected, they take turns.
+    await eventually(async () => (await append(), one.f.count('append') > 0 && two.f.count('append') > 0), { timeoutMs: 10_000, what: 'a call on each replica' });
+    const counts = [one.f.count('append'), two.f.count('append')];
+    for (let i = 0; i < 10; i++) await append();
+    expect([one.f.count('append') - counts[0]!, two.f.count('append') - counts[1]!]).toEqual([5, 5]);
+    // The first replica goes away (its connections dropped at once, as a kill does): once the channel has
+    // noticed, every call lands on the second and none is refused.
+    await one.server.shutdown(0);
+    const before = one.f.count('append');
+    await eventually(() => append().then(() => true, () => false), { timeoutMs: 10_000, what: 'a call served by the replica left' });
+    const served = two.f.count('append');
+    for (let i = 0; i < 10; i++) await records.append({ account: 'acme', id: 'x', json: body({ data: [] }) });
+    expect({ gone: one.f.count('append') - before, other: two.f.count('append') - served }).toEqual({ gone: 0, other: 10 });
+  });
+
   it('waitForReady resolves once a server listens, and rejects in time when none does', async () => {
     const port = await freePort();
     const { records } = clients(`${HOST}:${port}`);
