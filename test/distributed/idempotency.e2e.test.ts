@@ -1,10 +1,13 @@
 import type { ServiceProcess } from '../../services/cli/src/distributed';
-import { requestTo, startSecondGateway, TestServer, type Response } from '../helpers/server';
+import { samples, scrape } from '../helpers/metrics';
+import { requestTo, startRecordsReplica, startSecondGateway, TestServer, type Response } from '../helpers/server';
 
 /*
  * Idempotency-Keys across the distributed services' own failures: the attempts of one write sent to two
  * gateways; the records service killed (kill -9) between the attempts, and killed during the first attempt
- * (its claim then outlives it and is settled from the log once its lease is over, never guessed).
+ * (its claim then outlives it and is settled from the log once its lease is over, never guessed); and two
+ * records processes: the second gateway balances over both (PUSHBASE_RECORDS_ADDRESS with two entries),
+ * so a write cut by the death of one is retried on the other while the first stays dead.
  */
 
 jest.setTimeout(300_000);
@@ -16,19 +19,30 @@ const ENV = { PUSHBASE_RATE_LIMIT_PER_MINUTE: '100000', PUSHBASE_RECORDS_APPEND_
 type Gateway = { readonly port: number; readonly ca: string; readonly plainHttp: boolean };
 
 let stack: TestServer;
+/** A second records process (records #2); the stack's own is records #1, the only one `stack`'s gateway dials. */
+let replica: ServiceProcess;
+/** A second gateway, over both records processes. */
 let second: ServiceProcess;
 let other: Gateway;
 
 beforeAll(async () => {
   stack = await new TestServer({ mode: 'distributed', env: ENV }).start();
-  second = await startSecondGateway(stack);
+  replica = await startRecordsReplica(stack);
+  second = await startSecondGateway(stack, { PUSHBASE_RECORDS_ADDRESS: `${stack.stack!.addresses.records},127.0.0.1:${String(replica.ready.grpc_port)}` });
   other = { port: Number(second.ready.port), ca: stack.ca, plainHttp: false };
 }, 240_000);
 
 afterAll(async () => {
   await second?.signal('SIGTERM', 30_000);
+  await replica?.signal('SIGTERM', 30_000);
   await stack?.stop();
 }, 120_000);
+
+/** Appends a records process has answered, by its metrics. */
+const appendsServed = async (metricsPort: number): Promise<number> =>
+  samples(await scrape(metricsPort), 'pushbase_grpc_server_handling_seconds_count')
+    .filter((s) => s.labels.method === 'Append')
+    .reduce((n, s) => n + s.value, 0);
 
 let n = 0;
 async function createDataset(): Promise<string> {
@@ -90,4 +104,41 @@ it('settles attempts cut by kill -9 of the records service: applied exactly once
   }
   expect(await stack.records('acme', id)).toHaveLength(keys.length * 300);
   process.stderr.write(`first attempts cut by the kill: ${cut}; retries told 409 while a lease ran: ${conflicts}\n`);
+});
+
+it('two records processes: a keyed append cut by kill -9 of records #1 is retried on records #2, applied exactly once', async () => {
+  const id = await createDataset();
+  const replicaMetrics = Number(replica.ready.metrics_port);
+  // The second gateway spreads calls over both records processes.
+  const ownMetrics = stack.stack!.metricsPort('records')!;
+  const [own0, replica0] = [await appendsServed(ownMetrics), await appendsServed(replicaMetrics)];
+  for (let i = 0; i < 6; i++) expect((await append(other, id, `spread-${i}`)).status).toBe(200);
+  expect({ own: (await appendsServed(ownMetrics)) - own0, replica: (await appendsServed(replicaMetrics)) - replica0 }).toEqual({ own: 3, replica: 3 });
+
+  // Every first attempt goes to records #1 (the first gateway dials only it), staggered across its kill.
+  const keys = Array.from({ length: 12 }, (_, i) => `replica-${i}`);
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const first = await Promise.all([
+    ...keys.map((key, i) => sleep(i * 15).then(() => append(stack, id, key, 300).catch(() => undefined))),
+    sleep(100).then(() => stack.stack!.kill('records')),
+  ]);
+  // 500 outcome_unknown: cut mid-flight; 503: refused after the kill, never sent; none: the connection cut.
+  const statuses = first.slice(0, keys.length).map((a) => (a === undefined ? 'none' : String((a as Response).status)));
+  const cut = statuses.filter((a) => a !== '200').length;
+  try {
+    // Records #1 stays dead: every answer from here on is records #2's.
+    const served = await appendsServed(replicaMetrics);
+    let conflicts = 0;
+    for (const key of keys) {
+      const answered = await untilAnswered(() => append(other, id, key, 300));
+      expect(answered.res.status).toBe(200);
+      conflicts += answered.conflicts;
+    }
+    expect(stack.stack!.pid('records')).toBeUndefined();
+    expect(await appendsServed(replicaMetrics)).toBeGreaterThanOrEqual(served + keys.length);
+    expect(await stack.records('acme', id)).toHaveLength(6 + keys.length * 300);
+    process.stderr.write(`two records processes: first attempts on #1 cut by its kill: ${cut} (answers: ${statuses.join(' ')}); retries on #2 told 409 while a lease ran: ${conflicts}\n`);
+  } finally {
+    await stack.stack!.restart('records');
+  }
 });

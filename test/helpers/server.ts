@@ -59,9 +59,10 @@ export interface RequestOptions {
 
 /**
  * A second gateway process on a distributed TestServer's stack: the same services, Redis prefix and
- * certificate, its own ports (`ready.port`, `ready.admin_port`). The caller stops it (`signal('SIGTERM', …)`).
+ * certificate, its own ports (`ready.port`, `ready.admin_port`); `env` overrides (another
+ * PUSHBASE_RECORDS_ADDRESS). The caller stops it (`signal('SIGTERM', …)`).
  */
-export function startSecondGateway(server: TestServer): Promise<ServiceProcess> {
+export function startSecondGateway(server: TestServer, env: Readonly<Record<string, string>> = {}): Promise<ServiceProcess> {
   return ServiceProcess.start('gateway', {
     bundle: BUNDLE,
     cwd: ROOT,
@@ -71,7 +72,21 @@ export function startSecondGateway(server: TestServer): Promise<ServiceProcess> 
       PUSHBASE_ADMIN_PORT: '0',
       PUSHBASE_TLS_CERT: server.certFile,
       PUSHBASE_TLS_KEY: path.join(path.dirname(server.certFile), 'key.pem'),
+      ...env,
     },
+    readyTimeoutMs: 120_000,
+  });
+}
+
+/**
+ * A second records process on a distributed TestServer's stack (a replica: the same topic, Redis and
+ * token), on a free gRPC port of its own: `ready.grpc_port`, `ready.metrics_port`. The caller stops it.
+ */
+export function startRecordsReplica(server: TestServer): Promise<ServiceProcess> {
+  return ServiceProcess.start('records', {
+    bundle: BUNDLE,
+    cwd: ROOT,
+    env: { ...server.stack!.env, PUSHBASE_RECORDS_GRPC_PORT: '0', PUSHBASE_METRICS_PORT: '0' },
     readyTimeoutMs: 120_000,
   });
 }
