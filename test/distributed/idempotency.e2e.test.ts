@@ -7,14 +7,22 @@ import { requestTo, startRecordsReplica, startSecondGateway, TestServer, type Re
  * gateways; the records service killed (kill -9) between the attempts, and killed during the first attempt
  * (its claim then outlives it and is settled from the log once its lease is over, never guessed); and two
  * records processes: the second gateway balances over both (PUSHBASE_RECORDS_ADDRESS with two entries),
- * so a write cut by the death of one is retried on the other while the first stays dead.
+ * so a write cut by the death of one is retried on the other while the first stays dead; and the schema
+ * service killed during keyed creates and deletes.
  */
 
 jest.setTimeout(300_000);
 
 const DEFINITION = { fields: { n: { type: 'number', name: 'N' } } };
-// A 3 s append deadline makes a killed attempt's lease about 19 s (services/records/src/config.ts).
-const ENV = { PUSHBASE_RATE_LIMIT_PER_MINUTE: '100000', PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '3000' };
+// A 3 s append deadline makes a killed attempt's lease about 19 s (services/records/src/config.ts); the
+// schema service's is its lock's TTL, append deadline and sweep plus 5 s, here 15 s (services/schema/src/config.ts).
+const ENV = {
+  PUSHBASE_RATE_LIMIT_PER_MINUTE: '100000',
+  PUSHBASE_RECORDS_APPEND_TIMEOUT_MS: '3000',
+  PUSHBASE_SCHEMA_APPEND_TIMEOUT_MS: '3000',
+  PUSHBASE_SCHEMA_LOCK_TTL_MS: '6000',
+  PUSHBASE_SCHEMA_SWEEP_MS: '1000',
+};
 
 type Gateway = { readonly port: number; readonly ca: string; readonly plainHttp: boolean };
 
@@ -141,4 +149,55 @@ it('two records processes: a keyed append cut by kill -9 of records #1 is retrie
   } finally {
     await stack.stack!.restart('records');
   }
+});
+
+it('kill -9 of the schema service during keyed creates and deletes: each retry gets the first outcome, applied once', async () => {
+  const acme = stack.keys.acme!;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const created = Array.from({ length: 8 }, () => `idem-create-${process.pid}-${n++}`);
+  const doomed: string[] = [];
+  for (let i = 0; i < 8; i++) doomed.push(await createDataset());
+  for (const id of doomed) expect((await append(stack, id, `before-delete-${id}`)).status).toBe(200);
+  const create = (gateway: Gateway, id: string) => requestTo(gateway, 'PUT', `/datasets/${id}`, { key: acme, body: DEFINITION, headers: { 'Idempotency-Key': `create-${id}` } });
+  const remove = (gateway: Gateway, id: string) => requestTo(gateway, 'DELETE', `/datasets/${id}`, { key: acme, headers: { 'Idempotency-Key': `delete-${id}` } });
+
+  // Creates and deletes staggered across the kill: some answered, some cut in the schema service, some refused.
+  const first = await Promise.all([
+    ...created.map((id, i) => sleep(i * 30).then(() => create(stack, id).catch(() => undefined))),
+    ...doomed.map((id, i) => sleep(15 + i * 30).then(() => remove(stack, id).catch(() => undefined))),
+    sleep(150).then(() => stack.stack!.kill('schema')),
+  ]);
+  const statuses = first.slice(0, created.length + doomed.length).map((a) => (a === undefined ? 'none' : String((a as Response).status)));
+  await stack.stack!.restart('schema');
+
+  // A retry is refused (409 in flight, 503) until the first attempt is settled; then it gets its outcome:
+  // a create's 201 (a create run twice would find the dataset and answer 200), a delete's 200 (twice: 404).
+  let conflicts = 0;
+  for (const [i, id] of created.entries()) {
+    const { res, conflicts: c } = await untilAnswered(() => create(i % 2 === 0 ? stack : other, id));
+    conflicts += c;
+    expect({ id, status: res.status, name: res.body?.id }).toEqual({ id, status: 201, name: id });
+  }
+  for (const [i, id] of doomed.entries()) {
+    const { res, conflicts: c } = await untilAnswered(() => remove(i % 2 === 0 ? stack : other, id));
+    conflicts += c;
+    expect({ id, status: res.status }).toEqual({ id, status: 200 });
+  }
+  // Settled: every attempt from now on is a replay of that outcome, through either gateway.
+  for (const id of created) {
+    const res = await create(other, id);
+    expect({ status: res.status, replayed: res.headers['idempotent-replayed'] }).toEqual({ status: 201, replayed: 'true' });
+  }
+  for (const id of doomed) {
+    const res = await remove(other, id);
+    expect({ status: res.status, replayed: res.headers['idempotent-replayed'] }).toEqual({ status: 200, replayed: 'true' });
+  }
+  // One dataset per create, none of the deleted left, and the read side agrees.
+  const res = await stack.admin('/admin/accounts/acme/datasets');
+  expect(res.status).toBe(200);
+  const ids = (res.body.datasets as { id: string }[]).map((d) => d.id);
+  for (const id of created) expect(ids.filter((x) => x === id)).toEqual([id]);
+  for (const id of doomed) expect(ids).not.toContain(id);
+  for (const id of doomed) expect((await stack.request('POST', `/datasets/${id}/data`, { key: acme, body: { data: [{ n: 1 }] } })).status).toBe(404);
+  process.stderr.write(`schema killed: first answers (8 creates, 8 deletes): ${statuses.join(' ')}; retries told 409 while a lease ran: ${conflicts}\n`);
 });
