@@ -2,6 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { AppliedKey, DatasetRecord, DatasetState, RowKey, State } from '@pushbase/domain';
 import { captureDataset, decodeDataset, encodeDataset, estimateDatasetBytes, releaseCaptured, rowsOf, SnapshotSource, SnapshotDecodeError, type CapturedDataset, type DatasetRows } from './snapshot-codec';
+import { datasetOf, hasDatasetFields, isInt, isString } from './snapshot-columns';
 import { openFile, syncDirectory } from '@pushbase/data-dir';
 import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, MAX_FRAME_BYTES, positionName, scanFrames } from './frames';
 
@@ -316,8 +317,6 @@ export async function removeLeftoverTemps(dir: string): Promise<string[]> {
   return removed;
 }
 
-const isString = (v: unknown): v is string => typeof v === 'string';
-const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v);
 const isAppliedKey = (v: unknown): v is AppliedKey => {
   if (typeof v !== 'object' || v === null) return false;
   const a = v as Partial<AppliedKey>;
@@ -333,16 +332,7 @@ function datasetFromJson(payload: Buffer, n: number): DatasetState | string {
     return 'payload is not JSON';
   }
   if (
-    d === null ||
-    typeof d !== 'object' ||
-    !isString(d.account) ||
-    !isString(d.id) ||
-    !isString(d.incarnation) ||
-    typeof d.definition !== 'object' ||
-    d.definition === null ||
-    !isInt(d.created_at) ||
-    !isInt(d.updated_at) ||
-    !isInt(d.nextRow) ||
+    !hasDatasetFields(d) ||
     !Array.isArray(d.keys) ||
     !Array.isArray(d.records) ||
     d.keys.length !== d.records.length
@@ -354,16 +344,7 @@ function datasetFromJson(payload: Buffer, n: number): DatasetState | string {
   const recs = d.records;
   for (let i = 0; i < keys.length; i++) rows.set(keys[i]!, recs[i]!);
   if (rows.size !== keys.length) return `duplicate row keys in dataset ${d.account}/${d.id}`;
-  return {
-    account: d.account,
-    id: d.id,
-    incarnation: d.incarnation,
-    definition: d.definition,
-    created_at: d.created_at,
-    updated_at: d.updated_at,
-    rows,
-    nextRow: d.nextRow,
-  };
+  return datasetOf(d, rows);
 }
 
 /** A loaded snapshot. */
