@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ProjectedHead, ProjectedRow } from '@pushbase/contracts';
-import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, ClickHouseReadModel, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { project, type ProjectedDataset } from '@pushbase/projector';
 import { parseRecordQuery, type DatasetDefinition, type DatasetEvent } from '@pushbase/domain';
 import { selectRows } from '../services/clickhouse/src/client';
@@ -52,7 +52,7 @@ interface Figures {
   loadP99: number;
 }
 
-async function rowsOf(conn: ClickHouseConnection, store: ClickHouseProjection, dataset: string): Promise<{ rows: number; slots: number }> {
+async function rowsOf(conn: ClickHouseConnection, store: ClickHouseProjectionStore, dataset: string): Promise<{ rows: number; slots: number }> {
   const [r] = await selectRows<{ rows: string; slots: string }>(
     conn,
     `SELECT toString(count()) AS rows, toString(uniqExact(row_slot)) AS slots FROM ${store.tables.records} WHERE account = '${ACCOUNT}' AND dataset = '${dataset}'`,
@@ -74,7 +74,7 @@ async function settle(conn: ClickHouseConnection, database: string): Promise<voi
  * The read API's query and the projector's load of each dataset, `reads` and reads / 4 times, the datasets
  * taken in turn so that each sees the same moments of a shared machine.
  */
-async function measure(conn: ClickHouseConnection, store: ClickHouseProjection, datasets: readonly string[]): Promise<Map<string, Figures>> {
+async function measure(conn: ClickHouseConnection, store: ClickHouseProjectionStore, readModel: ClickHouseReadModel, datasets: readonly string[]): Promise<Map<string, Figures>> {
   await settle(conn, store.tables.database);
   const query = parseRecordQuery({ order: 'desc' });
   const read = new Map<string, number[]>(datasets.map((d) => [d, []]));
@@ -82,14 +82,14 @@ async function measure(conn: ClickHouseConnection, store: ClickHouseProjection, 
   // Warm-up: the first statements parse and cache what later ones reuse.
   for (let i = 0; i < 5; i++) {
     for (const dataset of datasets) {
-      await store.queryRecords(ACCOUNT, dataset, query);
+      await readModel.queryRecords(ACCOUNT, dataset, query);
       await store.loadMany([{ account: ACCOUNT, dataset }], { values: 'dates' });
     }
   }
   for (let i = 0; i < reads; i++) {
     for (const dataset of datasets) {
       let t = performance.now();
-      const page = await store.queryRecords(ACCOUNT, dataset, query);
+      const page = await readModel.queryRecords(ACCOUNT, dataset, query);
       read.get(dataset)?.push(performance.now() - t);
       if (page?.total !== 5000) throw new Error(`${dataset} shows ${page?.total} records, not 5000`);
       if (i % 4 === 0) {
@@ -115,7 +115,8 @@ async function main(): Promise<void> {
   const started = performance.now();
   try {
     await migrate(conn, database);
-    const store = new ClickHouseProjection(conn, database);
+    const store = new ClickHouseProjectionStore(conn, database);
+    const readModel = new ClickHouseReadModel(conn, database);
     const held = new Map<string, ProjectedDataset | undefined>();
     let offset = 0;
     let written = 0;
@@ -149,13 +150,13 @@ async function main(): Promise<void> {
     // The definitions and the first 5000 records of each.
     const churned = DATASETS.map((d) => churnEvents(ACCOUNT, d.id, d.definition, appends));
     await feed(churned, 1 + FILL);
-    const before = await measure(conn, store, DATASETS.map((d) => d.id));
+    const before = await measure(conn, store, readModel, DATASETS.map((d) => d.id));
     const fedAt = performance.now();
     await feed(churned, appends - FILL);
     const feedSeconds = (performance.now() - fedAt) / 1000;
     // Controls: the same datasets fresh (5000 records, no history), measured beside the churned ones.
     await feed(DATASETS.map((d) => churnEvents(ACCOUNT, `${d.id}-fresh`, d.definition, FILL)), 1 + FILL);
-    const after = await measure(conn, store, DATASETS.flatMap((d) => [d.id, `${d.id}-fresh`]));
+    const after = await measure(conn, store, readModel, DATASETS.flatMap((d) => [d.id, `${d.id}-fresh`]));
     await mergeFully(conn, database, 'records');
     const merged = new Map<string, { rows: number; slots: number }>();
     for (const d of DATASETS) merged.set(d.id, await rowsOf(conn, store, d.id));

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ProjectedHead, ProjectedRow } from '@pushbase/contracts';
 import { parseDefinition, formatUtcMillis } from '@pushbase/domain';
-import { ClickHouseProjection, connectClickHouse, INDEX_GRANULARITY, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, connectClickHouse, INDEX_GRANULARITY, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
 import { insertBody } from '../services/clickhouse/src/client';
 import { encodeRecord } from '../services/clickhouse/src/layout';
 
@@ -65,7 +65,7 @@ async function main(): Promise<void> {
   const database = `pb_bench_${randomBytes(5).toString('hex')}`;
   try {
     await migrate(conn, database);
-    const store = new ClickHouseProjection(conn, database);
+    const store = new ClickHouseProjectionStore(conn, database);
     const raw = `${quoteIdentifier(database)}.raw`;
     await conn.client.command({
       query: `CREATE TABLE ${raw} (account String, dataset String, incarnation String, row_key String, version UInt64, seq UInt64, deleted UInt8,

@@ -62,7 +62,7 @@ import { project, type ProjectedDataset } from '@pushbase/projector';
 import { insertBody, selectRows } from '../services/clickhouse/src/client';
 import { storedPlan } from '../services/clickhouse/src/layout';
 import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
-import { RECORDS_INSERT_COLUMNS, writeRecordsRow } from '../services/clickhouse/src/store';
+import { RECORDS_INSERT_COLUMNS, writeRecordsRow } from '../services/clickhouse/src/write-store';
 import { SERVICES, type ServiceName } from '../services/cli/src/distributed';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { readServicesConfig } from '../deploy/local/config';

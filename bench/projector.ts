@@ -16,7 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { decodeEvent, encodeEvent, type ProjectedHead, type ProjectedRow, type StreamPosition } from '@pushbase/contracts';
 import { decideAppend, decideDefine, streamKey, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, createKafka, defaultAccountsTopic, ensureTopic, parseBrokers } from '@pushbase/kafka';
@@ -67,9 +67,9 @@ function workload(): DatasetEvent[] {
   return events;
 }
 
-async function freshDatabase(conn: ClickHouseConnection, name: string): Promise<ClickHouseProjection> {
+async function freshDatabase(conn: ClickHouseConnection, name: string): Promise<ClickHouseProjectionStore> {
   await migrate(conn, name);
-  return new ClickHouseProjection(conn, name);
+  return new ClickHouseProjectionStore(conn, name);
 }
 
 async function liveRecords(conn: ClickHouseConnection, database: string): Promise<number> {

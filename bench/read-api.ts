@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ReadModel } from '@pushbase/contracts';
-import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, ClickHouseReadModel, connectClickHouse, migrate, quoteIdentifier } from '@pushbase/clickhouse';
 import { MemoryProjection } from '@pushbase/app';
 import { project, type ProjectedDataset } from '@pushbase/projector';
 import { EVENT_SCHEMA_VERSION, formatUtcMillis, parseAggregateQuery, parseDefinition, parseRecordQuery, type DatasetEvent } from '@pushbase/domain';
@@ -58,12 +58,13 @@ async function main(): Promise<void> {
   const database = `pb_bench_${randomBytes(6).toString('hex')}`;
   try {
     await migrate(conn, database);
-    const clickhouse = new ClickHouseProjection(conn, database);
+    const store = new ClickHouseProjectionStore(conn, database);
+    const clickhouse = new ClickHouseReadModel(conn, database);
     let held: ProjectedDataset | undefined;
     for (const [offset, e] of (JSON.parse(JSON.stringify(events)) as DatasetEvent[]).entries()) {
       const step = project(held, e, { partition: 0, offset });
       held = step.dataset;
-      await clickhouse.write(step.rows, step.head === undefined ? [] : [step.head]);
+      await store.write(step.rows, step.head === undefined ? [] : [step.head]);
     }
     const times: Record<string, { memory: number[]; clickhouse: number[] }> = {};
     for (let r = 0; r < rounds; r++) {

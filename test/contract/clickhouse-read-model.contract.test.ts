@@ -1,5 +1,5 @@
 import { initialState, type State } from '@pushbase/domain';
-import { emptyBatch, projectEvent, testDatabase, writeBatch } from '../../services/clickhouse/test/support';
+import { emptyBatch, projectEvent, projectionReads, testDatabase, writeBatch } from '../../services/clickhouse/test/support';
 import { describeProjectionContract } from './read-model.contract';
 
 /*
@@ -14,7 +14,7 @@ describeProjectionContract('ClickHouseProjection', async () => {
   let offset = 0;
   let written: Promise<void> = Promise.resolve();
   return {
-    store: db.store,
+    store: projectionReads(db),
     apply: (events) => {
       const batch = emptyBatch();
       for (const e of events) state = projectEvent(state, e, { partition: 0, offset: offset++ }, batch);

@@ -4,7 +4,7 @@ import { MemoryProjection } from '@pushbase/app';
 import { EVENT_SCHEMA_VERSION, initialState, type DatasetEvent, type State } from '@pushbase/domain';
 import { createAdminApp } from '@pushbase/gateway';
 import { connectClickHouse } from '../../services/clickhouse/src/client';
-import { ClickHouseProjection } from '../../services/clickhouse/src/store';
+import { ClickHouseReadModel } from '../../services/clickhouse/src/read-model';
 import { emptyBatch, projectEvent, testDatabase, writeBatch, type TestDatabase } from '../../services/clickhouse/test/support';
 
 /*
@@ -47,7 +47,7 @@ describe('admin read routes over the ClickHouse projection', () => {
     await writeBatch(db.store, batch);
     const reference = new MemoryProjection();
     reference.apply(EVENTS);
-    clickhouse = await serve(createAdminApp({ readModel: db.store, token: TOKEN }));
+    clickhouse = await serve(createAdminApp({ readModel: db.readModel, token: TOKEN }));
     memory = await serve(createAdminApp({ readModel: reference, token: TOKEN }));
   });
   afterAll(async () => {
@@ -93,7 +93,7 @@ describe('admin read routes over the ClickHouse projection', () => {
 
   it('answers 503 with a JSON error when ClickHouse cannot be reached, naming neither its address nor its password', async () => {
     const conn = connectClickHouse('http://pushbase:s3cret-pw@127.0.0.1:1', { requestTimeoutMs: 2000 });
-    const down = await serve(createAdminApp({ readModel: new ClickHouseProjection(conn, db.database), token: TOKEN }));
+    const down = await serve(createAdminApp({ readModel: new ClickHouseReadModel(conn, db.database), token: TOKEN }));
     try {
       for (const route of ['/admin/accounts/acme/datasets', '/read/v1/accounts/acme/datasets/sales/records', '/read/v1/accounts/acme/datasets/sales/aggregate?op=count']) {
         const res = await get(`${down.url}${route}`);

@@ -14,7 +14,7 @@ describeReadApiContract(
     let state: State = initialState();
     let offset = 0;
     return {
-      readModel: db.store,
+      readModel: db.readModel,
       load: async (events: readonly DatasetEvent[]) => {
         const batch = emptyBatch();
         // Decoded from the log as the projector gets them: fresh objects (project.ts recognises rows by identity).

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { ClickHouseProjection, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { ClickHouseHeadsStore, ClickHouseReadModel, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { pushbaseServices, type RecordService, type SchemaService } from '@pushbase/contracts';
 import { fold, type DatasetEvent } from '@pushbase/domain';
 import { connectRecordService, connectSchemaService } from '@pushbase/grpc';
@@ -148,14 +148,15 @@ it('datasets created, deleted and re-created during a replay: every acknowledged
   await project();
   const events: DatasetEvent[] = await readTopic(admin, topic);
   const state = fold(events).get(account);
-  const store = new ClickHouseProjection(conn, database);
+  const readModel = new ClickHouseReadModel(conn, database);
+  const heads = new ClickHouseHeadsStore(conn, database);
   const schemaStore = new RedisSchemaStore(redis, { prefix });
   const values = (rows: Iterable<unknown>): number[] => [...rows].map((r) => (r as { n: number }).n).sort((a, b) => a - b);
   for (const id of ['kept', 'fresh', 'gone', 'again', 'late']) {
     expect({ id, live: state?.has(id) }).toStrictEqual({ id, live: acknowledged.has(id) });
-    expect({ id, records: values((await store.listRecords(account, id)) ?? []) }).toStrictEqual({ id, records: acknowledged.get(id) ?? [] });
+    expect({ id, records: values((await readModel.listRecords(account, id)) ?? []) }).toStrictEqual({ id, records: acknowledged.get(id) ?? [] });
     expect({ id, redis: (await schemaStore.get(account, id))?.incarnation }).toStrictEqual({ id, redis: state?.get(id)?.incarnation });
-    expect({ id, clickhouse: (await store.get(account, id))?.incarnation }).toStrictEqual({ id, clickhouse: state?.get(id)?.incarnation });
+    expect({ id, clickhouse: (await heads.get(account, id))?.incarnation }).toStrictEqual({ id, clickhouse: state?.get(id)?.incarnation });
   }
   expect(await schemaStore.count(account)).toBe(state?.size);
   expect(found.created).toBe(false);

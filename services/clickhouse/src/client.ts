@@ -94,7 +94,7 @@ export async function selectRows<T>(conn: ClickHouseConnection, query: string, w
 
 /**
  * Sends an INSERT whose body was serialised here, not by the client, so its exact size is known before it
- * is sent (see MAX_INSERT_BYTES in store.ts) and no second copy of it is made. JSONEachRow by default;
+ * is sent (see MAX_INSERT_BYTES in write-store.ts) and no second copy of it is made. JSONEachRow by default;
  * RowBinary (row-binary.ts) needs the column list its rows follow. Column names are the store's own
  * constants, never user input.
  */

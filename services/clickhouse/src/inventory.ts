@@ -10,7 +10,7 @@ import type { HeadJson } from './records-table';
  * no user value: database names are validated identifiers, everything else is constant.
  */
 
-/** A dataset's head as its head row in the records table states it (the authoritative copy, see store.ts). */
+/** A dataset's head as its head row in the records table states it (the authoritative copy, docs/clickhouse.md → Crash safety). */
 export type StoredHead = Omit<ProjectedHead, 'version'>;
 
 /** Every dataset's head, deleted ones included, ordered by account and dataset. */

@@ -38,7 +38,7 @@ export interface Migration {
 
 // 18.16 and current ClickHouse: the `ENGINE … ORDER BY` syntax (18.16 knows it since 1.1.54310), Nullable,
 // ALIAS columns and reinterpretAs* exist in both. No partition key: ReplacingMergeTree collapses
-// versions only within a partition, and one partition also keeps each write a single part (see store.ts).
+// versions only within a partition, and one partition also keeps each write a single part (docs/clickhouse.md → Crash safety).
 const slotColumns = STORED_COLUMNS.map(({ kind, stored, column }) => {
   if (kind === 'num') {
     // The double is sent as its bits and derived here (layout.ts says why). reinterpretAsString drops
@@ -73,7 +73,7 @@ const slottedRecords = (table: string): string => `CREATE TABLE IF NOT EXISTS ${
   -- 0 for the dataset's head row; a live row's slot from 1, which a later row of the dataset takes over
   -- once this one is removed (the projector's slots.ts), so a dataset keeps a bounded number of keys
   row_slot UInt32,
-  -- '' marks a dataset's head row (see store.ts: it lands in the same insert as the rows it covers)
+  -- '' marks a dataset's head row (docs/clickhouse.md → Crash safety: it lands in the same insert as the rows it covers)
   incarnation String,
   -- the fold's row key: the unique key under unique_by, else the row number in decimal; '' on head rows.
   -- Not named row_key as in the table of migration 1, so that an insert of a projector of that layout
@@ -166,7 +166,7 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE TABLE IF NOT EXISTS ${t.records} (
   account String,
   dataset String,
-  -- '' marks a dataset's head row (see store.ts: it lands in the same insert as the rows it covers)
+  -- '' marks a dataset's head row (docs/clickhouse.md → Crash safety: it lands in the same insert as the rows it covers)
   incarnation String,
   -- the unique key under unique_by, else the row number in decimal; '' on head rows
   row_key String,

@@ -138,7 +138,7 @@ export class DatasetViews {
     this.db = quoteIdentifier(viewsDatabase);
   }
 
-  /** Set when a sync or a view failed: the next sync reconciles every view first (store.ts keeps writing meanwhile). */
+  /** Set when a sync or a view failed: the next sync reconciles every view first (write-store.ts keeps writing meanwhile). */
   private stale = false;
 
   /** Marks the views as possibly out of step (a sync failed); the next sync reconciles them first. */

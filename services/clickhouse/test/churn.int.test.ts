@@ -64,7 +64,7 @@ it('keeps at most the window and the head per dataset after 30,000 records throu
   for (const id of ['plain', 'timed', 'recreated']) {
     const want = fold.get(ACCOUNT)?.get(id);
     expect(want).toBeDefined();
-    await expect(db.store.listRecords(ACCOUNT, id)).resolves.toEqual(recordsOf(want!));
+    await expect(db.readModel.listRecords(ACCOUNT, id)).resolves.toEqual(recordsOf(want!));
   }
   expect(fold.get(ACCOUNT)?.get('plain')?.rows.size).toBe(LIMITS.recordsPerDataset);
 
@@ -85,8 +85,8 @@ it('keeps at most the window and the head per dataset after 30,000 records throu
   // Reads after the merge are the same, through the read API's statements too.
   for (const id of ['plain', 'timed', 'recreated']) {
     const records = recordsOf(fold.get(ACCOUNT)!.get(id)!);
-    await expect(db.store.listRecords(ACCOUNT, id)).resolves.toEqual(records);
-    const page = await db.store.queryRecords(ACCOUNT, id, { filters: [], sort: 'n', order: 'desc', limit: 10, offset: 0 });
+    await expect(db.readModel.listRecords(ACCOUNT, id)).resolves.toEqual(records);
+    const page = await db.readModel.queryRecords(ACCOUNT, id, { filters: [], sort: 'n', order: 'desc', limit: 10, offset: 0 });
     expect(page?.total).toBe(records.length);
     expect(page?.records).toEqual([...records].sort((a, b) => (b.n as number) - (a.n as number)).slice(0, 10));
   }

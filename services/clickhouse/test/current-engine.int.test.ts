@@ -23,11 +23,11 @@ import { command, connectClickHouse, selectRows, type ClickHouseConnection } fro
 import { databaseExists, dropDatabase, listListedHeads, listStoredHeads, promoteProjection } from '../src/inventory';
 import { migrate, MIGRATIONS, tablesIn } from '../src/migrations';
 import { quoteIdentifier, quoteString } from '../src/sql';
-import { ClickHouseProjection } from '../src/store';
+import { ClickHouseProjectionStore } from '../src/write-store';
 import { DatasetViews, viewName } from '../src/views';
 import { connectChdb, type ChdbConnection } from './chdb';
 import { CHURN_PLAIN, CHURN_TIMED, churnEvents, mergeFully, recreateEvents } from './churn';
-import { CLICKHOUSE_URL, emptyBatch, plain, projectEvent, pureFold, type Batch } from './support';
+import { CLICKHOUSE_URL, emptyBatch, plain, projectEvent, projectionIn, pureFold, type Batch, type Projection } from './support';
 
 /*
  * What pushbase sends ClickHouse, on the oldest engine it supports and on a current one, in the same test:
@@ -287,20 +287,20 @@ describe("the projector's writes, loads and the read API's statements", () => {
   const database = freshDatabase();
   const account = `acme-${process.pid}`;
   const evs = events(account);
-  const stores = new Map<Engine, ClickHouseProjection>();
+  const stores = new Map<Engine, Projection>();
   const views = new Map<Engine, DatasetViews>();
-  const store = (e: Engine): ClickHouseProjection => stores.get(e) as ClickHouseProjection;
+  const projection = (e: Engine): Projection => stores.get(e) as Projection;
 
   beforeAll(async () => {
     for (const e of both()) {
       await migrate(e.conn, database);
       views.set(e, new DatasetViews(e.conn, database, `${database}_views`, { onViewError: (name, err) => { throw new Error(`view ${name}: ${String(err)}`); } }));
-      stores.set(e, new ClickHouseProjection(e.conn, database, { views: views.get(e) as DatasetViews, onViewsError: (err) => { throw err; } }));
+      stores.set(e, projectionIn(e.conn, database, { views: views.get(e) as DatasetViews, onViewsError: (err) => { throw err; } }));
     }
     const sent = server.bodies.length;
     const got = chdb.bodies.length;
     // Several events to a write, as the projector batches them: several parts, so FINAL has versions to collapse.
-    for (const b of batches(evs, 4)) await alike((e) => store(e).write(b.rows as readonly ProjectedRow[], [...b.heads.values()] as readonly ProjectedHead[]));
+    for (const b of batches(evs, 4)) await alike((e) => projection(e).store.write(b.rows as readonly ProjectedRow[], [...b.heads.values()] as readonly ProjectedHead[]));
     // The same bodies, byte for byte, went to both: RowBinary to records, JSONEachRow to heads.
     const sentBodies = server.bodies.slice(sent);
     expect(sentBodies.map((b) => b.query)).toEqual(chdb.bodies.slice(got).map((b) => b.query));
@@ -311,22 +311,22 @@ describe("the projector's writes, loads and the read API's statements", () => {
   it('loads every dataset as the pure fold holds it, alike on both (all values, and the time slots only)', async () => {
     const refs = refsOf(evs);
     const fold = pureFold(JSON.parse(JSON.stringify(evs)) as DatasetEvent[]);
-    const all = await alike((e) => store(e).loadMany(refs), (ls) => ls.map((l) => l && { position: l.position, state: plain(l.state) }));
+    const all = await alike((e) => projection(e).store.loadMany(refs), (ls) => ls.map((l) => l && { position: l.position, state: plain(l.state) }));
     // Lone surrogates are stored as U+FFFD (layout.ts): the one value that does not come back as the fold holds it.
     const wellFormed = (v: unknown): unknown => JSON.parse(JSON.stringify(v).replace(/\\ud800/g, '\ufffd'));
     expect(wellFormed(all.map((l) => plain(l?.state)))).toEqual(wellFormed(refs.map((r) => plain(fold.get(r.account)?.get(r.dataset)))));
     expect(all.filter((l) => l?.state === undefined).length).toBe(1); // gone
-    await alike((e) => store(e).loadMany(refs, { values: 'dates' }), (ls) => ls.map((l) => l && { position: l.position, state: plain(l.state) }));
-    for (const r of refs) await alike((e) => store(e).load(r.account, r.dataset), (l) => l && { position: l.position, state: plain(l.state) });
+    await alike((e) => projection(e).store.loadMany(refs, { values: 'dates' }), (ls) => ls.map((l) => l && { position: l.position, state: plain(l.state) }));
+    for (const r of refs) await alike((e) => projection(e).store.load(r.account, r.dataset), (l) => l && { position: l.position, state: plain(l.state) });
   });
 
   it('lists, counts and reads the datasets alike', async () => {
-    const listing = await alike((e) => store(e).listDatasets(account));
+    const listing = await alike((e) => projection(e).readModel.listDatasets(account));
     expect(listing.map((d) => d.id)).toEqual(refsOf(evs).map((r) => r.dataset).filter((id) => id !== 'gone').sort());
-    await alike((e) => store(e).count(account));
+    await alike((e) => projection(e).heads.count(account));
     for (const r of refsOf(evs)) {
-      await alike((e) => store(e).get(r.account, r.dataset));
-      await alike((e) => store(e).listRecords(r.account, r.dataset));
+      await alike((e) => projection(e).heads.get(r.account, r.dataset));
+      await alike((e) => projection(e).readModel.listRecords(r.account, r.dataset));
     }
     await alike((e) => listStoredHeads(e.conn, database));
     await alike((e) => listListedHeads(e.conn, database));
@@ -353,7 +353,7 @@ describe("the projector's writes, loads and the read API's statements", () => {
       { filters: [filter('name', 'null', 'true')], sort: null, order: 'asc', limit: 100, offset: 0 },
     ];
     for (const q of queries) {
-      const page = await alike((e) => store(e).queryRecords(account, id, q));
+      const page = await alike((e) => projection(e).readModel.queryRecords(account, id, q));
       expect(page).toBeDefined();
     }
     // Every op, alone and by a string; every bucket of a date and of a datetime (the SQL arithmetic of read-sql.ts).
@@ -361,9 +361,9 @@ describe("the projector's writes, loads and the read API's statements", () => {
       ...(['count', 'sum', 'avg', 'min', 'max'] as const).flatMap((op) => [null, 'name'].map((groupBy) => ({ op, field: op === 'count' ? null : 'took', groupBy, bucket: null, filters: [] }))),
       ...(['day', 'at'] as const).flatMap((groupBy) => (['day', 'week', 'month'] as const).map((bucket) => ({ op: 'sum' as const, field: 'amount', groupBy, bucket, filters: [] }))),
     ];
-    for (const q of aggregates) await alike((e) => store(e).aggregate(account, id, q));
-    await alike((e) => store(e).aggregate(account, 'log', { op: 'sum', field: 'v', groupBy: 'day', bucket: 'month', filters: [filter('v', 'gte', '100')] }));
-    await alike((e) => store(e).aggregate(account, 'teams', { op: 'max', field: 'score', groupBy: 'team', bucket: null, filters: [] }));
+    for (const q of aggregates) await alike((e) => projection(e).readModel.aggregate(account, id, q));
+    await alike((e) => projection(e).readModel.aggregate(account, 'log', { op: 'sum', field: 'v', groupBy: 'day', bucket: 'month', filters: [filter('v', 'gte', '100')] }));
+    await alike((e) => projection(e).readModel.aggregate(account, 'teams', { op: 'max', field: 'score', groupBy: 'team', bucket: null, filters: [] }));
   });
 
   it("shows the same rows in every dataset's view, and reconcile finds nothing to mend right after", async () => {
@@ -406,12 +406,12 @@ describe('row slots: a long history keeps a bounded number of rows', () => {
     const database = freshDatabase();
     const account = 'churn';
     const evs: DatasetEvent[] = [...churnEvents(account, 'plain', CHURN_PLAIN, 24), ...churnEvents(account, 'timed', CHURN_TIMED, 24), ...recreateEvents(account, 'recreated', 6)];
-    const stores = new Map<Engine, ClickHouseProjection>();
+    const stores = new Map<Engine, Projection>();
     for (const e of both()) {
       await migrate(e.conn, database);
-      stores.set(e, new ClickHouseProjection(e.conn, database));
+      stores.set(e, projectionIn(e.conn, database));
     }
-    for (const b of batches(evs, 5)) await alike((e) => (stores.get(e) as ClickHouseProjection).write(b.rows as readonly ProjectedRow[], [...b.heads.values()] as readonly ProjectedHead[]));
+    for (const b of batches(evs, 5)) await alike((e) => (stores.get(e) as Projection).store.write(b.rows as readonly ProjectedRow[], [...b.heads.values()] as readonly ProjectedHead[]));
     const stored = await alike(async (e) => {
       await mergeFully(e.conn, database, 'records');
       return selectRows<{ dataset: string; rows: string; slots: string; most: string }>(
@@ -427,7 +427,7 @@ describe('row slots: a long history keeps a bounded number of rows', () => {
     ]);
     const fold = pureFold(JSON.parse(JSON.stringify(evs)) as DatasetEvent[]);
     for (const id of ['plain', 'timed', 'recreated']) {
-      const records = await alike((e) => (stores.get(e) as ClickHouseProjection).listRecords(account, id));
+      const records = await alike((e) => (stores.get(e) as Projection).readModel.listRecords(account, id));
       expect(records).toEqual(recordsOf(fold.get(account)?.get(id) as DatasetState));
     }
   }, 600_000);
@@ -447,8 +447,8 @@ describe("replay's promotion of a rebuilt projection", () => {
       await migrate(e.conn, live);
       await migrate(e.conn, fresh);
       const views = new DatasetViews(e.conn, live, `${live}_views`);
-      for (const b of batches(before, 10)) await new ClickHouseProjection(e.conn, live, { views }).write(b.rows, [...b.heads.values()]);
-      for (const b of batches(after, 10)) await new ClickHouseProjection(e.conn, fresh).write(b.rows, [...b.heads.values()]);
+      for (const b of batches(before, 10)) await new ClickHouseProjectionStore(e.conn, live, { views }).write(b.rows, [...b.heads.values()]);
+      for (const b of batches(after, 10)) await new ClickHouseProjectionStore(e.conn, fresh).write(b.rows, [...b.heads.values()]);
       await promoteProjection(e.conn, { fresh, live, retired });
       const mended = await views.reconcile();
       return { mended, fresh: await databaseExists(e.conn, fresh), retired: (await listStoredHeads(e.conn, retired)).map((h) => h.dataset) };
@@ -475,11 +475,11 @@ describeReadApiContract(
     const stores = await Promise.all(
       both().map(async (e) => {
         await migrate(e.conn, database);
-        return new ClickHouseProjection(e.conn, database);
+        return projectionIn(e.conn, database);
       }),
     );
-    const [onServer, onCurrent] = stores as [ClickHouseProjection, ClickHouseProjection];
-    const pair = async <T>(f: (s: ClickHouseProjection) => Promise<T>): Promise<T> => {
+    const [onServer, onCurrent] = stores as [Projection, Projection];
+    const pair = async <T>(f: (s: Projection) => Promise<T>): Promise<T> => {
       const [a, b] = await Promise.all([f(onServer), f(onCurrent)]);
       expect(b).toEqual(a);
       return a;
@@ -488,15 +488,15 @@ describeReadApiContract(
     let offset = 0;
     return {
       readModel: {
-        listDatasets: (account) => pair((s) => s.listDatasets(account)),
-        listRecords: (account, id) => pair((s) => s.listRecords(account, id)),
-        queryRecords: (account, id, q) => pair((s) => s.queryRecords(account, id, q)),
-        aggregate: (account, id, q) => pair((s) => s.aggregate(account, id, q)),
+        listDatasets: (account) => pair((s) => s.readModel.listDatasets(account)),
+        listRecords: (account, id) => pair((s) => s.readModel.listRecords(account, id)),
+        queryRecords: (account, id, q) => pair((s) => s.readModel.queryRecords(account, id, q)),
+        aggregate: (account, id, q) => pair((s) => s.readModel.aggregate(account, id, q)),
       },
       load: async (events) => {
         const batch = emptyBatch();
         for (const e of JSON.parse(JSON.stringify(events)) as DatasetEvent[]) state = projectEvent(state, e, { partition: 0, offset: offset++ }, batch);
-        await pair((s) => s.write(batch.rows, [...batch.heads.values()]));
+        await pair((s) => s.store.write(batch.rows, [...batch.heads.values()]));
       },
       cleanup: () => Promise.resolve(),
     };

@@ -3,7 +3,8 @@ import { command, connectClickHouse, selectRows } from '../src/client';
 import { migrate, MIGRATIONS, promoteStatement, tablesIn } from '../src/migrations';
 import { quoteIdentifier, quoteString } from '../src/sql';
 import { parseDefinition } from '@pushbase/domain';
-import { ClickHouseProjection } from '../src/store';
+import { ClickHouseReadModel } from '../src/read-model';
+import { ClickHouseProjectionStore } from '../src/write-store';
 import { mergeFully } from './churn';
 import { CLICKHOUSE_URL } from './support';
 
@@ -128,7 +129,7 @@ describe('migrations', () => {
   }
 
   async function expectSlotted(database: string): Promise<void> {
-    const store = new ClickHouseProjection(conn, database);
+    const store = new ClickHouseProjectionStore(conn, database);
     const plain = await store.load('acc', 'plain');
     expect(plain?.position).toEqual({ partition: 0, offset: 9 });
     expect([...(plain?.state?.rows ?? [])]).toEqual([[2, { n: 1, t: 'one' }], [4, { n: 3, t: null }], [3, { n: 2, t: null }]]);
@@ -138,7 +139,7 @@ describe('migrations', () => {
     expect([...(keyedLoaded?.state?.rows ?? [])]).toEqual([['sb', { k: 'b' }]]);
     expect([...(keyedLoaded?.slots ?? [])]).toEqual([['sb', 1]]);
     await expect(store.load('acc', 'gone')).resolves.toEqual({ state: undefined, slots: new Map(), position: { partition: 0, offset: 7 } });
-    await expect(store.listRecords('acc', 'plain')).resolves.toEqual([{ n: 1, t: 'one' }, { n: 3, t: null }, { n: 2, t: null }]);
+    await expect(new ClickHouseReadModel(conn, database).listRecords('acc', 'plain')).resolves.toEqual([{ n: 1, t: 'one' }, { n: 3, t: null }, { n: 2, t: null }]);
     // No tombstone, nothing of the earlier incarnation: three heads and four live rows.
     await mergeFully(conn, database, 'records');
     const counts = await selectRows<{ n: string }>(conn, `SELECT toString(count()) AS n FROM ${tablesIn(database).records}`, 'rows');

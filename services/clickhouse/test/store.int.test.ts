@@ -17,13 +17,16 @@ import {
 } from '@pushbase/domain';
 import { command, connectClickHouse, selectRows, type ClickHouseConnection } from '../src/client';
 import { heldState } from '@pushbase/projector';
-import { ClickHouseProjection } from '../src/store';
-import { emptyBatch, holdLoaded, partitionStream, plain, projectEvent, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
+import { ClickHouseHeadsStore } from '../src/heads-store';
+import { ClickHouseReadModel } from '../src/read-model';
+import { ClickHouseProjectionStore } from '../src/write-store';
+import { emptyBatch, holdLoaded, partitionStream, plain, projectEvent, projectionIn, pureFold, testDatabase, writeBatch, type Batch, type TestDatabase } from './support';
 
 /*
  * The ClickHouse projection store against a real ClickHouse (18.16 here): exact round trips of every field
- * kind, the crash argument of store.ts (a write interrupted before or between its two inserts, then a
- * restart that redelivers a suffix of the stream), FINAL without PREWHERE, and the errors a projector acts on.
+ * kind, the crash argument (docs/clickhouse.md → Crash safety: a write interrupted before or between its two
+ * inserts, then a restart that redelivers a suffix of the stream), FINAL without PREWHERE, and the errors a
+ * projector acts on.
  */
 
 const DAY = 86_400_000;
@@ -144,7 +147,7 @@ describe('ClickHouseProjection store', () => {
           const loaded = await db.store.load(account, 'ds');
           expect(loaded?.position).toEqual({ partition: 3, offset: events.length - 1 });
           expect(plain(loaded?.state)).toEqual(plain(expected));
-          await expect(db.store.listRecords(account, 'ds')).resolves.toEqual(expected === undefined ? undefined : recordsOf(expected));
+          await expect(db.readModel.listRecords(account, 'ds')).resolves.toEqual(expected === undefined ? undefined : recordsOf(expected));
           // The projector's load: each record with its date and datetime values only, which is what it holds.
           const dates = await db.store.load(account, 'ds', { values: 'dates' });
           expect(dates?.position).toEqual(loaded?.position);
@@ -199,7 +202,7 @@ describe('ClickHouseProjection store', () => {
   });
 
   it('a write into the buffer of a larger one before it stores its own rows only, and writes at once use buffers of their own', async () => {
-    // The store encodes each write into the buffer of the last one that landed (store.ts, `scratch`).
+    // The store encodes each write into the buffer of the last one that landed (write-store.ts, `scratch`).
     const account = freshAccount();
     const definition = parseDefinition({ fields: { s: { type: 'string', name: 'S' }, n: { type: 'number', name: 'N' } } });
     const apply = partitionStream(2);
@@ -252,8 +255,8 @@ describe('ClickHouseProjection store', () => {
     // A second write whose heads-table insert is lost (a crash between the two inserts): the heads table lags.
     const second = emptyBatch();
     for (const name of ['ds4', 'ds5']) apply(second, { ...base(account, name, `i${names.indexOf(name)}`), type: 'RecordsReplaced', records: name === 'ds4' ? [{ d: '2024-02-01', n: 1 }] : [{ k: 'only' }] });
-    await expect(writeBatch(new ClickHouseProjection(crashing(db.conn, { at: 1, onlyThat: true }), db.database), second)).rejects.toThrow('simulated crash');
-    const counted = (await db.store.listDatasets(account)).filter((d) => d.id === 'ds4' || d.id === 'ds5').map((d) => d.record_count);
+    await expect(writeBatch(new ClickHouseProjectionStore(crashing(db.conn, { at: 1, onlyThat: true }), db.database), second)).rejects.toThrow('simulated crash');
+    const counted = (await db.readModel.listDatasets(account)).filter((d) => d.id === 'ds4' || d.id === 'ds5').map((d) => d.record_count);
     expect(counted).toEqual([4, 5]);
 
     const refs = [...names.map((dataset) => ({ account, dataset })), { account, dataset: 'never' }].reverse();
@@ -269,10 +272,10 @@ describe('ClickHouseProjection store', () => {
         },
       }),
     };
-    const many = await new ClickHouseProjection(counting, db.database).loadMany(refs, { values: 'dates' });
+    const many = await new ClickHouseProjectionStore(counting, db.database).loadMany(refs, { values: 'dates' });
     expect(selects).toBe(4);
     // The lagging heads were written again by loadMany.
-    expect((await db.store.listDatasets(account)).filter((d) => d.id === 'ds4' || d.id === 'ds5').map((d) => d.record_count)).toEqual([1, 1]);
+    expect((await db.readModel.listDatasets(account)).filter((d) => d.id === 'ds4' || d.id === 'ds5').map((d) => d.record_count)).toEqual([1, 1]);
     const singles: unknown[] = [];
     for (const r of refs) singles.push(await db.store.load(r.account, r.dataset, { values: 'dates' }).then((l) => l && { position: l.position, state: plain(l.state) }));
     expect(many.map((l) => l && { position: l.position, state: plain(l.state) })).toEqual(singles);
@@ -303,7 +306,7 @@ describe('ClickHouseProjection store', () => {
     s = projectEvent(s, { ...base(account, 'x', 'i1'), type: 'DatasetDefined', definition: def }, { partition: 0, offset: 1 }, batch);
     projectEvent(s, { ...base(account, 'x', 'i1'), type: 'RecordsAppended', records, delete_by: null }, { partition: 0, offset: 2 }, batch);
     await writeBatch(db.store, batch);
-    const got = await db.store.listRecords(account, 'x');
+    const got = await db.readModel.listRecords(account, 'x');
     expect(got).toEqual(records);
     expect(Object.is(got?.[2]?.n, -0)).toBe(true);
     // And SQL readers see the same numbers and instants in the typed columns.
@@ -323,7 +326,7 @@ describe('ClickHouseProjection store', () => {
     s = projectEvent(s, { ...base(account, 'x', 'i1'), type: 'DatasetDefined', definition: def }, { partition: 0, offset: 1 }, batch);
     projectEvent(s, { ...base(account, 'x', 'i1'), type: 'RecordsAppended', records: [{ s: 'a\ud800' }, { s: '\udc00😀' }], delete_by: null }, { partition: 0, offset: 2 }, batch);
     await writeBatch(db.store, batch);
-    await expect(db.store.listRecords(account, 'x')).resolves.toEqual([{ s: 'a\ufffd' }, { s: '\ufffd😀' }]);
+    await expect(db.readModel.listRecords(account, 'x')).resolves.toEqual([{ s: 'a\ufffd' }, { s: '\ufffd😀' }]);
   });
 
   it('never returns a removed row: FINAL … WHERE deleted = 0 (PREWHERE would bring it back on 18.16)', async () => {
@@ -350,7 +353,7 @@ describe('ClickHouseProjection store', () => {
     expect(second.rows.map((r) => r.deleted)).toEqual([true]);
     await writeBatch(db.store, second);
 
-    await expect(db.store.listRecords(account, 'x')).resolves.toEqual([]);
+    await expect(db.readModel.listRecords(account, 'x')).resolves.toEqual([]);
     const where = (clause: string) =>
       selectRows(db.conn, `SELECT record_key FROM ${db.store.tables.records} FINAL ${clause}`, 'a trap').then((rows) => rows.length);
     expect(await where(`WHERE account = '${account}' AND incarnation = 'i1' AND deleted = 0`)).toBe(0);
@@ -416,7 +419,7 @@ describe('ClickHouseProjection store', () => {
 
     /** Feeds events from `from` on, in batches cut at `cuts`, as a restarted projector would. */
     const project = async (
-      store: ClickHouseProjection,
+      store: ClickHouseProjectionStore,
       events: readonly DatasetEvent[],
       from: number,
       to: number,
@@ -468,7 +471,7 @@ describe('ClickHouseProjection store', () => {
           // Before the crash: every batch before k is written and its offsets committed.
           await project(db.store, events, 0, crashStart, boundaries);
           // Batch k dies with none, or only one, of its two inserts landed.
-          const dying = new ClickHouseProjection(crashing(db.conn, crash), db.database);
+          const dying = new ClickHouseProjectionStore(crashing(db.conn, crash), db.database);
           // (A batch of events the fold ignores writes nothing, and so cannot die.)
           await project(dying, events, 0, crashEnd, boundaries.filter((b) => b >= crashStart)).catch((e: unknown) => {
             expect(e).toMatchObject({ code: 'unavailable', message: expect.stringContaining('simulated crash') });
@@ -500,7 +503,7 @@ describe('ClickHouseProjection store', () => {
             if (whatLoaded.has(ds)) expect(plain(inMemory)).toEqual(plain(held === undefined ? undefined : heldState(held)));
             expect(plain((await db.store.load(account, ds))?.state)).toEqual(plain(want));
           }
-          await expect(db.store.listDatasets(account)).resolves.toEqual(
+          await expect(db.readModel.listDatasets(account)).resolves.toEqual(
             [...(expected?.values() ?? [])]
               .sort((a, b) => (a.id < b.id ? -1 : 1))
               .map((d) => ({
@@ -512,7 +515,7 @@ describe('ClickHouseProjection store', () => {
                 updated_at: formatUtcMillis(d.updated_at),
               })),
           );
-          await expect(db.store.count(account)).resolves.toBe(expected?.size ?? 0);
+          await expect(db.heads.count(account)).resolves.toBe(expected?.size ?? 0);
         },
       ),
       { numRuns: 20 },
@@ -524,20 +527,22 @@ describe('ClickHouseProjection store', () => {
     const head = { account: 'acc', dataset: 'x', incarnation: 'i1', definition: def, created_at: 0, updated_at: 0, record_count: 1, next_row: 1, position: { partition: 0, offset: 1 }, version: 10, deleted: false };
     const row = { account: 'acc', dataset: 'x', incarnation: 'i1', row_key: '0', slot: 1, version: 11, seq: 11, deleted: false, record: { n: 1 } };
     // Unreachable: an error other than `unavailable` proves nothing was sent.
-    const nowhere = new ClickHouseProjection(connectClickHouse('http://127.0.0.1:1'), 'pushbase');
-    await expect(nowhere.write([row], [head])).rejects.toThrow(/need a head of at least that version/);
-    await expect(nowhere.write([row], [])).rejects.toThrow(/need a head/);
-    await expect(nowhere.write([{ ...row, version: 5, incarnation: 'i2' }], [head])).rejects.toThrow(/needs that incarnation's head/);
-    await expect(nowhere.write([], [{ ...head, account: "acc' OR 1=1" }])).rejects.toMatchObject({ code: 'invalid' });
-    await expect(nowhere.write([{ ...row, version: 5, dataset: 'X;DROP' }], [head])).rejects.toMatchObject({ code: 'invalid' });
-    await expect(nowhere.load('acc', "x' OR '1'='1")).rejects.toMatchObject({ code: 'invalid' });
-    await expect(nowhere.listRecords('a\u0000', 'x')).rejects.toMatchObject({ code: 'invalid' });
-    expect(() => new ClickHouseProjection(db.conn, 'pushbase`; DROP')).toThrow(DomainError);
+    const nowhere = projectionIn(connectClickHouse('http://127.0.0.1:1'), 'pushbase');
+    await expect(nowhere.store.write([row], [head])).rejects.toThrow(/need a head of at least that version/);
+    await expect(nowhere.store.write([row], [])).rejects.toThrow(/need a head/);
+    await expect(nowhere.store.write([{ ...row, version: 5, incarnation: 'i2' }], [head])).rejects.toThrow(/needs that incarnation's head/);
+    await expect(nowhere.store.write([], [{ ...head, account: "acc' OR 1=1" }])).rejects.toMatchObject({ code: 'invalid' });
+    await expect(nowhere.store.write([{ ...row, version: 5, dataset: 'X;DROP' }], [head])).rejects.toMatchObject({ code: 'invalid' });
+    await expect(nowhere.store.load('acc', "x' OR '1'='1")).rejects.toMatchObject({ code: 'invalid' });
+    await expect(nowhere.readModel.listRecords('a\u0000', 'x')).rejects.toMatchObject({ code: 'invalid' });
+    expect(() => new ClickHouseProjectionStore(db.conn, 'pushbase`; DROP')).toThrow(DomainError);
+    expect(() => new ClickHouseReadModel(db.conn, 'pushbase`; DROP')).toThrow(DomainError);
+    expect(() => new ClickHouseHeadsStore(db.conn, 'pushbase`; DROP')).toThrow(DomainError);
   });
 
   it('rejects with `unavailable` when ClickHouse cannot be reached, so the projector retries', async () => {
     const nowhere = connectClickHouse('http://127.0.0.1:1');
-    const store = new ClickHouseProjection(nowhere, 'pushbase');
+    const store = new ClickHouseProjectionStore(nowhere, 'pushbase');
     const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
     const head = { account: 'acc', dataset: 'x', incarnation: 'i1', definition: def, created_at: 0, updated_at: 0, record_count: 0, next_row: 0, position: { partition: 0, offset: 1 }, version: 10, deleted: false };
     const failure = store.write([], [head]);

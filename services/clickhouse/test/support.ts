@@ -1,23 +1,47 @@
 import { randomBytes } from 'node:crypto';
-import type { ProjectedHead, ProjectedRow, ProjectionStore, StreamPosition } from '@pushbase/contracts';
+import type { ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StreamPosition } from '@pushbase/contracts';
 import { evolve, initialState, type DatasetEvent, type DatasetState, type RowKey, type State } from '@pushbase/domain';
 import { project } from '../../projector/src/project';
 import { RowSlots } from '../../projector/src/slots';
 import { connectClickHouse, type ClickHouseConnection } from '../src/client';
 import { migrate } from '../src/migrations';
 import { quoteIdentifier } from '../src/sql';
-import { ClickHouseProjection } from '../src/store';
+import { ClickHouseHeadsStore } from '../src/heads-store';
+import { ClickHouseReadModel } from '../src/read-model';
+import { ClickHouseProjectionStore } from '../src/write-store';
 
 export const CLICKHOUSE_URL = process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123';
 
+/** The projection's three adapters on one database: the projector's store, the read model, the heads view. */
+export interface Projection {
+  readonly store: ClickHouseProjectionStore;
+  readonly readModel: ClickHouseReadModel;
+  readonly heads: ClickHouseHeadsStore;
+}
+
+export const projectionIn = (conn: ClickHouseConnection, database: string, options?: ConstructorParameters<typeof ClickHouseProjectionStore>[2]): Projection => ({
+  store: new ClickHouseProjectionStore(conn, database, options),
+  readModel: new ClickHouseReadModel(conn, database),
+  heads: new ClickHouseHeadsStore(conn, database),
+});
+
+/** The read side as one object, as the projection contract takes it (the memory projection is one). */
+export const projectionReads = ({ readModel, heads }: Projection): SchemaStore & ReadModel => ({
+  get: (account, id) => heads.get(account, id),
+  count: (account) => heads.count(account),
+  listDatasets: (account) => readModel.listDatasets(account),
+  listRecords: (account, id) => readModel.listRecords(account, id),
+  queryRecords: (account, id, query) => readModel.queryRecords(account, id, query),
+  aggregate: (account, id, query) => readModel.aggregate(account, id, query),
+});
+
 /**
- * A migrated database of its own (pb_test_<random>) on the shared ClickHouse; `drop` removes it. Fails,
- * never skips, when ClickHouse cannot be reached.
+ * A migrated database of its own (pb_test_<random>) on the shared ClickHouse, with the projection's adapters
+ * on it; `drop` removes it. Fails, never skips, when ClickHouse cannot be reached.
  */
-export interface TestDatabase {
+export interface TestDatabase extends Projection {
   readonly conn: ClickHouseConnection;
   readonly database: string;
-  readonly store: ClickHouseProjection;
   drop(): Promise<void>;
 }
 
@@ -33,7 +57,7 @@ export async function testDatabase(): Promise<TestDatabase> {
   return {
     conn,
     database,
-    store: new ClickHouseProjection(conn, database),
+    ...projectionIn(conn, database),
     drop: async () => {
       await conn.client.command({ query: `DROP DATABASE IF EXISTS ${quoteIdentifier(database)}` });
       await conn.close();

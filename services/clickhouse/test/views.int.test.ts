@@ -15,7 +15,7 @@ import {
 import { command, selectRows, type ClickHouseConnection } from '../src/client';
 import { loadClickHouseConfig } from '../src/config';
 import { quoteIdentifier, quoteString } from '../src/sql';
-import { ClickHouseProjection } from '../src/store';
+import { ClickHouseProjectionStore } from '../src/write-store';
 import { DatasetViews, viewName } from '../src/views';
 import { emptyBatch, projectEvent, testDatabase, writeBatch, type TestDatabase } from './support';
 
@@ -89,7 +89,7 @@ function asViewRow(def: DatasetDefinition, record: DatasetRecord): Record<string
 describe('Grafana-ready dataset views (ClickHouse)', () => {
   let db: TestDatabase;
   let views: DatasetViews;
-  let store: ClickHouseProjection;
+  let store: ClickHouseProjectionStore;
   let run = 0;
   const freshAccount = (): string => `acc_${process.pid}_${run++}`;
   const viewsDatabase = (): string => `${db.database}_views`;
@@ -113,7 +113,7 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
   beforeAll(async () => {
     db = await testDatabase();
     views = new DatasetViews(db.conn, db.database, `${db.database}_views`);
-    store = new ClickHouseProjection(db.conn, db.database, { views });
+    store = new ClickHouseProjectionStore(db.conn, db.database, { views });
   });
   afterAll(async () => {
     await command(db.conn, `DROP DATABASE IF EXISTS ${quoteIdentifier(viewsDatabase())}`, 'dropping the views');
@@ -131,7 +131,7 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
             ...appends.map((records): DatasetEvent => ({ ...base(account, 'sales.by-day_1', 'i1'), type: 'RecordsAppended', records, delete_by: null })),
           ]);
           // The read API's answer: every record, in insertion order (one page holds them all here).
-          const page = await store.queryRecords(account, 'sales.by-day_1', parseRecordQuery({ limit: '1000' }));
+          const page = await db.readModel.queryRecords(account, 'sales.by-day_1', parseRecordQuery({ limit: '1000' }));
           expect(page?.next_offset).toBeNull();
           const viewed = await selectView(account, 'sales.by-day_1');
           expect(viewed).toEqual((page?.records ?? []).map((r) => asViewRow(def, r)));
@@ -177,7 +177,7 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
       { ...base(account, 'cols', 'c1'), type: 'RecordsAppended', records: [record('k1', 1), record('k2', 2), record('k3', 3)], delete_by: null },
       { ...base(account, 'cols', 'c1'), type: 'RecordsAppended', records: [record('k2', 4)], delete_by: null },
     ]);
-    const page = await store.queryRecords(account, 'cols', parseRecordQuery({ limit: '1000' }));
+    const page = await db.readModel.queryRecords(account, 'cols', parseRecordQuery({ limit: '1000' }));
     expect(page?.records.map((r) => r.account)).toEqual(['k1', 'k3', 'k2']);
     await expect(selectView(account, 'cols')).resolves.toEqual((page?.records ?? []).map((r) => asViewRow(def, r)));
 
@@ -228,7 +228,7 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
     const account = freshAccount();
     const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
     // Written without views, as if the projector crashed after the rows landed and before their views.
-    const bare = new ClickHouseProjection(db.conn, db.database);
+    const bare = new ClickHouseProjectionStore(db.conn, db.database);
     const batch = emptyBatch();
     const s = projectEvent(initialState(), { ...base(account, 'missing', 'm1'), type: 'DatasetDefined', definition: def }, { partition: 1, offset: 0 }, batch);
     projectEvent(s, { ...base(account, 'missing', 'm1'), type: 'RecordsAppended', records: [{ n: 7 }], delete_by: null }, { partition: 1, offset: 1 }, batch);
@@ -323,14 +323,14 @@ describe('Grafana-ready views when things go wrong', () => {
     const errors: unknown[] = [];
     const conn = refusingViews(db.conn, () => refusing);
     const views = new DatasetViews(conn, db.database, viewsDb(), { onViewError: (_name, e) => errors.push(e) });
-    const store = new ClickHouseProjection(conn, db.database, { views, onViewsError: (e) => errors.push(e) });
+    const store = new ClickHouseProjectionStore(conn, db.database, { views, onViewsError: (e) => errors.push(e) });
     const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
     const account = `acc_${process.pid}_refused`;
     const batch = emptyBatch();
     const s = projectEvent(initialState(), { ...base(account, 'first', 'f1'), type: 'DatasetDefined', definition: def }, { partition: 2, offset: 0 }, batch);
     projectEvent(s, { ...base(account, 'first', 'f1'), type: 'RecordsAppended', records: [{ n: 1 }], delete_by: null }, { partition: 2, offset: 1 }, batch);
     await writeBatch(store, batch); // the rows land although the view does not
-    await expect(store.listRecords(account, 'first')).resolves.toEqual([{ n: 1 }]);
+    await expect(db.readModel.listRecords(account, 'first')).resolves.toEqual([{ n: 1 }]);
     expect(errors).toHaveLength(1);
     const names = async (): Promise<string[]> =>
       (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}'`, 'listing')).map((r) => r.name);
@@ -356,7 +356,7 @@ describe('Grafana-ready views when things go wrong', () => {
     const failures: string[] = [];
     const conn = refusingViews(db.conn, (query) => [...refused].some((name) => query.includes(`\`${name}\``)));
     const views = new DatasetViews(conn, db.database, viewsDb(), { onViewError: (name) => failures.push(name) });
-    const store = new ClickHouseProjection(conn, db.database, { views });
+    const store = new ClickHouseProjectionStore(conn, db.database, { views });
     const names = async (): Promise<string[]> =>
       (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}'`, 'listing')).map((r) => r.name);
 

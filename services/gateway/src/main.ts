@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoreConflict } from '@pushbase/app';
-import { ClickHouseProjection, connectClickHouse } from '@pushbase/clickhouse';
+import { ClickHouseReadModel, connectClickHouse } from '@pushbase/clickhouse';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/data-dir';
@@ -66,7 +66,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
     closers.push(() => clickhouse.close());
 
-    const readModel = new ClickHouseProjection(clickhouse, config.clickhouse.database);
+    const readModel = new ClickHouseReadModel(clickhouse, config.clickhouse.database);
     // One rolling window per key across every gateway (and both listeners).
     const rateLimiter = new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix });
     const listeners = await startHttp(config, { schemas, records, keys, rateLimiter, accounts, readModel, adminToken, requestScope }, { logger, log, metrics, tls });

@@ -1,4 +1,4 @@
-import { ClickHouseProjection, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
 import { createKafka, fetchGroupOffsets, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { checkProjectedState, markerField, openRedis, raiseMarkers, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
@@ -58,7 +58,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       log('warn', 'dataset view failed; the next write tries it again', { view, error: e instanceof Error ? e.message : String(e) });
     },
   });
-  const store = new ClickHouseProjection(conn, config.clickhouse.database, {
+  const store = new ClickHouseProjectionStore(conn, config.clickhouse.database, {
     views,
     onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
   });

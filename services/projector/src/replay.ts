@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { SingleBar } from 'cli-progress';
 import {
-  ClickHouseProjection,
+  ClickHouseProjectionStore,
   connectClickHouse,
   dropDatabase,
   listListedHeads,
@@ -124,7 +124,7 @@ async function rebuild(
     finish = resolve;
     fail = reject;
   });
-  const projector = new Projector(new ClickHouseProjection(conn, fresh.database), {
+  const projector = new Projector(new ClickHouseProjectionStore(conn, fresh.database), {
     // The applied Idempotency-Keys go to the live prefix: they are no part of the generation it promotes,
     // and recording them again is harmless (first one wins), so keys survive a replay, a lost Redis included.
     schemaStore: new RedisSchemaStore(redis, { prefix: fresh.redisPrefix, idempotency: { prefix: config.redis.prefix, ttlMs: config.idempotencyTtlMs } }),

@@ -1,4 +1,4 @@
-import { ClickHouseProjection, listListedHeads, listStoredHeads, type ClickHouseConnection, type StoredHead } from '@pushbase/clickhouse';
+import { ClickHouseReadModel, listListedHeads, listStoredHeads, type ClickHouseConnection, type StoredHead } from '@pushbase/clickhouse';
 import { readSchemaGeneration, type Redis } from '@pushbase/redis';
 
 /*
@@ -46,8 +46,8 @@ export async function compareGenerations(conn: ClickHouseConnection, redis: Redi
   const byKey = (heads: readonly StoredHead[]): Map<string, StoredHead> => new Map(heads.map((h) => [`${h.account}/${h.dataset}`, h]));
   const liveByKey = byKey(liveHeads);
   const rebuiltByKey = byKey(rebuiltHeads);
-  const liveStore = new ClickHouseProjection(conn, live.database);
-  const rebuiltStore = new ClickHouseProjection(conn, rebuilt.database);
+  const liveStore = new ClickHouseReadModel(conn, live.database);
+  const rebuiltStore = new ClickHouseReadModel(conn, rebuilt.database);
   let records = 0;
   const keys = [...new Set([...liveByKey.keys(), ...rebuiltByKey.keys()])].sort();
   for (const key of keys) {

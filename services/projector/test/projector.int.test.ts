@@ -49,7 +49,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
           const events = streamFor(steps, account);
           const positions = await produce(env.appender, events);
           await untilCommitted(env.admin, group, env.topic, endsOf(positions));
-          await expectProjectionEqualsFold(env.store, events, account, DATASETS);
+          await expectProjectionEqualsFold(env.readModel, events, account, DATASETS);
 
           // Redelivery: a fresh member (nothing in memory) is sent back to an earlier offset.
           const before = await tableOf(env, account);
@@ -62,7 +62,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
           // Everything redelivered is at or before a stored position, or changes nothing: no row is written.
           expect(projector.projector.stats().rows).toBe(0);
           expect(await tableOf(env, account)).toStrictEqual(before);
-          await expectProjectionEqualsFold(env.store, events, account, DATASETS);
+          await expectProjectionEqualsFold(env.readModel, events, account, DATASETS);
         }),
         { numRuns: 3, endOnFailure: true },
       );
@@ -91,7 +91,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
         } finally {
           await restarted.stop();
         }
-        await expectProjectionEqualsFold(env.store, events, account, DATASETS);
+        await expectProjectionEqualsFold(env.readModel, events, account, DATASETS);
       }),
       { numRuns: 3, endOnFailure: true },
     );
@@ -110,7 +110,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
       const events = streams.flatMap((steps, i) => eventsOf(steps, { account, datasets: datasets.slice(i * 4, i * 4 + 4), incarnationPrefix: `${account}-${i}` }));
       const positions = await produce(env.appender, events);
       await untilCommitted(env.admin, group, env.topic, endsOf(positions), 120_000);
-      await expectProjectionEqualsFold(env.store, events, account, datasets);
+      await expectProjectionEqualsFold(env.readModel, events, account, datasets);
       expect(a.projector.stats().events).toBeGreaterThan(0);
       expect(b.projector.stats().events).toBeGreaterThan(0);
     } finally {
@@ -128,7 +128,7 @@ describe('projector (real Kafka and ClickHouse)', () => {
           const events = streamFor(steps, account);
           const positions = await produce(env.appender, events);
           await untilCommitted(env.admin, group, env.topic, endsOf(positions));
-          await expectProjectionEqualsFold(env.store, events, account, DATASETS);
+          await expectProjectionEqualsFold(env.readModel, events, account, DATASETS);
         }),
         { numRuns: 3, endOnFailure: true },
       );

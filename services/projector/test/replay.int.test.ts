@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import { accountLiteral, ClickHouseProjection, datasetLiteral, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { accountLiteral, ClickHouseHeadsStore, ClickHouseProjectionStore, ClickHouseReadModel, datasetLiteral, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import type { StreamPosition } from '@pushbase/contracts';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, EVENT_SCHEMA_VERSION, fold, recordsOf, type AccountEvent, type DatasetEvent, type State } from '@pushbase/domain';
 import { defaultAccountsTopic, ensureTopic, KafkaAccountLog, KafkaEventAppender } from '@pushbase/kafka';
@@ -163,13 +163,14 @@ const startLive = (): Promise<RunningProjector> => runProjector(loadProjectorCon
 /** Independently of replay's verify: ClickHouse and Redis show exactly the domain's fold of `events`. */
 async function expectStateEqualsFold(events: readonly DatasetEvent[], accounts: readonly string[]): Promise<void> {
   const state: State = fold(events.map((e) => JSON.parse(JSON.stringify(e)) as DatasetEvent));
-  const store = new ClickHouseProjection(env.conn, env.database);
+  const readModel = new ClickHouseReadModel(env.conn, env.database);
+  const heads = new ClickHouseHeadsStore(env.conn, env.database);
   const schema = new RedisSchemaStore(env.redis, { prefix: env.prefix });
   for (const account of accounts) {
     const live = DATASETS.filter((id) => state.get(account)?.get(id) !== undefined);
     expect(await schema.count(account)).toBe(live.length);
-    expect(await store.count(account)).toBe(live.length);
-    const listing = await store.listDatasets(account);
+    expect(await heads.count(account)).toBe(live.length);
+    const listing = await readModel.listDatasets(account);
     expect(listing.map((d) => [d.id, d.record_count])).toStrictEqual(
       [...live].sort().map((id) => [id, state.get(account)?.get(id)?.rows.size]),
     );
@@ -183,10 +184,10 @@ async function expectStateEqualsFold(events: readonly DatasetEvent[], accounts: 
     }
     for (const id of DATASETS) {
       const ds = state.get(account)?.get(id);
-      expect({ id, records: await store.listRecords(account, id) }).toStrictEqual({ id, records: ds === undefined ? undefined : recordsOf(ds) });
+      expect({ id, records: await readModel.listRecords(account, id) }).toStrictEqual({ id, records: ds === undefined ? undefined : recordsOf(ds) });
       const summary = await schema.get(account, id);
       expect({ id, incarnation: summary?.incarnation, definition: summary?.definition }).toStrictEqual({ id, incarnation: ds?.incarnation, definition: ds?.definition });
-      expect((await store.get(account, id))?.incarnation).toBe(ds?.incarnation);
+      expect((await heads.get(account, id))?.incarnation).toBe(ds?.incarnation);
     }
   }
 }
@@ -277,7 +278,8 @@ describe('pushbase replay (real Kafka, ClickHouse and Redis)', () => {
   it('verify finds a difference planted in the live state, exits 1 and swaps nothing (the command itself)', async () => {
     expect(allEvents.length).toBeGreaterThan(0); // the state of the test above
     const [account] = accounts as [string, string];
-    const store = new ClickHouseProjection(env.conn, env.database);
+    const store = new ClickHouseProjectionStore(env.conn, env.database);
+    const readModel = new ClickHouseReadModel(env.conn, env.database);
     const schema = new RedisSchemaStore(env.redis, { prefix: env.prefix });
 
     // Unchanged state first: the command's verify-only agrees, exit 0.
@@ -305,7 +307,7 @@ describe('pushbase replay (real Kafka, ClickHouse and Redis)', () => {
     const planted = await schema.get(account, target.id);
     await env.redis.hset(`${env.prefix}schema:dataset:${target.id}:${account}`, 'definition', JSON.stringify({ ...planted!.definition, unique_by: ['planted'] }));
 
-    const before = await store.listRecords(account, target.id);
+    const before = await readModel.listRecords(account, target.id);
     const verified = await replayCommand(['--verify', '--no-progress']);
     expect(verified.code).toBe(1);
     expect(verified.stdout).toMatch(/verify: the rebuilt state DIFFERS from the live one/);
@@ -314,7 +316,7 @@ describe('pushbase replay (real Kafka, ClickHouse and Redis)', () => {
     expect(verified.stdout).toContain(`redis dataset:${target.id}:${account}: live`);
     expect(verified.stdout).toMatch(/nothing swapped; the live state is unchanged/);
     // Nothing was swapped: the planted state is still live.
-    expect(await store.listRecords(account, target.id)).toStrictEqual(before);
+    expect(await readModel.listRecords(account, target.id)).toStrictEqual(before);
     expect((await schema.get(account, target.id))?.definition.unique_by).toStrictEqual(['planted']);
 
     // Without --verify, replay repairs it: the rebuilt state replaces the planted one.

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import type { Admin } from 'kafkajs';
-import { ClickHouseProjection, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { ClickHouseReadModel, connectClickHouse, migrate, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import type { StreamPosition } from '@pushbase/contracts';
 import { fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
 import { KafkaEventAppender, defaultAccountsTopic, ensureTopic } from '@pushbase/kafka';
@@ -24,7 +24,7 @@ export interface Infra {
   readonly topic: string;
   readonly database: string;
   readonly conn: ClickHouseConnection;
-  readonly store: ClickHouseProjection;
+  readonly readModel: ClickHouseReadModel;
   readonly appender: KafkaEventAppender;
   /** Environment of a projector on this topic and database (the group is the caller's). */
   env(groupId: string, extra?: Record<string, string>): Record<string, string>;
@@ -54,7 +54,7 @@ export async function infra(partitions: number): Promise<Infra> {
     topic,
     database,
     conn,
-    store: new ClickHouseProjection(conn, database),
+    readModel: new ClickHouseReadModel(conn, database),
     appender,
     env: (groupId, extra = {}) => ({
       PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
@@ -106,11 +106,11 @@ export async function untilCommitted(admin: Admin, groupId: string, topic: strin
 }
 
 /** ClickHouse shows exactly the domain fold of `events` for every dataset named. */
-export async function expectProjectionEqualsFold(store: ClickHouseProjection, events: readonly DatasetEvent[], account: string, datasets: readonly string[]): Promise<void> {
+export async function expectProjectionEqualsFold(readModel: ClickHouseReadModel, events: readonly DatasetEvent[], account: string, datasets: readonly string[]): Promise<void> {
   const state = fold(events.map((e) => JSON.parse(JSON.stringify(e)) as DatasetEvent));
   for (const id of datasets) {
     const ds = state.get(account)?.get(id);
-    expect({ id, records: await store.listRecords(account, id) }).toStrictEqual({ id, records: ds === undefined ? undefined : recordsOf(ds) });
+    expect({ id, records: await readModel.listRecords(account, id) }).toStrictEqual({ id, records: ds === undefined ? undefined : recordsOf(ds) });
   }
 }
 

@@ -1,32 +1,17 @@
-import type { DatasetListing, LoadedDataset, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, ReadModel, SchemaStore, StoredDatasetRef } from '@pushbase/contracts';
-import {
-  aggregateValue,
-  formatDay,
-  formatUtcMillis,
-  parseDatasetId,
-  resolveAggregateQuery,
-  resolveRecordQuery,
-  type AggregateQueryParams,
-  type AggregateResult,
-  type DatasetDefinition,
-  type DatasetRecord,
-  type DatasetSummary,
-  type RecordPage,
-  type RecordQueryParams,
-} from '@pushbase/domain';
+import type { LoadedDataset, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
+import { parseDatasetId, type DatasetDefinition, type DatasetRecord } from '@pushbase/domain';
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
-import { aggregateSql, OUTPUT_PREFIX, recordQuerySql, type DatasetScope } from './read-sql';
-import { columnsOf, decodeRecord, doubleFromBits, slotsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
-import { datasetKey, HEAD_SLOT, readDataset, readDatasets, readSummary, whereDatasets, type HeadJson, type StoredDataset } from './records-table';
-import { RowBinaryWriter } from './row-binary';
+import { columnsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
 import { tablesIn, type ProjectionTables } from './migrations';
-import { accountLiteral, checkAccount, datasetLiteral } from './sql';
+import { datasetKey, HEAD_SLOT, readDatasets, whereDatasets, type HeadJson, type StoredDataset } from './records-table';
+import { RowBinaryWriter } from './row-binary';
+import { checkAccount } from './sql';
 import type { DatasetViews } from './views';
 
 /*
- * The projection in ClickHouse: the projector's ProjectionStore, and the read side (ReadModel, and a
- * SchemaStore view of the heads) for the admin routes. Why a write and a load survive any crash:
- * docs/clickhouse.md → Crash safety. FINAL … WHERE, never PREWHERE on `deleted`: docs/clickhouse.md → Statements.
+ * The projector's ProjectionStore in ClickHouse: a write's rows and the head rows that cover them in one
+ * atomic insert, and the loads the projector resumes from. Why that survives any crash: docs/clickhouse.md
+ * → Crash safety.
  */
 
 /** Rows per write, head rows included: below max_insert_block_size (1,048,576), so one block. */
@@ -62,16 +47,6 @@ export function writeRecordsRow(
   writeSlots(w, plan, record);
 }
 
-interface HeadsRow {
-  readonly dataset: string;
-  readonly incarnation: string;
-  readonly definition: string;
-  readonly created_at: string;
-  readonly updated_at: string;
-  readonly record_count: string;
-  readonly version: string;
-}
-
 /**
  * Datasets per load query at most, so an answer holds at most 16 × 5000 rows. Why several datasets to a
  * query at all: see LOAD_CHUNK in services/projector/src/projector.ts (the projector asks for 8).
@@ -92,7 +67,7 @@ function checkIncarnation(incarnation: string): void {
   if (!INCARNATION.test(incarnation)) throw new Error(`An incarnation must be 1 to 200 printable ASCII characters, got ${JSON.stringify(incarnation.slice(0, 40))}`);
 }
 
-export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaStore {
+export class ClickHouseProjectionStore implements ProjectionStore {
   readonly tables: ProjectionTables;
 
   private readonly views: DatasetViews | undefined;
@@ -116,8 +91,6 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
    * heap (docs/performance.md → The projector's write buffer). One larger than MAX_SCRATCH_BYTES is not kept.
    */
   private scratch: Buffer | undefined;
-
-  // ── ProjectionStore ──
 
   async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
     if (rows.length === 0 && heads.length === 0) return;
@@ -270,96 +243,5 @@ export class ClickHouseProjection implements ProjectionStore, ReadModel, SchemaS
     const at = new Map(listed.map((l) => [datasetKey(l.account, l.dataset), Number(l.version)]));
     const behind = found.filter((f) => (at.get(datasetKey(f.account, f.dataset)) ?? -1) < f.stored.headVersion);
     await this.writeHeads(behind.map(({ account, dataset, stored: s }) => ({ account, dataset, ...s.head, version: s.headVersion, deleted: s.deleted })));
-  }
-
-  // ── ReadModel ──
-
-  async listDatasets(account: string): Promise<DatasetListing[]> {
-    const heads = await this.liveHeads(account);
-    return heads.map((h) => {
-      const definition = JSON.parse(h.definition) as DatasetDefinition;
-      return {
-        id: h.dataset,
-        fields: definition.fields,
-        unique_by: definition.unique_by,
-        record_count: Number(h.record_count),
-        created_at: formatUtcMillis(Number(h.created_at)),
-        updated_at: formatUtcMillis(Number(h.updated_at)),
-      };
-    });
-  }
-
-  async listRecords(account: string, id: string): Promise<DatasetRecord[] | undefined> {
-    const stored = await readDataset(this.conn, this.tables, account, id, 'all');
-    if (stored === undefined || stored.deleted) return undefined;
-    return [...stored.state.rows.values()];
-  }
-
-  async queryRecords(account: string, id: string, params: RecordQueryParams): Promise<RecordPage | undefined> {
-    const scope = await this.scopeOf(account, id);
-    if (scope === undefined) return undefined;
-    const q = resolveRecordQuery(scope.definition, params);
-    const sql = recordQuerySql(scope, q);
-    // Two statements, so under concurrent writes the total and the page may be of two moments.
-    const [rows, total] = await Promise.all([
-      selectRows<Record<string, string | null>>(this.conn, sql.page, `reading records of ${account}/${id}`),
-      selectRows<{ n: string }>(this.conn, sql.total, `counting records of ${account}/${id}`),
-    ]);
-    const slots = slotsOf(scope.definition);
-    const records = rows.slice(0, q.limit).map((r) => decodeRecord(slots, Object.fromEntries(slots.map((s) => [s.stored, r[`${OUTPUT_PREFIX}${s.stored}`]]))));
-    return { records, total: Number(total[0]?.n ?? 0), offset: q.offset, limit: q.limit, next_offset: rows.length > q.limit ? q.offset + q.limit : null };
-  }
-
-  async aggregate(account: string, id: string, params: AggregateQueryParams): Promise<AggregateResult | undefined> {
-    const scope = await this.scopeOf(account, id);
-    if (scope === undefined) return undefined;
-    const q = resolveAggregateQuery(scope.definition, params);
-    const rows = await selectRows<{ n: string; v?: string | null; k?: string | null }>(this.conn, aggregateSql(scope, q), `aggregating ${account}/${id}`);
-    const valueOf = (r: { n: string; v?: string | null }): number | null => {
-      const v = r.v === undefined || r.v === null ? NaN : doubleFromBits(r.v);
-      return aggregateValue(q.op, Number(r.n), v, v, v);
-    };
-    const groupBy = q.groupBy;
-    if (groupBy === null) return { value: valueOf(rows[0] ?? { n: '0' }) };
-    return {
-      groups: rows.map((r) => ({
-        key: r.k === undefined || r.k === null ? null : groupBy.bucket === null ? r.k : formatDay(Number(r.k)),
-        value: valueOf(r),
-      })),
-    };
-  }
-
-  /** What a query of a live dataset needs: its definition and the incarnation whose rows are its records. */
-  private async scopeOf(account: string, id: string): Promise<DatasetScope | undefined> {
-    const summary = await readSummary(this.conn, this.tables, account, id);
-    if (summary === undefined) return undefined;
-    return { tables: this.tables, accountLiteral: accountLiteral(account), datasetLiteral: datasetLiteral(id), incarnation: summary.incarnation, definition: summary.definition };
-  }
-
-  // ── SchemaStore (a view of the heads; the schema service's own store is Redis) ──
-
-  get(account: string, id: string): Promise<DatasetSummary | undefined> {
-    return readSummary(this.conn, this.tables, account, id);
-  }
-
-  async count(account: string): Promise<number> {
-    const rows = await selectRows<{ n: string }>(
-      this.conn,
-      `SELECT toString(count()) AS n FROM ${this.tables.heads} FINAL WHERE account = ${accountLiteral(account)} AND deleted = 0`,
-      `counting the datasets of ${account}`,
-    );
-    return Number(rows[0]?.n ?? 0);
-  }
-
-  private liveHeads(account: string): Promise<HeadsRow[]> {
-    return selectRows<HeadsRow>(
-      this.conn,
-      `SELECT dataset, incarnation, definition, toString(created_at) AS created_at, toString(updated_at) AS updated_at,
-  toString(record_count) AS record_count, toString(version) AS version
-FROM ${this.tables.heads} FINAL
-WHERE account = ${accountLiteral(account)} AND deleted = 0
-ORDER BY dataset`,
-      `listing the datasets of ${account}`,
-    );
   }
 }
