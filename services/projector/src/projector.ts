@@ -8,41 +8,9 @@ import { context, contextFrom, failSpan, NOT_TRACED, pushbaseTracer, SpanKind, t
 import { heldState, loadedDataset, project, type ProjectedDataset } from './project';
 
 /*
- * The projector's loop around the pure `project`: events of many requests are folded in memory, their rows
- * pile up in one pending write, and that write goes to the store
- *  - as soon as the previous write has landed and `flushIntervalMs` has passed since it started (checked
- *    after each consumed batch and on a short tick), so an idle projector writes a push within one tick
- *    and a busy one writes back to back, each write carrying what arrived while the last one ran: writes
- *    grow with the load instead of the delay growing with it, and there are never more than
- *    1000 / flushIntervalMs inserts a second;
- *  - or at once when it holds flushRows rows.
- * Offsets are committed only after the write resolved, so a crash anywhere redelivers events whose rows
- * may or may not have landed; `project` skips those at or before a dataset's stored position, and
- * versions from stream positions make any row written twice identical.
- *
- * One write is in flight while the next batch is folded (pipelining: folding and ClickHouse's insert use
- * different cores); a third batch waits for the first write to land. Writes land and commit in order.
- *
- * Memory: dataset states live in an LRU weighed by row count; project.ts keeps of each row only what the
- * fold can read again (heldRecord), and a load reads back only that (`values: 'dates'`). A state is
- * dropped only when every change in it has landed in the store (its batch is written), so a dropped state
- * loads back exactly as it was. Once over the bound, states are dropped down to 90% of it, so that the
- * datasets touched next do not force a write each: first the large ones (LARGE_STATE_ROWS) among the least
- * recently touched half of the held rows, then, only if that is not enough, the least recently touched of
- * all. A load costs about the same whatever the dataset's size, while dropping a state frees only its
- * weight: plain LRU dropped thousands of long-idle tiny states (datasets created and not yet written to)
- * first, freed almost nothing by it, and paid a load for each of them at its next event. Large states
- * touched lately are left to the second pass, so long-idle medium ones go before them.
- * On revocation the states and unwritten rows of the revoked partitions are dropped: another member may
- * advance those datasets, and the events come again from the committed offset to whoever reads next.
- *
- * Batches, timed flushes and revocations run one at a time (`exclusive`).
- *
- * The schema store (Redis: live definitions and counts) is fed from the same write: after the rows landed
- * and before the offsets are committed, every event of the write is applied to it, the redelivered ones
- * too. Its writer is idempotent per incarnation, so an event applied twice (a crash between apply and
- * commit) changes nothing; applying only the events ClickHouse did not skip would lose the schema side of
- * a write whose rows landed but whose apply did not.
+ * The projector's loop around the pure `project`: folds events in memory, writes their rows in batches that
+ * grow with the load, commits offsets only after a write landed, and keeps dataset states within a bound.
+ * Why each of these is done the way it is: docs/architecture.md → The projector's loop.
  */
 
 /** The part of the Kafka consumer the projector drives. */
