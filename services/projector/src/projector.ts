@@ -95,18 +95,17 @@ const weightOf = (d: ProjectedDataset | undefined): number => 1 + (d?.state?.row
 /**
  * The weight from which a state is dropped before any smaller one. A load's cost hardly depends on the
  * dataset's size: the store reads at least one granule (512 rows, migrations.ts) of every part that holds
- * the dataset, and on 18.16, from a table of 17 parts, a load of a 1003-row dataset took ~31 ms, of a
- * 3507-row one ~34 ms, the head row alone ~14 ms. So the rows freed per load caused grow with the state's
- * weight; a state under one granule is read back at the price of a granule per part. One granule as the
- * line leaves the empty and near-empty states (datasets created and not yet filled) for last.
+ * the dataset (docs/performance.md → Measurements behind the code). So the rows freed per load caused grow
+ * with the state's weight; a state under one granule is read back at the price of a granule per part. One
+ * granule as the line leaves the empty and near-empty states (datasets created and not yet filled) for last.
  */
 export const LARGE_STATE_ROWS = 512;
 
 /**
- * Datasets a load query reads at most. On 18.16 (17 parts, granularity 512) one query for 8 datasets cost
- * ~113 ms of CPU where 8 single loads cost ~22 ms each, ~176 ms: each query pays its own FINAL setup and
- * part scan. One query runs on both cores by itself (~150 ms). Chunks of 8 keep each answer small and let
- * the chunks of a batch that misses many datasets run side by side.
+ * Datasets a load query reads at most: each query pays its own FINAL setup and part scan, so one query for
+ * several datasets costs less than single loads, and one query already runs on both cores by itself
+ * (docs/performance.md → Measurements behind the code). Chunks of 8 keep each answer small and let the
+ * chunks of a batch that misses many datasets run side by side.
  */
 const LOAD_CHUNK = 8;
 const isUnavailable = (e: unknown): boolean => e instanceof DomainError && e.code === 'unavailable';
