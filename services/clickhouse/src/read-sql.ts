@@ -6,7 +6,7 @@ import { quoteString } from './sql';
 /*
  * The read API's queries as ClickHouse SQL (the rules are the domain's, read-query.ts). Every statement
  * reads one incarnation's live rows: `FROM records FINAL WHERE account … AND incarnation … AND deleted = 0`,
- * FINAL first so filters see only each row's newest version (never PREWHERE: docs/clickhouse.md → Statements says why).
+ * FINAL first so filters see only each row's newest version (never PREWHERE, why: docs/clickhouse.md → Statements).
  * What meets the SQL text: column names from the layout (constants), and filter values only as
  *   - a string: quoteString (sql.ts), the one literal writer;
  *   - a number: the decimal text of its IEEE-754 bits, turned back into the double inside ClickHouse exactly
