@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
+import { openRedis } from '@pushbase/redis';
 import { defaultKafkaJarsDir, startPrivateServers, type PrivateServers } from '../../deploy/local/private-servers';
 import { TestStack } from '../helpers/distributed-stack';
 import { FAULT_ANSWERS, FaultWorkload, type Tally } from '../helpers/fault-workload';
@@ -14,7 +15,8 @@ import { BUNDLE, ROOT } from '../helpers/server';
  * to the pure fold of the acknowledged requests: nothing acknowledged lost, nothing refused applied,
  * nothing applied twice — and a third of the datasets send every request with an Idempotency-Key and again
  * with it until its outcome is known, each then applied exactly once. Afterwards `pushbase replay --verify-only` rebuilds the topic into scratch tables
- * and finds them equal to the live ones.
+ * and finds them equal to the live ones; and with the applied keys wiped from Redis, `pushbase replay`
+ * records them again from the events, so every keyed request sent again is replayed, not applied.
  *
  * Bounded: a handful of accounts and datasets per test, every wait with a deadline.
  */
@@ -22,7 +24,7 @@ import { BUNDLE, ROOT } from '../helpers/server';
 jest.setTimeout(300_000);
 
 // Accounts of their own for each test's workload: an account's listing then holds only that workload's datasets.
-const TESTS = 6;
+const TESTS = 7;
 const groups = Array.from({ length: TESTS }, (_, t) =>
   Object.fromEntries(Array.from({ length: 4 }, (_, i) => [`fault-${t}-${i}-${randomBytes(3).toString('hex')}`, `key-${randomBytes(12).toString('hex')}`])),
 );
@@ -63,6 +65,32 @@ function load(): FaultWorkload {
 
 const acked = (w: FaultWorkload, n: number, what: string): Promise<Tally> => w.waitFor((t) => t.acknowledged >= n, 120_000, what);
 const answered = (t: Tally, prefix: string): number => Object.entries(t.answers).reduce((n, [k, c]) => n + (k.startsWith(prefix) ? c : 0), 0);
+
+/** `pushbase replay` with `flags` on the stack's names (the projector must be stopped). */
+const replay = (...flags: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+  new Promise((resolve) => {
+    execFile(process.execPath, [BUNDLE, 'replay', ...flags, '--no-progress'], { cwd: ROOT, env: { ...process.env, ...stack!.env }, timeout: 240_000 }, (err, out, errOut) =>
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout: out, stderr: errOut }),
+    );
+  });
+
+/** Counts (or deletes) the stack's applied Idempotency-Keys in its Redis (services/redis/src/idempotency.ts). */
+async function appliedKeys(what: 'count' | 'delete'): Promise<number> {
+  const redis = await openRedis(servers!.urls.PUSHBASE_REDIS_URL);
+  try {
+    let cursor = '0';
+    let n = 0;
+    do {
+      const [next, found] = await redis.scan(cursor, 'MATCH', `${stack!.names.redisPrefix}idem:applied:*`, 'COUNT', 1000);
+      cursor = next;
+      n += found.length;
+      if (what === 'delete' && found.length > 0) await redis.del(...found);
+    } while (cursor !== '0');
+    return n;
+  } finally {
+    redis.disconnect();
+  }
+}
 
 /** Stops the load, then waits for the read side to show exactly the fold of what was acknowledged. */
 async function settle(w: FaultWorkload): Promise<Tally> {
@@ -170,12 +198,34 @@ describe('distributed stack under faults', () => {
     for (const w of workloads) await w.verify(60_000);
     // replay rebuilds with the projector's own code and refuses to run beside a live projector.
     await stack!.signal('projector', 'SIGTERM');
-    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      execFile(process.execPath, [BUNDLE, 'replay', '--verify-only', '--no-progress'], { cwd: ROOT, env: { ...process.env, ...stack!.env }, timeout: 240_000 }, (err, out, errOut) =>
-        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout: out, stderr: errOut }),
-      );
-    });
+    const { code, stdout, stderr } = await replay('--verify-only');
     expect({ code, stdout, stderr: stderr.slice(-2000) }).toEqual({ code: 0, stdout: expect.stringMatching(/the rebuilt state equals the live one/), stderr: expect.any(String) });
     await stack!.restart('projector');
+  });
+
+  it('replay keeps the Idempotency-Keys: wiped from Redis, they come back from the events, and every keyed request sent again is replayed', async () => {
+    // A load of its own, so that the test holds keyed requests when run alone too.
+    const own = load();
+    await acked(own, 150, '150 acknowledged');
+    await settle(own);
+    await stack!.signal('projector', 'SIGTERM');
+    // The applied keys are lost (a Redis emptied, or rebuilt elsewhere): only the events still hold them.
+    const wiped = await appliedKeys('delete');
+    expect(wiped).toBeGreaterThan(0);
+    const { code, stdout, stderr } = await replay();
+    expect({ code, stdout, stderr: stderr.slice(-2000) }).toEqual({ code: 0, stdout: expect.stringMatching(/the rebuilt projection and schema store are live/), stderr: expect.any(String) });
+    const recorded = await appliedKeys('count');
+    await stack!.restart('projector');
+    let resent = 0;
+    for (const w of workloads) {
+      const { sent, notReplayed } = await w.resendKeyed(120_000);
+      expect(notReplayed).toEqual([]);
+      resent += sent;
+    }
+    expect(resent).toBeGreaterThan(0);
+    expect(recorded).toBeGreaterThanOrEqual(wiped);
+    // Nothing applied again: every workload still shows the fold of what it sent the first time.
+    for (const w of workloads) await w.verify(90_000);
+    process.stderr.write(`replay: ${wiped} applied keys wiped, ${recorded} recorded again by replay; ${resent} keyed requests sent again, all replayed\n`);
   });
 });

@@ -135,7 +135,7 @@ export interface Tally {
 
 export class FaultWorkload {
   readonly datasets: DatasetLoop[] = [];
-  private readonly agent: Agent;
+  private agent: Agent;
   private running: Promise<void>[] = [];
   private stopping = false;
   private readonly pauseMs: number;
@@ -171,6 +171,41 @@ export class FaultWorkload {
     this.stopping = true;
     await Promise.all(this.running);
     this.agent.destroy();
+  }
+
+  /**
+   * After stop(): sends every keyed request that kept its key — acknowledged with a 201 create, or a 200
+   * write or delete (a create that found its dataset, 200, keeps none) — again with its key and the same
+   * bytes, until answered (a 503 or 409 is sent again), and lists those whose answer is not a replay
+   * (`Idempotent-Replayed: true`) of their acknowledged status. A resend applied again would also show
+   * in verify(): the state would no longer be the fold of what was sent.
+   */
+  async resendKeyed(timeoutMs: number): Promise<{ sent: number; notReplayed: string[] }> {
+    if (!this.stopping) throw new Error('resendKeyed: stop() the load first');
+    const deadline = Date.now() + timeoutMs;
+    this.agent = new Agent({ keepAlive: true, maxSockets: 16 });
+    let sent = 0;
+    const notReplayed: string[] = [];
+    try {
+      await Promise.all(
+        this.datasets.map(async (ds) => {
+          for (const s of ds.sent) {
+            const status = s.answer.status;
+            if (s.key === undefined || s.outcome !== 'acknowledged' || !(status === 201 || (status === 200 && s.op.kind !== 'define'))) continue;
+            sent++;
+            let answer = await this.send(ds, s.op, s.key);
+            while (unsettled(answer) && Date.now() < deadline) {
+              await new Promise((r) => setTimeout(r, 250));
+              answer = await this.send(ds, s.op, s.key);
+            }
+            if (answer.status !== status || answer.replayed !== true) notReplayed.push(`${ds.account}/${ds.id} ${s.op.kind} (key ${s.key}, first ${status}): ${JSON.stringify(answer)}`);
+          }
+        }),
+      );
+    } finally {
+      this.agent.destroy();
+    }
+    return { sent, notReplayed };
   }
 
   tally(): Tally {
@@ -231,7 +266,7 @@ export class FaultWorkload {
       } else answer = await this.send(ds, op);
       // A keyed request left unsettled when the load stopped may have been applied by an earlier attempt.
       const outcome = attempts !== undefined && unsettled(answer) ? 'unknown' : outcomeOf(answer);
-      ds.sent.push({ op, answer, outcome, ...(attempts === undefined ? {} : { attempts }) });
+      ds.sent.push({ op, answer, outcome, ...(attempts === undefined ? {} : { attempts, key: `${ds.id}-${serial}` }) });
       if (outcome === 'unknown') ds.unknowns++;
       advance(ds, op, answer, outcome);
       const waiters = this.waiters;
@@ -274,7 +309,7 @@ export class FaultWorkload {
             } catch {
               code = undefined;
             }
-            resolve({ status: res.statusCode, ...(code === undefined ? {} : { code }) });
+            resolve({ status: res.statusCode, ...(code === undefined ? {} : { code }), ...(res.headers['idempotent-replayed'] === 'true' ? { replayed: true } : {}) });
           });
           // The connection broke in the middle of the answer: its status said something, but not all of it.
           res.on('error', () => resolve({ status: undefined, code: 'reset mid-answer' }));

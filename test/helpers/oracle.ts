@@ -48,6 +48,8 @@ export interface Answer {
   readonly status: number | undefined;
   /** `error.code` of an error body, or the transport error's message. */
   readonly code?: string;
+  /** Answered with `Idempotent-Replayed: true`. */
+  readonly replayed?: boolean;
 }
 
 export interface Sent {
@@ -56,6 +58,8 @@ export interface Sent {
   readonly outcome: Outcome;
   /** With an Idempotency-Key: its attempts (the answer and outcome are the last one's). */
   readonly attempts?: readonly Answer[];
+  /** The Idempotency-Key its attempts were sent with. */
+  readonly key?: string;
 }
 
 /**
