@@ -5,16 +5,23 @@ import { context, failSpan, NOT_TRACED, pushbaseTracer, SpanKind, trace, traceHe
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { createKafka, type KafkaConnection } from './connection';
-import { appendMessages, partitionerFor, unavailable, type BaseOffsets, type OutgoingMessage, type PlacedMessage } from './messages';
+import { appendMessages, partitionerFor, unavailable, type OutgoingMessage } from './messages';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './topic';
-import { IdempotentProducer, NotSentError } from './idempotent-producer';
-import { CommitNotProcessedError, TransactionAbortedError, TransactionalProducer, TransactionFencedError } from './transactional-producer';
+import { IdempotentProducer } from './idempotent-producer';
+import { TransactionalProducer } from './transactional-producer';
+import { errorText, outcomeUnknown, type AppenderCounts, type AppendQueue, type Pending, type ProduceSession, type SendBatch, type Session } from './append-batch';
+import { sendConfirmed } from './send-confirmed';
+import { sendTransaction } from './send-transaction';
+
+export { outcomeUnknown, type ProduceSession } from './append-batch';
 
 /*
  * The write half of the Kafka event log (EventAppender), for the schema and record services: appends
  * queued while a batch is in flight go out together as the next batch (group commit), in one of two modes,
  * `transactional` or `idempotent`; either way an append is told `unavailable` only when its events will
- * never be stored. Why each rule holds: docs/architecture.md → The Kafka appender.
+ * never be stored. This file is the queue (batches, deadlines, the producer in use, close); how a batch is
+ * sent and its outcome learned is the mode's: send-transaction.ts, send-confirmed.ts. Why each rule holds:
+ * docs/architecture.md → The Kafka appender.
  */
 
 export interface KafkaEventAppenderOptions {
@@ -67,51 +74,6 @@ export interface KafkaEventAppenderOptions {
 
 export type AppenderMode = 'transactional' | 'idempotent';
 
-/** What the appender needs from a producer: one transaction (in `idempotent` mode, one batch) at a time. */
-export interface ProduceSession {
-  /** Connects (and initialises the transactional id); resolves with the topic's partition count. */
-  connect(): Promise<number>;
-  /**
-   * Begins a transaction and sends the messages (partition already chosen) in it; resolves with each
-   * partition's first offset. In `idempotent` mode: sends them (stored once acknowledged), rejects with
-   * NotSentError when no request went out, and with `again` sends the same batches (the same sequence
-   * numbers) once more.
-   */
-  send(messages: readonly PlacedMessage[], again?: boolean): Promise<BaseOffsets>;
-  /**
-   * Sends EndTxn(commit); may be called again after any rejection. Rejects with TransactionAbortedError /
-   * TransactionFencedError / CommitNotProcessedError when the coordinator answered so, with anything else
-   * when no answer came.
-   */
-  commit(): Promise<void>;
-  /** Aborts the open transaction; does nothing when none is open or its commit was sent. */
-  abort(): Promise<void>;
-  disconnect(): Promise<void>;
-}
-
-interface Pending {
-  readonly messages: readonly OutgoingMessage[];
-  readonly bytes: number;
-  /**
-   * queued: in the queue; sending: in a transaction not yet committing; committing: its commit was sent
-   * (idempotent mode: its produce request may have been written).
-   */
-  phase: 'queued' | 'sending' | 'committing';
-  readonly resolve: (positions: StreamPosition[]) => void;
-  readonly reject: (err: Error) => void;
-  settled: boolean;
-  deadline?: NodeJS.Timeout;
-  /** performance.now() when append() queued it. */
-  readonly queuedAt: number;
-  /** The append's producer span (non-recording while tracing is off); its context is in the messages' headers. */
-  readonly span: Span;
-}
-
-interface Session {
-  readonly session: ProduceSession;
-  readonly partitionOf: (key: string) => number;
-}
-
 /** Per-message framing the broker adds around key and value; only to keep batches under the limits. */
 const MESSAGE_OVERHEAD_BYTES = 64;
 
@@ -126,13 +88,8 @@ export interface AppenderStats {
   readonly commitRetries: number;
 }
 
-/** What a transaction's commit came to. */
-type CommitOutcome = 'committed' | 'aborted' | 'unknown';
-
 /** The default transactional id: unique, so appenders in one process (tests, tools) never fence each other. */
 export const defaultTransactionalId = (service = 'appender'): string => `pushbase-${service}-${hostname()}-${randomBytes(4).toString('hex')}`;
-
-export const outcomeUnknown = (message: string): DomainError => new DomainError('outcome_unknown', message);
 
 export class KafkaEventAppender implements EventAppender {
   private readonly topic: string;
@@ -143,6 +100,10 @@ export class KafkaEventAppender implements EventAppender {
   private readonly appendTimeoutMs: number;
   private readonly commitRetryMs: number;
   private readonly makeSession: () => ProduceSession;
+  /** How a batch goes out in this mode: send-transaction.ts or send-confirmed.ts. */
+  private readonly strategy: SendBatch;
+  /** What the send strategy sees of this queue. */
+  private readonly view: AppendQueue;
   private readonly metrics: KafkaAppenderMetrics | undefined;
   private readonly tracer = pushbaseTracer();
   private queue: Pending[] = [];
@@ -154,7 +115,7 @@ export class KafkaEventAppender implements EventAppender {
   private connecting: Promise<Session> | undefined;
   /** Batches being confirmed (idempotent mode) beside the queue, on producers no longer current. */
   private readonly confirming = new Set<Promise<void>>();
-  private counts = { requests: 0, appends: 0, messages: 0, commitRetries: 0 };
+  private readonly counts: AppenderCounts = { requests: 0, appends: 0, messages: 0, commitRetries: 0 };
 
   constructor(options: KafkaEventAppenderOptions) {
     this.topic = options.topic;
@@ -167,6 +128,19 @@ export class KafkaEventAppender implements EventAppender {
     this.metrics = options.metrics;
     const transactionalId = options.transactionalId ?? defaultTransactionalId();
     this.makeSession = options.session ?? (() => (this.mode === 'idempotent' ? idempotentSession(options) : kafkaSession(options, transactionalId)));
+    this.strategy = this.mode === 'idempotent' ? sendConfirmed : sendTransaction;
+    this.view = {
+      counts: this.counts,
+      metrics: this.metrics,
+      commitRetryMs: this.commitRetryMs,
+      closing: () => this.closing !== undefined,
+      settle: (p, outcome) => this.settle(p, outcome),
+      discard: (session) => this.discard(session),
+      retire: (session) => {
+        if (this.current === session) this.current = undefined;
+      },
+      confirming: this.confirming,
+    };
   }
 
   append(events: readonly DatasetEvent[], encoded?: Uint8Array): Promise<void> {
@@ -338,8 +312,7 @@ export class KafkaEventAppender implements EventAppender {
     const started = performance.now();
     const span = this.transactionSpan(live, messages.length);
     try {
-      if (this.mode === 'idempotent') await this.sendConfirmed(session, live, messages, started);
-      else await this.sendTransaction(session, live, messages, started);
+      await this.strategy(this.view, session, live, messages, started);
       span.end();
     } catch (err) {
       failSpan(span, err);
@@ -356,185 +329,6 @@ export class KafkaEventAppender implements EventAppender {
     for (const p of live) if (p.span.isRecording()) links.push({ context: p.span.spanContext() });
     if (links.length === 0) return NOT_TRACED;
     return this.tracer.startSpan('event log transaction', { kind: SpanKind.INTERNAL, root: true, links, attributes: { 'messaging.system': 'kafka', 'messaging.destination.name': this.topic, 'pushbase.appends': live.length, 'messaging.batch.message_count': messages } });
-  }
-
-  private async sendTransaction(session: Session, live: Pending[], messages: PlacedMessage[], started: number): Promise<void> {
-    let acks: BaseOffsets;
-    try {
-      this.counts.requests += 1;
-      acks = await session.session.send(messages);
-    } catch (err) {
-      this.metrics?.transaction('aborted', performance.now() - started, live.length);
-      await this.abandon(session, live, `Kafka did not take the write: ${errorText(err)}`, true);
-      return;
-    }
-    const positions = positionsOf(session, live, acks);
-    if (positions === undefined) {
-      this.metrics?.transaction('aborted', performance.now() - started, live.length);
-      await this.abandon(session, live, 'Kafka acknowledged the request without the partition of a write', false);
-      return;
-    }
-    // The last moment to back out: an append whose deadline came while sending was told `unavailable`,
-    // which holds only if this transaction is never committed.
-    if (live.some((p) => p.settled)) {
-      this.metrics?.transaction('aborted', performance.now() - started, live.length);
-      await this.abandon(session, live, 'Kafka did not acknowledge a write of the same transaction in time', false);
-      return;
-    }
-    for (const p of live) p.phase = 'committing';
-    const outcome = await this.commit(session, live);
-    this.metrics?.transaction(outcome, performance.now() - started, live.length);
-    if (outcome === 'committed') {
-      this.stored(live, positions);
-      return;
-    }
-    for (const p of live) {
-      if (outcome === 'aborted') {
-        this.settle(p, unavailable('Kafka aborted the transaction of the write; nothing of it is stored'));
-      } else {
-        this.settle(p, outcomeUnknown('Kafka did not confirm the commit of the write; it may or may not be stored'));
-      }
-    }
-  }
-
-  /**
-   * Idempotent mode: one produce request; its outcome, when the answer was lost, confirmed by sending the
-   * same batch again (see the top). From the moment the request may go out, a deadline means
-   * outcome_unknown, never unavailable.
-   */
-  private async sendConfirmed(session: Session, live: Pending[], messages: PlacedMessage[], started: number): Promise<void> {
-    for (const p of live) p.phase = 'committing';
-    let acks: BaseOffsets;
-    try {
-      this.counts.requests += 1;
-      acks = await session.session.send(messages);
-    } catch (err) {
-      if (err instanceof NotSentError) {
-        this.metrics?.transaction('aborted', performance.now() - started, live.length);
-        for (const p of live) this.settle(p, unavailable(`Kafka did not take the write: ${errorText(err)}`));
-        this.discard(session);
-        return;
-      }
-      // It may be stored. The queue goes on with a new producer; this one is kept to confirm the batch.
-      if (this.current === session) this.current = undefined;
-      const confirmation: Promise<void> = this.confirm(session, live, messages, started)
-        .catch((e: unknown) => {
-          // A bug rather than an outage; whether the batch is stored is not known.
-          for (const p of live) this.settle(p, outcomeUnknown(`The event appender failed: ${errorText(e)}`));
-        })
-        .finally(() => this.confirming.delete(confirmation));
-      this.confirming.add(confirmation);
-      return;
-    }
-    this.acknowledge(session, live, acks, started);
-  }
-
-  /** Sends the batch again until the broker answers (stored once: it dedupes by sequence) or nobody waits any more. */
-  private async confirm(session: Session, live: readonly Pending[], messages: PlacedMessage[], started: number): Promise<void> {
-    let wait = this.commitRetryMs;
-    try {
-      for (;;) {
-        await new Promise((resolve) => setTimeout(resolve, wait));
-        wait = Math.min(wait * 2, 1000);
-        if (live.every((p) => p.settled)) {
-          // Told outcome_unknown at their deadlines. Nothing is sent on this producer again.
-          this.metrics?.transaction('unknown', performance.now() - started, live.length);
-          return;
-        }
-        this.counts.commitRetries += 1;
-        let acks: BaseOffsets;
-        try {
-          acks = await session.session.send(messages, true);
-        } catch {
-          // Not answered again (or, NotSentError, not sent this time; an earlier attempt may have been).
-          if (this.closing) {
-            // Shutting down: nobody is left to answer (the service's calls are drained or cancelled first).
-            this.metrics?.transaction('unknown', performance.now() - started, live.length);
-            for (const p of live) this.settle(p, outcomeUnknown('Kafka did not confirm the write before the appender closed; it may or may not be stored'));
-            return;
-          }
-          continue;
-        }
-        this.acknowledge(session, live, acks, started);
-        return;
-      }
-    } finally {
-      await session.session.disconnect().catch(() => undefined);
-    }
-  }
-
-  /** Idempotent mode: the broker stored the batch; each append is told where its events are. */
-  private acknowledge(session: Session, live: readonly Pending[], acks: BaseOffsets, started: number): void {
-    const positions = positionsOf(session, live, acks);
-    if (positions === undefined) {
-      // Stored, by the answer, but where cannot be told: a broken answer, not an outage.
-      this.metrics?.transaction('unknown', performance.now() - started, live.length);
-      for (const p of live) this.settle(p, outcomeUnknown('Kafka acknowledged the request without the partition of a write'));
-      return;
-    }
-    this.metrics?.transaction('committed', performance.now() - started, live.length);
-    this.stored(live, positions);
-  }
-
-  /** The batch is stored (committed, or acknowledged): each append still waiting is told where its events are. */
-  private stored(live: readonly Pending[], positions: ReadonlyMap<Pending, StreamPosition[]>): void {
-    for (const p of live) {
-      if (p.settled) continue; // told outcome_unknown at its deadline; stored
-      this.counts.appends += 1;
-      this.counts.messages += p.messages.length;
-      this.settle(p, positions.get(p)!);
-    }
-  }
-
-  /**
-   * Commits, retrying while the answer is lost or the coordinator is busy, until the outcome is known or
-   * every append of the transaction has been told outcome_unknown at its deadline.
-   */
-  private async commit(session: Session, live: readonly Pending[]): Promise<CommitOutcome> {
-    let unanswered = false; // an attempt got no answer: it may have reached the coordinator
-    let wait = this.commitRetryMs;
-    for (let attempt = 0; ; attempt++) {
-      if (attempt > 0) {
-        this.counts.commitRetries += 1;
-        await new Promise((resolve) => setTimeout(resolve, wait));
-        wait = Math.min(wait * 2, 1000);
-      }
-      try {
-        await session.session.commit();
-        return 'committed';
-      } catch (err) {
-        if (err instanceof TransactionAbortedError) return 'aborted';
-        if (err instanceof TransactionFencedError) {
-          // No commit of ours got to the coordinator before the fence: it can only have aborted. Otherwise
-          // the earlier attempt may have committed first, and no retry can tell any more.
-          this.discard(session);
-          return unanswered ? 'unknown' : 'aborted';
-        }
-        if (!(err instanceof CommitNotProcessedError)) unanswered = true;
-      }
-      if (live.every((p) => p.settled)) {
-        // Nobody waits any more. The next producer's initialisation settles the transaction (completes a
-        // commit the coordinator received, aborts otherwise) before anything else is written.
-        this.discard(session);
-        return 'unknown';
-      }
-    }
-  }
-
-  /** Aborts the transaction (its commit was never sent) and tells its appends `unavailable`. */
-  private async abandon(session: Session, live: readonly Pending[], reason: string, discard: boolean): Promise<void> {
-    for (const p of live) this.settle(p, unavailable(reason));
-    // After a failed send the producer's sequence numbers may disagree with the broker's: replace it.
-    if (discard) {
-      this.discard(session);
-      return;
-    }
-    try {
-      await session.session.abort();
-    } catch {
-      // The next initialisation of the transactional id aborts it; see the top.
-      this.discard(session);
-    }
   }
 
   /**
@@ -582,32 +376,9 @@ export class KafkaEventAppender implements EventAppender {
   }
 }
 
-/**
- * Where each append's events were stored: a partition's messages are stored in the order sent, from its
- * base offset on. Undefined when the answer lacks a partition of the batch.
- */
-function positionsOf(session: Session, live: readonly Pending[], acks: BaseOffsets): Map<Pending, StreamPosition[]> | undefined {
-  const next = new Map(acks.map((a) => [a.partition, a.baseOffset]));
-  const positions = new Map<Pending, StreamPosition[]>();
-  for (const p of live) {
-    const at: StreamPosition[] = [];
-    for (const m of p.messages) {
-      const partition = session.partitionOf(m.key);
-      const offset = next.get(partition);
-      if (offset === undefined) return undefined;
-      next.set(partition, offset + 1);
-      at.push({ partition, offset });
-    }
-    positions.set(p, at);
-  }
-  return positions;
-}
-
 /** What a rejected append is counted as: the two outage answers by name, anything else is a bug. */
 const outcomeOf = (err: Error): AppendOutcome =>
   err instanceof DomainError && (err.code === 'unavailable' || err.code === 'outcome_unknown') ? err.code : 'error';
-
-const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** The real session of `idempotent` mode: a kafkajs idempotent producer (idempotent-producer.ts). */
 function idempotentSession(options: KafkaEventAppenderOptions): ProduceSession {
