@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import pLimit, { type Limit } from 'p-limit';
 import { HttpError } from './errors';
 
@@ -7,6 +8,15 @@ import { HttpError } from './errors';
  * arrival order, and beyond `maxQueued` waiting ones it is told to slow down. Without it a tenant with many
  * keys (each within its rate limit) fills the event loop, the write workers and the store's connections,
  * and every other tenant's request waits behind all of its work; with it, behind at most its share.
+ *
+ * A turn bounds how many reads run at once, not what they cost: a tenant whose every read is a costly
+ * aggregate keeps the store's cores busy with its two turns. So reads also draw on a budget of read time
+ * per second (`readMsPerSecond`): each read is charged the time it took (a failed one at most a second's
+ * worth, so a store outage does not lock every account out for long after it), and once an account's
+ * budget is spent its next reads wait, without holding a turn, until it has refilled. Light tenants never
+ * reach it.
+ * Written here rather than with a rate-limiter library: the cost is only known after the read, so the
+ * budget runs into debt and is paid back, which token-bucket libraries (cost up front) do not model.
  */
 
 export interface AccountShare {
@@ -14,19 +24,45 @@ export interface AccountShare {
   readonly concurrency: number;
   /** Requests of one account waiting for a turn; beyond it, 429. */
   readonly maxQueued: number;
+  /** Milliseconds of read work one account may use per second, on average (a second's worth may be spent at once); 0: no bound. */
+  readonly readMsPerSecond: number;
 }
 
-// Two: fewer than the write workers of a 2-core server (3), so one account never holds them all.
-export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64 });
+// Two turns: fewer than the write workers of a 2-core server (3), so one account never holds them all.
+// Half a second of reads a second: a dashboard's widgets refreshing together stay well inside it.
+export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64, readMsPerSecond: 500 });
+
+/** The clock the budget is kept on (injected in tests). */
+export interface GateClock {
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+const realClock: GateClock = { now: () => performance.now(), sleep: (ms) => new Promise((r) => setTimeout(r, ms)) };
+
+/** An account's read budget: `level` milliseconds left at time `at` (negative: in debt). */
+interface Budget {
+  level: number;
+  at: number;
+}
+
+// Budgets of idle accounts are dropped once this many are kept (a full one and a dropped one are alike).
+const BUDGETS_KEPT = 10_000;
 
 export class AccountGate {
   /** Per account with requests in progress or waiting: its queue, and how many it holds (p-limit counts lazily). */
   private readonly accountsNow = new Map<string, { readonly limit: Limit; admitted: number }>();
+  private readonly budgets = new Map<string, Budget>();
 
-  constructor(readonly share: AccountShare = DEFAULT_ACCOUNT_SHARE) {}
+  constructor(
+    readonly share: AccountShare = DEFAULT_ACCOUNT_SHARE,
+    private readonly clock: GateClock = realClock,
+  ) {}
 
-  /** Runs `work` in `account`'s turn; refuses at once when too many of its requests already wait. */
-  async run<T>(account: string, work: () => Promise<T>): Promise<T> {
+  /**
+   * Runs `work` in `account`'s turn; refuses at once when too many of its requests already wait. A `read`
+   * first waits until the account's read budget is out of debt, and is charged its time.
+   */
+  async run<T>(account: string, work: () => Promise<T>, kind: 'read' | 'write' = 'write'): Promise<T> {
     let entry = this.accountsNow.get(account);
     if (entry === undefined) {
       entry = { limit: pLimit(this.share.concurrency), admitted: 0 };
@@ -37,11 +73,61 @@ export class AccountGate {
     }
     entry.admitted++;
     try {
-      return await entry.limit(work);
+      if (kind === 'write' || this.share.readMsPerSecond === 0) return await entry.limit(work);
+      const budget = this.budgetOf(account);
+      await this.outOfDebt(budget);
+      return await entry.limit(() => this.charged(budget, work));
     } finally {
       // Idle accounts are forgotten, so the map holds only those with requests in progress.
       if (--entry.admitted === 0 && this.accountsNow.get(account) === entry) this.accountsNow.delete(account);
     }
+  }
+
+  /** Brings `budget` up to now; returns its level. */
+  private refill(budget: Budget): number {
+    const now = this.clock.now();
+    budget.level = Math.min(this.share.readMsPerSecond, budget.level + ((now - budget.at) * this.share.readMsPerSecond) / 1000);
+    budget.at = now;
+    return budget.level;
+  }
+
+  private async outOfDebt(budget: Budget): Promise<void> {
+    for (let level = this.refill(budget); level <= 0; level = this.refill(budget)) {
+      await this.clock.sleep(Math.ceil((-level * 1000) / this.share.readMsPerSecond) + 1);
+    }
+  }
+
+  private async charged<T>(budget: Budget, work: () => Promise<T>): Promise<T> {
+    const started = this.clock.now();
+    let failed = true;
+    try {
+      const result = await work();
+      failed = false;
+      return result;
+    } finally {
+      const took = this.clock.now() - started;
+      this.refill(budget);
+      budget.level -= failed ? Math.min(this.share.readMsPerSecond, took) : took;
+    }
+  }
+
+  private budgetOf(account: string): Budget {
+    let budget = this.budgets.get(account);
+    if (budget === undefined) {
+      if (this.budgets.size >= BUDGETS_KEPT) this.dropRefilled();
+      budget = { level: this.share.readMsPerSecond, at: this.clock.now() };
+      this.budgets.set(account, budget);
+    }
+    return budget;
+  }
+
+  /** Forgets the budgets that have refilled by now, and those of idle accounts if that is not enough. */
+  private dropRefilled(): void {
+    const now = this.clock.now();
+    const rate = this.share.readMsPerSecond / 1000;
+    for (const [account, b] of this.budgets) if (b.level + (now - b.at) * rate >= this.share.readMsPerSecond) this.budgets.delete(account);
+    if (this.budgets.size < BUDGETS_KEPT) return;
+    for (const account of this.budgets.keys()) if (!this.accountsNow.has(account)) this.budgets.delete(account);
   }
 
   /** Accounts with requests in progress or waiting (for tests). */

@@ -11,7 +11,7 @@ import { DEFAULT_TRUSTED_PROXIES, forwardedClientAddress, fromTrustedProxy, pars
 import { hashApiKey } from './keys';
 import { IDEMPOTENT_REPLAYED_HEADER, idempotencyKeyOf, keyedMark } from './idempotency';
 import { BODY_LIMIT_BYTES, DEFINITION_LIMIT_BYTES, UploadBudget, withWriteBody, type UploadLimits } from './uploads';
-import { AccountGate, type AccountShare } from './account-gate';
+import { AccountGate, type AccountShare, type GateClock } from './account-gate';
 import type { FlexibleRateLimiter } from './rate-limit';
 import type { RateDecision, RateLimiter } from '@pushbase/contracts';
 import { context, propagation, pushbaseTracer, SpanKind, SpanStatusCode, trace, type JsonLogger } from '@pushbase/telemetry';
@@ -47,8 +47,10 @@ export interface GatewayDeps {
   readonly read?: ReadSideDeps;
   /** The deadline of a write's body and the bytes in flight per account and per process (uploads.ts). */
   readonly uploads?: UploadLimits;
-  /** How many of an account's requests are worked on at once, and how many may wait (account-gate.ts). */
+  /** How many of an account's requests are worked on at once, how many may wait, and its read time (account-gate.ts). */
   readonly accountShare?: AccountShare;
+  /** The clock the read time is kept on; tests give their own. */
+  readonly gateClock?: GateClock;
 }
 
 /** Read requests per minute per key on the public listener, unless PUSHBASE_READ_RATE_LIMIT_PER_MINUTE says otherwise. */
@@ -303,7 +305,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   });
 
   const uploads = new UploadBudget(deps.uploads);
-  const gate = new AccountGate(deps.accountShare);
+  const gate = new AccountGate(deps.accountShare, deps.gateClock);
   // A write takes its account's turn once its body is in: a slow upload holds bytes, not a turn.
   const inTurn = <T>(ctx: Context, work: () => Promise<T>): Promise<T> => gate.run(account(ctx), work);
   /** The write's body, then its work in the account's turn, its bytes counted until the work ends. */
@@ -360,7 +362,7 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
       if (ctx.response.is('json') === 'json' && ctx.body !== null && typeof ctx.body === 'object' && !Buffer.isBuffer(ctx.body) && !(ctx.body instanceof Stream)) ctx.body = JSON.stringify(ctx.body);
     };
     app.use(async (ctx: Context, next: Next) => {
-      if (isReadPath(ctx.path)) await gate.run(account(ctx), () => readInTurn(ctx, next));
+      if (isReadPath(ctx.path)) await gate.run(account(ctx), () => readInTurn(ctx, next), 'read');
       else await reads(ctx, next);
     });
   }

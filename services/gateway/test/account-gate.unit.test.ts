@@ -14,7 +14,7 @@ function latch(): { promise: Promise<void>; open: () => void } {
 }
 
 it('works on at most `concurrency` requests of an account at once, the rest in arrival order', async () => {
-  const gate = new AccountGate({ concurrency: 2, maxQueued: 10 });
+  const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0 });
   const started: number[] = [];
   const hold = latch();
   const runs = [0, 1, 2, 3].map((i) =>
@@ -32,7 +32,7 @@ it('works on at most `concurrency` requests of an account at once, the rest in a
 });
 
 it('lets another account through while one account has its share in progress and more waiting', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 10 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 10, readMsPerSecond: 0 });
   const hold = latch();
   const busy = [gate.run('noisy', () => hold.promise), gate.run('noisy', () => hold.promise)];
   await tick();
@@ -42,7 +42,7 @@ it('lets another account through while one account has its share in progress and
 });
 
 it('refuses with 429 account_busy beyond the queue, and forgets an account once idle', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 2 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 2, readMsPerSecond: 0 });
   const hold = latch();
   const accepted = [1, 2, 3].map(() => gate.run('a', () => hold.promise));
   await tick();
@@ -54,9 +54,88 @@ it('refuses with 429 account_busy beyond the queue, and forgets an account once 
 });
 
 it('frees the turn of a request that failed', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 1 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 1, readMsPerSecond: 0 });
   await expect(gate.run('a', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
   await expect(gate.run('a', () => Promise.resolve(1))).resolves.toBe(1);
+});
+
+/** A clock that moves only when work is done or a wait is slept through. */
+function fakeClock(): { now: () => number; sleep: (ms: number) => Promise<void>; spend: (ms: number) => Promise<void>; slept: number[] } {
+  let t = 0;
+  const slept: number[] = [];
+  return {
+    now: () => t,
+    sleep: (ms) => {
+      slept.push(ms);
+      t += ms;
+      return Promise.resolve();
+    },
+    spend: (ms) => {
+      t += ms;
+      return Promise.resolve();
+    },
+    slept,
+  };
+}
+
+describe('the read budget', () => {
+  it('never holds up an account whose reads stay inside it', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    // 10 ms reads every 200 ms: 50 ms of reads a second.
+    for (let i = 0; i < 100; i++) {
+      await gate.run('light', () => clock.spend(10), 'read');
+      await clock.spend(190);
+    }
+    expect(clock.slept).toEqual([]);
+  });
+
+  it("holds an account's reads to its read time a second once the first second's worth is spent", async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    let reads = 0;
+    // 60 ms reads back to back for 20 s of the clock.
+    while (clock.now() < 20_000) {
+      await gate.run('heavy', () => clock.spend(60), 'read');
+      reads++;
+    }
+    // Without the budget: 333 reads. With it: 100 ms of reads a second, plus the first second's worth.
+    expect(reads * 60).toBeGreaterThanOrEqual(1_900);
+    expect(reads * 60).toBeLessThanOrEqual(2_200);
+    expect(clock.slept.length).toBeGreaterThan(0);
+  });
+
+  it("does not charge writes, nor make another account wait for one account's debt", async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    await gate.run('heavy', () => clock.spend(1_000), 'read');
+    await gate.run('heavy', () => clock.spend(1_000));
+    await gate.run('other', () => clock.spend(10), 'read');
+    expect(clock.slept).toEqual([]);
+    // heavy spent 1,000 ms with 100 to spend, refilled to 100 when charged: 900 in debt, less the 101 ms
+    // refilled over the write and the other account's read: about 8 s to pay back.
+    await gate.run('heavy', () => clock.spend(10), 'read');
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(7_900);
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(8_100);
+  });
+
+  it('charges a failed read at most a second of its budget, so an outage does not lock accounts out for long', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    const timedOut = () => clock.spend(30_000).then(() => Promise.reject(new Error('store unavailable')));
+    await expect(gate.run('a', timedOut, 'read')).rejects.toThrow('store unavailable');
+    await expect(gate.run('a', timedOut, 'read')).rejects.toThrow('store unavailable');
+    await gate.run('a', () => clock.spend(10), 'read');
+    // Charged 100 each, refilled to full before each charge: 0 then -100 after the second; 1 s to pay back.
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(1_100);
+  });
+
+  it('is off at 0', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0 }, clock);
+    for (let i = 0; i < 10; i++) await gate.run('heavy', () => clock.spend(1_000), 'read');
+    expect(clock.slept).toEqual([]);
+  });
 });
 
 const BODY = '{"data":[]}';
@@ -86,7 +165,7 @@ describe('in the gateway', () => {
       rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
       authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
       log: () => undefined,
-      accountShare: { concurrency: 3, maxQueued: 100 },
+      accountShare: { concurrency: 3, maxQueued: 100, readMsPerSecond: 0 },
       // Room for 3 bodies of an account: those in the record service still count (below).
       uploads: { bodyTimeoutMs: 30_000, bytesPerAccount: 3 * BODY.length, bytesPerProcess: 1_000_000 },
     });
@@ -106,6 +185,45 @@ describe('in the gateway', () => {
       hold.open();
       expect((await Promise.all(noisy)).map((r) => r.status)).toEqual([200, 200, 200]);
       expect(noisyPeak).toBe(3);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+
+  it("makes a reader past its read time wait, and not another account's reads", async () => {
+    const keys = new MemoryKeyStore();
+    keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
+    keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
+    const clock = fakeClock();
+    // Every listing takes 100 ms of the store's time.
+    const readModel = { listDatasets: () => clock.spend(100).then(() => []) };
+    const app = createGatewayApp({
+      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.reject(new Error('unused')) },
+      records: { append: () => Promise.reject(new Error('unused')), replace: () => Promise.reject(new Error('unused')) },
+      keys,
+      rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
+      authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
+      log: () => undefined,
+      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 100 },
+      gateClock: clock,
+      read: { readModel: readModel as never, uiDir: undefined, ratePerMinute: 1000 },
+    });
+    const handle = app.callback();
+    const server = createServer((req, res) => void handle(req, res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const list = async (account: string): Promise<void> => {
+      const res = await fetch(`http://127.0.0.1:${port}/read/v1/accounts/${account}/datasets`, { headers: { authorization: `Basic ${Buffer.from(`key-${account}-0123456789abcdef:`).toString('base64')}` } });
+      expect(res.status).toBe(200);
+    };
+    try {
+      // 100 ms of reads a second: two listings spend the budget, the third waits about 0.8 s.
+      for (let i = 0; i < 3; i++) await list('noisy');
+      expect(clock.slept.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(700);
+      // noisy is in debt again; quiet's budget is its own.
+      const waited = clock.slept.length;
+      await list('quiet');
+      expect(clock.slept.length).toBe(waited);
     } finally {
       await new Promise((r) => server.close(r));
     }
