@@ -24,7 +24,7 @@
  *   loads      the projector's loads of evicted datasets: one record appended to each of --touches hot
  *              datasets, oldest-touched first (so each was dropped by the bound), and to as many
  *              few-record ones; pushbase_projector_load_duration_seconds over that phase (one query of up
- *              to 8 datasets, in the projector itself), and the same load (ClickHouseProjection.loadMany,
+ *              to 8 datasets, in the projector itself), and the same load (ClickHouseProjectionStore.loadMany,
  *              one dataset, values 'dates') timed from here --loads times per kind; target p99 < 50 ms;
  *   sizes      ClickHouse's parts (rows, bytes on disk) per table, views, Redis's used_memory and keys,
  *              the topic's events and bytes, after the few-record datasets and again after the hot ones:
@@ -44,7 +44,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { parse as parseYaml } from 'yaml';
-import { ClickHouseProjection, connectClickHouse, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, connectClickHouse, quoteIdentifier, type ClickHouseConnection } from '@pushbase/clickhouse';
 import { createKafka, parseBrokers } from '@pushbase/kafka';
 import { openRedis } from '@pushbase/redis';
 import { selectRows } from '../services/clickhouse/src/client';
@@ -588,7 +588,7 @@ async function main(): Promise<void> {
         `${delta('pushbase_projector_evictions_total')} evictions; a query's p50 ${bound(p50.le)}, p99 ${bound(p99.le)} (histogram bucket bounds)`,
     );
     memory.phase('loads from here');
-    const store = new ClickHouseProjection(conn, s.names.database);
+    const store = new ClickHouseProjectionStore(conn, s.names.database);
     const timeLoads = async (refs: readonly Ref[]): Promise<number[]> => {
       const out: number[] = [];
       for (const r of refs) {
