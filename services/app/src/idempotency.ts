@@ -1,5 +1,5 @@
 import type { DatasetRef, DatasetBody, FindOrCreateResult, IdempotencyLedger, KeyClaim, KeyedWrite, RawDatasetBody, RecordService, SchemaService, WriteAnswer } from '@pushbase/contracts';
-import { appliedKeyOf, DomainError, keyInFlight, keyReused, parseDefinition, repeatOf, retained, type AppliedKey, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
+import { appliedKeyOf, DomainError, keyInFlight, keyReused, parseDefinition, repeatOf, retained, type AppliedKey, type CreatedDataset, type DatasetEvent, type DatasetSummary, type IdempotencyMark } from '@pushbase/domain';
 import type { Clock, Fenced } from './services';
 
 
@@ -74,6 +74,8 @@ export class MemoryIdempotencyLedger implements IdempotencyLedger {
   }
 }
 
+const withoutDefinition = ({ definition: _definition, ...created }: DatasetSummary): CreatedDataset => created;
+
 // A key is printable ASCII (checked at the edge), so it holds no newline: the pair is unambiguous.
 const slot = (account: string, key: string): string => `${key}\n${account}`;
 
@@ -134,12 +136,15 @@ export function keyGuard(ledger: IdempotencyLedger, clock: Clock = { now: () => 
     return result;
   }
   const replayedWrite = (): WriteAnswer => ({ replayed: true });
+  // A created dataset is kept without its definition, as the log's fold keeps it (appliedKeyOf): a repeat
+  // has the same body bytes and parses it again (the replay above), so a ledger holding keys in Redis
+  // keeps a few hundred bytes per create instead of a definition's worth.
   const appliedKey = (req: DatasetRef, mark: IdempotencyMark, dataset?: DatasetSummary): AppliedKey => ({
     account: req.account,
     key: mark.key,
     fingerprint: mark.fingerprint,
     at: clock.now(),
-    ...(dataset === undefined ? {} : { dataset }),
+    ...(dataset === undefined ? {} : { dataset: withoutDefinition(dataset) }),
   });
   const keyed =
     <R extends DatasetRef & KeyedWrite>(write: (req: R) => Promise<WriteAnswer>) =>

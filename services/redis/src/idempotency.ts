@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyLedger, KeyClaim, KeyOutcome } from '@pushbase/contracts';
-import { DomainError, keyInFlight, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
+import { appliedKeyOf, DomainError, keyInFlight, type AppliedKey, type DatasetEvent } from '@pushbase/domain';
 import type { ChainableCommander, Redis, Result } from 'ioredis';
 import { redisError } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
@@ -74,14 +74,10 @@ const attemptKeyName = (prefix: string, account: string, key: string): string =>
 /** Adds to `pipeline` the applied records of the keyed events among `events` still retained at `now` (first one wins). */
 export function recordAppliedKeys(pipeline: ChainableCommander, prefix: string, events: readonly DatasetEvent[], ttlMs: number, now: number): void {
   for (const e of events) {
-    const mark = e.idempotency;
-    if (mark === undefined || e.at + ttlMs <= now) continue;
-    const applied: AppliedKey = { account: e.account, key: mark.key, fingerprint: mark.fingerprint, at: e.at };
-    const value =
-      e.type === 'DatasetDefined'
-        ? { ...applied, dataset: { account: e.account, id: e.dataset, incarnation: e.incarnation, definition: e.definition, created_at: e.at, updated_at: e.at } }
-        : applied;
-    pipeline.set(appliedKeyName(prefix, e.account, mark.key), JSON.stringify(value), 'PXAT', e.at + ttlMs, 'NX');
+    // Without a create's definition (appliedKeyOf): its repeat carries the same body and parses it again.
+    const applied = appliedKeyOf(e);
+    if (applied === undefined || e.at + ttlMs <= now) continue;
+    pipeline.set(appliedKeyName(prefix, e.account, applied.key), JSON.stringify(applied), 'PXAT', e.at + ttlMs, 'NX');
   }
 }
 

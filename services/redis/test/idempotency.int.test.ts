@@ -194,6 +194,28 @@ describe('RedisIdempotencyLedger', () => {
     expect(log.events.filter((e) => e.idempotency?.key === 'create')).toHaveLength(1);
   });
 
+  it('keeps a keyed create without its definition (from the attempt and from the fold); a repeat still gets the dataset', async () => {
+    const log = new MemoryEventLog();
+    const projection = new MemoryProjection();
+    await log.start(projection.apply);
+    const service = (redis: Redis) => keyGuard(ledgerOn(redis), clock).schemas(createSchemaService({ log, store: projection, clock, ids: { newIncarnation: () => 'inc-1' } }));
+    // Ten fields with long names: a definition's worth is what the key must not copy.
+    const fields = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`field_${i}`, { type: 'string', name: `A rather long field name, number ${i}`.padEnd(90, '.') }]));
+    const req = { account: 'acme', id: 'created', body: { fields }, idempotency: { key: 'create', fingerprint: 'fp' } };
+    const first = await service(a).findOrCreate(req);
+    expect(first).toMatchObject({ created: true });
+    const stored = async (key: string) => (await a.get(`${prefix}idem:applied:4:acme:${key}`))!;
+    // Settled by the attempt: the created dataset's identity and times, not its definition.
+    expect(JSON.parse(await stored('create'))).toEqual({ account: 'acme', key: 'create', fingerprint: 'fp', at: now, dataset: { account: 'acme', id: 'created', incarnation: 'inc-1', created_at: now, updated_at: now } });
+    expect((await stored('create')).length).toBeLessThan(300);
+    // The repeat (another replica) parses its own body, the same bytes: the first answer, whole.
+    await expect(service(b).findOrCreate(req)).resolves.toEqual({ ...first, replayed: true });
+    // Recorded by the fold (the projector, replay) from the event: likewise without the definition.
+    const defined = log.events.find((e) => e.idempotency?.key === 'create')!;
+    await new RedisSchemaStore(a, { prefix, idempotency: { ttlMs: TTL } }).apply([{ ...defined, idempotency: { key: 'folded', fingerprint: 'fp' } }]);
+    expect(JSON.parse(await stored('folded'))).toEqual({ account: 'acme', key: 'folded', fingerprint: 'fp', at: now, dataset: { account: 'acme', id: 'created', incarnation: 'inc-1', created_at: now, updated_at: now } });
+  });
+
   it('renews the lease of an attempt that holds its key at the append', async () => {
     const [one, two] = [ledgerOn(a), ledgerOn(b)];
     const claim = (await one.claim('acme', 'k', 'd'))!;
