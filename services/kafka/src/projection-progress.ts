@@ -78,8 +78,10 @@ export class ProjectionProgress {
     try {
       return await op();
     } catch (e) {
-      // Nothing of the request was done yet: a retry is safe.
+      // Nothing of the request was done yet: a retry is safe, on a new client; the old one is let go.
+      const dropped = this.admin;
       this.admin = undefined;
+      void dropped?.then((admin) => admin.disconnect()).catch(() => undefined);
       throw new DomainError('unavailable', `Kafka could not tell how far the projector has read (${e instanceof Error ? e.message : String(e)})`);
     }
   }
