@@ -6,28 +6,10 @@ import { offsetNumber, type BaseOffsets, type PlacedMessage } from './messages';
 import { createCluster, kafkaInternals, topicPartitions, type EosManager, type Internals, type KafkaBroker, type KafkaCluster } from './transactional-producer';
 
 /*
- * An idempotent (not transactional) kafkajs producer, assembled from kafkajs 2.2.4's own parts like
- * transactional-producer.ts and for two reasons of its own:
- *  - it must tell a send that failed before any produce request was written to a socket (nothing can be
- *    stored: the append may be refused with 503) from one that failed after (the broker may have stored
- *    it). kafkajs's errors do not say which (a broker that went away fails the reconnect inside its
- *    produce call, before anything is written), so this producer's sockets are wrapped: kafkajs writes each
- *    request whole in one write, whose header names its API, and a send during which no Produce request
- *    was written is rejected as NotSentError;
- *  - a batch whose answer was lost must be sent again exactly as it was: the same producer id and epoch and
- *    the same sequence numbers, so that the broker stores it once — it answers a batch it already holds
- *    (one of the last five per partition) with that batch's offset instead of writing it twice. kafkajs
- *    rolls a partition's sequence back only for the broker whose request failed; when a batch spans
- *    several brokers and one of them answered, its partitions' sequences have moved on. So the sequence
- *    of every partition of the batch is noted before its first attempt and put back before each re-send
- *    (`send(messages, true)`), after every request of the attempt before has settled. kafkajs's retrier
- *    is set to no retries: the appender decides when to send again (docs/architecture.md → The Kafka appender, "confirmed").
- * kafkajs sends one request per broker and rejects a send at the first failure while the other brokers'
- * requests may still be on their way; a send's failure is classified (and a re-send begun) only once all of
- * them settled, so their writes are seen. Every per-broker request takes the eos manager's lock of its
- * broker before its produce call; those locks are never contended (one attempt at a time per producer:
- * each send begins by waiting for the last one's requests), so each produce call starts within microtasks
- * of the send, before any failure of it can reach the catch below.
+ * An idempotent (not transactional) kafkajs producer built from kafkajs's own parts, because the appender
+ * needs two things kafkajs's producer lacks: to know whether a failed send wrote any produce request (its
+ * sockets are wrapped; none written → NotSentError, nothing stored), and to re-send a batch with the same
+ * sequence numbers, so the broker stores it once. Why and how: docs/architecture.md → The idempotent producer.
  */
 
 /** The send failed before any produce request was written to a socket: nothing of it can be stored. */

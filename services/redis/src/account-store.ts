@@ -6,27 +6,10 @@ import { checkPrefix, DEFAULT_PREFIX } from './keys';
 import { markerField, raiseMarkers, RedisStateGuard, stateKey } from './state';
 
 /*
- * Accounts and keys in Redis: the fold of the accounts topic (services/domain/src/accounts.ts, foldAccount)
- * kept where every gateway and schema replica reads it. Written by the schema service right after its append
- * and by the projector's follower of the topic (which repairs a writer that stopped between the two), and
- * rebuilt by `pushbase replay`; nothing here is anything the topic cannot restore.
- *
- *   <prefix>accounts:live                 set of the live accounts' names
- *   <prefix>accounts:account:<account>    hash: created_at, quotas (JSON {datasets, requests_per_minute})
- *   <prefix>accounts:keys:<account>       hash: key_id → JSON {hash, scope, label, created_at}
- *   <prefix>accounts:key:<sha256 hex>     hash: account, key_id, scope — what a gateway resolves a key by
- *   <prefix>accounts:position:<account>   the offset of the account's last applied event (kept after deletion)
- *
- * The key itself is never here, only its SHA-256 (the gateway hashes what it is shown and looks the hash up).
- *
- * Idempotent and ordered by position: an event is applied only above the account's last applied offset, in
- * one script, so applying a suffix again changes nothing and a late, older event cannot undo a revocation
- * (why that is sound: docs/architecture.md → The Redis account store). Account names never contain ":"
- * (ACCOUNT_NAME), so the key names cannot collide.
- *
- * Each apply also raises the accounts topic's marker in `<prefix>state` (state.ts), checking it against the
- * highest this store object raised before, and every read first passes the state's guard: a Redis that
- * lost account changes (a revocation among them) is refused, not read.
+ * Accounts and keys in Redis: the fold of the accounts topic, which the topic can always restore. Each event
+ * is applied in one script and only above the account's last applied offset, so re-applying changes nothing
+ * and a late, older event cannot undo a revocation; each apply raises the topic's marker (state.ts). The key
+ * layout and why it is sound: docs/architecture.md → The Redis account store.
  */
 
 /** Where the account store's keys live under a prefix: replay builds a fresh one and promotes it. */

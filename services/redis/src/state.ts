@@ -4,24 +4,10 @@ import { redisError, where } from './connection';
 import { checkPrefix } from './keys';
 
 /*
- * How the services tell a Redis that lost part of what it was given (restored from an older snapshot,
- * restarted without its append-only file, a failover to a replica behind, keys evicted or flushed) from
- * one that did not. Such a Redis would silently re-open revoked keys and let a re-create make a new
- * incarnation over stored records, so the stores refuse to be read (`unavailable`, 503) until
- * `pushbase replay` rebuilt them from the topics.
- *
- *   <prefix>state   hash: generation   when the stores were last built (ms; grows at every replay)
- *                         d:<p>        the next offset of dataset topic partition p the schema store has
- *                                      applied (raised by the projector before it commits the offset)
- *                         a:<p>        likewise for the accounts topic and the account store (raised by
- *                                      every apply, in its script)
- *                         regressed    why Redis is known to have lost state, once it is
- *
- * Markers only grow within a generation. Whoever saw one (a process's memory) or committed past one (the
- * projector group's offsets in Kafka) knows a lower value means lost state: each writer checks in the
- * script that raises it, each reader (RedisStateGuard) at most once a second, the projector at start
- * against its group's committed offsets. The first to see it sets `regressed`, which every process then
- * reads; replay swaps in a state of a newer generation without it (generations.ts).
+ * The marker hash `<prefix>state` that tells a Redis which lost part of what it was given from one that did
+ * not: markers only grow within a generation, so whoever sees one lower marks the state `regressed`, and the
+ * stores answer 503 until `pushbase replay` rebuilds them. Layout and reasoning: docs/architecture.md → A Redis
+ * that lost state.
  */
 
 export const stateKey = (prefix: string): string => `${checkPrefix(prefix)}state`;
