@@ -4,27 +4,12 @@ import { civilFromDays, daysFromCivil, isCalendarDate, parseDateTimeMillis } fro
 import type { DatasetDefinition, DatasetRecord, FieldType, FieldValue } from './types';
 
 /*
- * The read API's queries (docs/read-api.md): what a widget may ask of one dataset, and the rules every read model
- * (the embedded fold in memory, ClickHouse) answers by. Two steps: `parseRecordQuery`/`parseAggregateQuery`
- * read the query string's syntax (no dataset needed, so the gateway can refuse nonsense before any read);
- * `resolveRecordQuery`/`resolveAggregateQuery` check it against the dataset's definition and type every
- * value, in the adapter, against the very definition it then reads with. Errors are `invalid` with the
- * query parameter's name as the path, so the 400 names what to fix.
- *
- * Semantics (docs/read-api.md says the same to users):
- * - Order: numbers by value, strings by Unicode code point (byte order of UTF-8, what ClickHouse compares),
- *   dates and datetimes by time. Nulls come last whichever the direction. Ties keep insertion order,
- *   oldest first, in both directions (a stable sort); without `sort` the order is insertion order itself.
- * - Filters: eq / lt / lte / gt / gte never match a null; `null=true` matches only nulls, `null=false`
- *   only values. Strings take `eq` only. Several filters all apply (AND).
- * - Aggregates: `count` without a field counts records, with one counts its non-null values; sum / min /
- *   max / avg take a number, money, percentage or duration field and ignore nulls; over no values they
- *   are null (count is 0). avg = sum / count. A sum beyond the double range is null too (JSON has no
- *   infinity).
- * - Groups: by a string field (a null value is a group of its own, key null), or by a date or datetime
- *   field in day / week / month buckets, keyed by the bucket's first day `YYYY-MM-DD`; weeks start on
- *   Monday (ISO 8601); datetimes bucket in UTC. Groups come in key order, the null group last; only groups
- *   holding a matched record are listed (a chart fills gaps itself).
+ * The read API's queries: what a widget may ask of one dataset, and the rules every read model (the embedded
+ * fold, ClickHouse) answers by — the semantics are docs/read-api.md → Records: paging, order, filters and
+ * Aggregates. `parse*Query` checks syntax only, so the gateway can refuse nonsense before any read; `resolve*`
+ * types every value against the very definition the adapter then reads with. Errors are `invalid` with the
+ * query parameter as the path, so the 400 names what to fix. Strings order by code point, which is UTF-8 byte
+ * order, what ClickHouse compares.
  */
 
 export const FILTER_OPS = ['eq', 'lt', 'lte', 'gt', 'gte', 'null'] as const;

@@ -2,27 +2,10 @@ import { crc32 } from 'node:zlib';
 import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES, plausibleLength, READ_CHUNK_BYTES, readAt, readFully } from './frames';
 
 /*
- * The records of the event log's segments. Since the batch format, one group commit writes ONE record:
- *
- *   batch = [u32 LE magic 0xF2004250 ("PB\0\xF2")][u32 LE body length][u32 LE frame count]
- *           [u32 LE first frame index, low][u32 LE first frame index, high][u32 LE crc32 of the 20 bytes
- *           before it and of the body]
- *   body  = per frame (append call): [u32 LE payload length][payload = UTF-8 JSON array of the events]
- *
- * Why: a group commit writes many frames with one write and one fdatasync, and a power loss in between can
- * leave any part of that range on disk — zeros (unwritten extents) at its start while its end landed. With
- * one crc per frame, the start-up scan saw "bad frame, then a valid frame" and had to call that corruption.
- * With one crc over the whole commit, a commit is valid as a whole or not at all, and a valid record after
- * a bad one can only be a LATER commit, which was written after the bad one's fdatasync returned: so a bad
- * record followed by a valid one is damage inside acknowledged data (refuse to start), and a bad record
- * followed by nothing valid is the last commit, torn, never acknowledged (cut it). The frames inside a
- * batch carry no crc of their own, so no part of a torn batch can pass for a record. The first frame index
- * ties each batch to its place in the log (a record copied or left from elsewhere does not fit).
- *
- * The format before it (v1, still read): one [u32 LE length][u32 LE crc32][payload] frame per append call.
- * A v1 length is at most MAX_FRAME_BYTES (256 MiB, high byte < 0x10), so it never equals the magic; and the
- * magic holds a zero byte, which JSON text never does, so it cannot appear inside a payload. A segment may
- * start with v1 frames (written before the upgrade) and continue with batches; never the other way round.
+ * The records of the event log's segments: one batch record per group commit, with ONE crc32 over the whole
+ * commit, so a torn commit is invalid as a whole and a valid record after a bad one means damage inside
+ * acknowledged data; v1 frames (one per append, each with its own crc) are still read. The layout and why:
+ * docs/embedded-storage.md → The record layout.
  */
 
 export const BATCH_MAGIC = 0xf2004250;

@@ -7,27 +7,11 @@ import { openFile, syncDirectory } from '@pushbase/data-dir';
 import { errorText, FRAME_HEADER_BYTES, frameHeader, fstatSize, listPositioned, MAX_FRAME_BYTES, positionName, scanFrames } from './frames';
 
 /*
- * Snapshots: the folded state as of a log position P (every frame with global index < P applied), in
- *
- *   <dir>/snapshots/<P, 20 digits>.snap
- *
- * framed exactly like the log ([u32 LE length][u32 LE crc32][payload]):
- *   frame 0      JSON {"format":"pushbase-snapshot","version":V,"position":P,"datasets":N,"keyFrames":K}
- *   frames 1..K  the retained Idempotency-Keys, oldest first, as JSON arrays of at most KEY_CHUNK_ENTRIES
- *                entries or about KEY_CHUNK_BYTES each: however many keys are retained, no frame grows past
- *                what a reader accepts. (Snapshots written before keyFrames carry them in the header's
- *                `idempotency` array; those still load.)
- *   then N frames one dataset each, in the state's iteration order (accounts, then datasets, as inserted),
- *                rows oldest insertion first, so the row map is rebuilt in exactly the same order:
- *     version 2 (written)  binary, records by position against the dataset's field order, column by
- *                          column (snapshot-codec.ts)
- *     version 1 (read; written only for comparisons)  JSON {"account","id","incarnation","definition",
- *                          "created_at","updated_at","nextRow","keys":[row keys…],"records":[records…]},
- *                          keys and records index-aligned. Every record an object with all its keys: a
- *                          restart with 5 million records spent seconds in JSON.parse alone.
- * Written to `<name>.tmp`, fsync'd, renamed, directory fsync'd: a snapshot file that exists under its final
- * name is whole. Loading still verifies every frame (and the frame count, and that nothing follows the last
- * one); any fault makes the whole snapshot invalid, never partially used.
+ * Snapshots: the folded state as of a log position P, in <dir>/snapshots/<P>.snap, framed like the log: a
+ * JSON header, the retained Idempotency-Keys in bounded chunks, then one frame per dataset in the state's
+ * iteration order (so the row map is rebuilt in the same order). Written to .tmp, fsync'd and renamed, so
+ * a file under its final name is whole; every frame is verified on load, and any fault discards the whole
+ * snapshot. The layout: docs/embedded-storage.md → Snapshot files.
  */
 
 export const SNAPSHOT_DIR = 'snapshots';
