@@ -56,3 +56,38 @@ export async function dumpUnder(redis: Redis, prefix: string): Promise<string> {
   }
   return JSON.stringify(out);
 }
+
+export interface TestRedis {
+  /** The suite's connection, made in beforeAll. */
+  readonly redis: Redis;
+  /** A random key prefix whose keys are deleted after the suite. */
+  prefix(): string;
+}
+
+/**
+ * A suite's Redis: in beforeAll, connects (failing, never skipping, when Redis does not answer); in afterAll,
+ * deletes the keys under every prefix it handed out and disconnects. Call it at the top of a test file.
+ */
+export function useTestRedis(): TestRedis {
+  let redis: Redis | undefined;
+  const prefixes: string[] = [];
+  beforeAll(async () => {
+    redis = await connectTestRedis();
+  });
+  afterAll(async () => {
+    if (redis === undefined) return;
+    for (const p of prefixes) await deleteUnder(redis, p);
+    redis.disconnect();
+  });
+  return {
+    get redis(): Redis {
+      if (redis === undefined) throw new Error('useTestRedis: the connection is made in beforeAll');
+      return redis;
+    },
+    prefix() {
+      const prefix = randomPrefix();
+      prefixes.push(prefix);
+      return prefix;
+    },
+  };
+}

@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import type { Admin } from 'kafkajs';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, foldAccounts, type AccountEvent } from '@pushbase/domain';
-import { createKafka, ensureTopic, KafkaAccountLog, KafkaEventAppender, PoisonEventError } from '@pushbase/kafka';
+import { createKafka, KafkaAccountLog, KafkaEventAppender, PoisonEventError } from '@pushbase/kafka';
 import { RedisAccountStore } from '@pushbase/redis';
-import type { Redis } from 'ioredis';
 import { sha } from '../../../test/helpers/api-keys';
-import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
-import { connectTestRedis, deleteUnder, randomPrefix } from '../../../test/helpers/redis';
+import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { useTestRedis } from '../../../test/helpers/redis';
 import { followAccounts, replayAccounts } from '../src/accounts';
 import { eventually } from '../../../test/helpers/eventually';
 
@@ -17,34 +15,11 @@ import { eventually } from '../../../test/helpers/eventually';
  * message that is not an account event stops the follower (never skipped). The key itself is in no message.
  */
 
-let admin: Admin;
-let redis: Redis;
-const topics: string[] = [];
-const prefixes: string[] = [];
+const kafka = useTestTopics();
+const db = useTestRedis();
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-});
-afterAll(async () => {
-  await deleteTopics(admin, topics).catch(() => undefined);
-  for (const p of prefixes) await deleteUnder(redis, p);
-  await admin.disconnect();
-  await redis.quit();
-});
-
-async function newTopic(): Promise<string> {
-  const topic = randomName('pb-accounts');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 1 });
-  return topic;
-}
-function newStore(): RedisAccountStore {
-  const prefix = randomPrefix();
-  prefixes.push(prefix);
-  return new RedisAccountStore(redis, { prefix });
-}
+const newTopic = (): Promise<string> => kafka.create('pb-accounts', 1);
+const newStore = (): RedisAccountStore => new RedisAccountStore(db.redis, { prefix: db.prefix() });
 
 const KEY = `pb_${randomBytes(32).toString('base64url')}`;
 const base = (account: string, at: number) => ({ schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account, at }) as const;
@@ -86,7 +61,7 @@ describe('the accounts topic', () => {
       const repairMs = Date.now() - appended;
       process.stdout.write(`the follower applied a revocation ${repairMs} ms after its append was acknowledged\n`);
       expect(repairMs).toBeLessThan(5000);
-      expect((await admin.listGroups()).groups.map((g) => g.groupId)).toContain(follower.groupId);
+      expect((await kafka.admin.listGroups()).groups.map((g) => g.groupId)).toContain(follower.groupId);
       const fold = foldAccounts(EVENTS);
       expect(await store.list()).toEqual([...fold.accounts.keys()].sort());
       await expect(store.resolveHash(sha(`${KEY}-2`))).resolves.toMatchObject({ account: 'globex', scope: 'read', quotas: { datasets: 2, requests_per_minute: 10 } });
@@ -96,7 +71,7 @@ describe('the accounts topic', () => {
     }
     // Its consumer group (one per follower start) is deleted when it stops, not left behind.
     expect(follower.groupId).toMatch(/-accounts-[0-9a-f]{8}$/);
-    expect((await admin.listGroups()).groups.map((g) => g.groupId)).not.toContain(follower.groupId);
+    expect((await kafka.admin.listGroups()).groups.map((g) => g.groupId)).not.toContain(follower.groupId);
     // What Kafka holds: the hash, never the key.
     const raw = await readRaw(topic);
     expect(raw).toHaveLength(EVENTS.length);
@@ -110,7 +85,7 @@ describe('the accounts topic', () => {
     const offsets = await appendAll(topic, EVENTS);
     const rebuilt = newStore();
     const replayed = await replayAccounts({ connection: testConnection(), topic, groupId: randomName('pb-accounts-replay'), store: rebuilt });
-    const high = (await admin.fetchTopicOffsets(topic)).map((o) => [o.partition, Number(o.high)] as const);
+    const high = (await kafka.admin.fetchTopicOffsets(topic)).map((o) => [o.partition, Number(o.high)] as const);
     expect(replayed).toStrictEqual({ events: EVENTS.length, end: new Map(high) });
     // From an end on: only what comes after it is applied.
     const after = newStore();
@@ -144,7 +119,7 @@ describe('the accounts topic', () => {
 async function readRaw(topic: string): Promise<string[]> {
   const consumer = createKafka(testConnection()).consumer({ groupId: randomName('pb-accounts-raw') });
   const values: string[] = [];
-  const [end] = await admin.fetchTopicOffsets(topic);
+  const [end] = await kafka.admin.fetchTopicOffsets(topic);
   await consumer.connect();
   await consumer.subscribe({ topics: [topic], fromBeginning: true });
   let last = -1;

@@ -3,13 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { pushbaseServices } from '@pushbase/contracts';
 import { connectRecordService } from '@pushbase/grpc';
-import { ensureTopic } from '@pushbase/kafka';
-import type { Admin } from 'kafkajs';
-import type { Redis } from 'ioredis';
 import { healthClient } from '../../grpc/test/support';
 import { BUNDLE } from '../../../test/helpers/server';
-import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
-import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { redisUrl, useTestRedis } from '../../../test/helpers/redis';
+import { KAFKA_BROKERS, useTestTopics } from '../../../test/helpers/kafka';
 import { body, readTopic, SchemaFixture } from './support';
 import { eventually } from '../../../test/helpers/eventually';
 
@@ -22,34 +19,20 @@ import { eventually } from '../../../test/helpers/eventually';
 
 const DRAIN_MS = 3000;
 
-let admin: Admin;
-let redis: Redis;
-const topics: string[] = [];
-const prefixes: string[] = [];
 const children: ChildProcess[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-});
-afterAll(async () => {
-  // Whatever a failed test left running is stopped by its pid.
+// Declared before the topics and keys, so it runs before they are deleted: whatever a failed test left
+// running is stopped by its pid.
+afterAll(() => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-  for (const p of prefixes) await deleteUnder(redis, p);
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-  redis.disconnect();
 });
+const kafka = useTestTopics();
+const db = useTestRedis();
 
 it('pushbase records: listens, serves writes into the topic, reports health, and on SIGTERM answers through the drain delay, then exits 0', async () => {
-  const topic = randomName('pushbase-records-cli');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 2 });
-  const prefix = randomPrefix();
-  prefixes.push(prefix);
+  const topic = await kafka.create('pushbase-records-cli', 2);
+  const prefix = db.prefix();
   const account = `acct-${randomBytes(4).toString('hex')}`;
-  await new SchemaFixture(redis, prefix).create(account, 'sales', { amount: { type: 'number', name: 'Amount' } }, 'inc-1');
+  await new SchemaFixture(db.redis, prefix).create(account, 'sales', { amount: { type: 'number', name: 'Amount' } }, 'inc-1');
 
   const child = spawn(process.execPath, [BUNDLE, 'records'], {
     env: {
@@ -111,7 +94,7 @@ it('pushbase records: listens, serves writes into the topic, reports health, and
     client.close();
   }
   // What the workers encoded is what the topic holds: the incarnation validated against, the records as sent.
-  const events = await readTopic(admin, topic);
+  const events = await readTopic(kafka.admin, topic);
   expect(events.map((e) => [e.type, e.incarnation, 'records' in e ? e.records : undefined])).toEqual([
     ['RecordsAppended', 'inc-1', [{ amount: 1 }]],
     ['RecordsReplaced', 'inc-1', [{ amount: 2 }]],

@@ -2,12 +2,11 @@ import { createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { pushbaseServices, type RecordService } from '@pushbase/contracts';
 import { connectRecordService, type Closable } from '@pushbase/grpc';
-import { ensureTopic, KafkaEventAppender } from '@pushbase/kafka';
+import { KafkaEventAppender } from '@pushbase/kafka';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import { encodeSchemaIntent, openRedis, RedisSchemaStore, schemaIntentKey, type Redis, type SchemaChangeEvent } from '@pushbase/redis';
-import type { Admin } from 'kafkajs';
-import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
-import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
+import { redisUrl, useTestRedis } from '../../../test/helpers/redis';
+import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 import { createRecordsServer, type RecordsServer } from '../src';
 import { body, outcomeOf, readTopic, SchemaFixture } from './support';
 
@@ -18,25 +17,12 @@ import { body, outcomeOf, readTopic, SchemaFixture } from './support';
  */
 
 const protos = pushbaseServices();
-let admin: Admin;
-let redis: Redis;
-const topics: string[] = [];
-const prefixes: string[] = [];
+const kafka = useTestTopics();
+const db = useTestRedis();
 const services: Running[] = [];
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-});
 afterEach(async () => {
   for (const s of services.splice(0)) await s.close();
-});
-afterAll(async () => {
-  for (const p of prefixes) await deleteUnder(redis, p);
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-  redis.disconnect();
 });
 
 interface Running {
@@ -73,12 +59,9 @@ async function startService(topic: string, prefix: string, brokers?: readonly st
 }
 
 async function setUp(): Promise<{ topic: string; prefix: string; account: string; schema: SchemaFixture }> {
-  const topic = randomName('pushbase-records');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 3 });
-  const prefix = randomPrefix();
-  prefixes.push(prefix);
-  return { topic, prefix, account: `acct-${randomBytes(4).toString('hex')}`, schema: new SchemaFixture(redis, prefix) };
+  const topic = await kafka.create('pushbase-records', 3);
+  const prefix = db.prefix();
+  return { topic, prefix, account: `acct-${randomBytes(4).toString('hex')}`, schema: new SchemaFixture(db.redis, prefix) };
 }
 
 /** A port nothing listens on: bound, then closed. */
@@ -104,7 +87,7 @@ describe('pushbase records over gRPC (real Kafka and Redis)', () => {
     await expect(client.append({ account, id: 'sales', json: body([{ amount: 'x' }]) })).rejects.toMatchObject({ code: 'invalid' });
     await expect(client.append({ account, id: 'nope', json: body([{ amount: 1 }]) })).rejects.toMatchObject({ code: 'not_found' });
 
-    const events = await readTopic(admin, topic);
+    const events = await readTopic(kafka.admin, topic);
     expect(events.map((e) => e.type)).toEqual(['RecordsAppended', 'RecordsReplaced', ...Array<string>(20).fill('RecordsAppended')]);
     expect(events.every((e) => e.account === account && e.dataset === 'sales' && e.incarnation === 'inc-1')).toBe(true);
     expect(events.slice(0, 2).map((e) => ('records' in e ? e.records : undefined))).toEqual([[{ amount: 1 }, { amount: 2 }], [{ amount: 3 }]]);
@@ -137,7 +120,7 @@ describe('pushbase records over gRPC (real Kafka and Redis)', () => {
     await schema.delete(account, 'ds');
     await expect(client.append({ account, id: 'ds', json: body([{ label: 'y' }]) })).rejects.toMatchObject({ code: 'not_found' });
 
-    const events = await readTopic(admin, topic);
+    const events = await readTopic(kafka.admin, topic);
     expect(events.map((e) => [e.incarnation, 'records' in e ? e.records : []])).toEqual([
       ['inc-a', [{ amount: 1 }]],
       ['inc-a', [{ amount: 2 }]],
@@ -154,7 +137,7 @@ describe('pushbase records over gRPC (real Kafka and Redis)', () => {
     expect(outcomes).toEqual(Array<string>(5).fill('unavailable'));
     expect(Date.now() - started).toBeLessThan(15_000);
     // A service on the real broker sees an empty topic: none of the refused writes went anywhere.
-    expect(await readTopic(admin, topic)).toEqual([]);
+    expect(await readTopic(kafka.admin, topic)).toEqual([]);
   });
 
   it('answers unavailable when Redis cannot be reached (nothing validated, nothing sent)', async () => {
@@ -164,7 +147,7 @@ describe('pushbase records over gRPC (real Kafka and Redis)', () => {
     await service.client.append({ account, id: 'ds', json: body([{ amount: 1 }]) });
     service.redis.disconnect(); // its connection to Redis is gone (and, fail-fast, not waited for)
     await expect(service.client.append({ account, id: 'ds', json: body([{ amount: 2 }]) })).rejects.toMatchObject({ code: 'unavailable' });
-    expect((await readTopic(admin, topic)).map((e) => ('records' in e ? e.records : []))).toEqual([[{ amount: 1 }]]);
+    expect((await readTopic(kafka.admin, topic)).map((e) => ('records' in e ? e.records : []))).toEqual([[{ amount: 1 }]]);
   });
 });
 
@@ -181,7 +164,7 @@ describe('pushbase records while a schema change is pending (its schema service 
       await appender.close();
     }
     const intent = encodeSchemaIntent({ token: 'dead-holder', event });
-    await redis.set(schemaIntentKey(prefix, event.account), intent);
+    await db.redis.set(schemaIntentKey(prefix, event.account), intent);
     return intent;
   }
 
@@ -200,7 +183,7 @@ describe('pushbase records while a schema change is pending (its schema service 
     const { client } = await startService(topic, prefix);
     await client.append({ account, id: 'x', json: body([{ amount: 1 }]) }); // x's definition is cached: refused all the same
     await leftBehind(topic, prefix, deletion(account, 'x', 'inc-x'));
-    expect(await new RedisSchemaStore(redis, { prefix }).head(account, 'x')).toMatchObject({ incarnation: 'inc-x' }); // stale
+    expect(await new RedisSchemaStore(db.redis, { prefix }).head(account, 'x')).toMatchObject({ incarnation: 'inc-x' }); // stale
 
     const outcomes = await Promise.all([
       outcomeOf(client.append({ account, id: 'x', json: body([{ amount: 2 }]) })),
@@ -210,7 +193,7 @@ describe('pushbase records while a schema change is pending (its schema service 
     expect(outcomes).toEqual(['unavailable', 'unavailable', 'ok']);
 
     // Only x's first write (before the deletion) and y's reached the topic, beside the dead holder's deletion.
-    const events = await readTopic(admin, topic);
+    const events = await readTopic(kafka.admin, topic);
     expect(events.filter((e) => e.type !== 'RecordsAppended').map((e) => [e.type, e.dataset])).toEqual([['DatasetDeleted', 'x']]);
     expect(recordsOf(events)).toEqual([
       ['x', 'inc-x', [{ amount: 1 }]],
@@ -219,7 +202,7 @@ describe('pushbase records while a schema change is pending (its schema service 
 
     // Rolled forward (the store shows the deletion, the intent is gone): x is not found, y still written.
     await schema.delete(account, 'x');
-    await redis.del(schemaIntentKey(prefix, account));
+    await db.redis.del(schemaIntentKey(prefix, account));
     await expect(client.append({ account, id: 'x', json: body([{ amount: 5 }]) })).rejects.toMatchObject({ code: 'not_found' });
     await client.append({ account, id: 'y', json: body([{ amount: 6 }]) });
   });
@@ -244,10 +227,10 @@ describe('pushbase records while a schema change is pending (its schema service 
 
     // The projector applied the definition from the log before anyone rolled the intent forward: the store
     // shows inc-b, so the intent changes nothing a write could see, and writes go to inc-b.
-    await new RedisSchemaStore(redis, { prefix }).apply([recreated]);
+    await new RedisSchemaStore(db.redis, { prefix }).apply([recreated]);
     await client.append({ account, id: 'x', json: body([{ label: 'b' }]) });
     await expect(client.append({ account, id: 'x', json: body([{ amount: 2 }]) })).rejects.toMatchObject({ code: 'invalid' });
-    expect(recordsOf(await readTopic(admin, topic))).toEqual([
+    expect(recordsOf(await readTopic(kafka.admin, topic))).toEqual([
       ['x', 'inc-a', [{ amount: 1 }]],
       ['x', 'inc-b', [{ label: 'b' }]],
     ]);

@@ -2,13 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { pushbaseServices } from '@pushbase/contracts';
 import { connectAccountAdmin } from '@pushbase/grpc';
 import { ACCOUNT_EVENT_SCHEMA_VERSION, DEFAULT_QUOTAS, DomainError, foldAccounts, type AccountEvent } from '@pushbase/domain';
-import { decodeAccountMessage, ensureTopic, KafkaEventConsumer, type PositionedAccountEvent } from '@pushbase/kafka';
+import { decodeAccountMessage, KafkaEventConsumer, type PositionedAccountEvent } from '@pushbase/kafka';
 import { encodeSchemaIntent, RedisAccountStore, RedisSchemaStore, schemaIntentKey } from '@pushbase/redis';
-import type { Admin } from 'kafkajs';
-import type { Redis } from 'ioredis';
 import { sha } from '../../../test/helpers/api-keys';
-import { deleteTopics, randomName, requireKafka, testAdmin, testConnection } from '../../../test/helpers/kafka';
-import { connectTestRedis, deleteUnder, dumpUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
+import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
+import { dumpUnder, keysUnder, useTestRedis } from '../../../test/helpers/redis';
 import { importRedisApiKeys } from '../src';
 import { create, readTopic, startReplica, type Replica } from './support';
 import { eventually } from '../../../test/helpers/eventually';
@@ -21,37 +19,19 @@ import { eventually } from '../../../test/helpers/eventually';
  * account; the key never leaves the gateway's adapter (only its hash is in Kafka and Redis).
  */
 
-let admin: Admin;
-let redis: Redis;
-const topics: string[] = [];
-const prefixes: string[] = [];
+const kafka = useTestTopics();
+const db = useTestRedis();
 const replicas: Replica[] = [];
 const protos = pushbaseServices();
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-});
 afterEach(async () => {
   await Promise.all(replicas.splice(0).map((r) => r.close()));
 });
-afterAll(async () => {
-  for (const p of prefixes) await deleteUnder(redis, p);
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-  redis.disconnect();
-});
-
 
 async function setting() {
-  const topic = randomName('pushbase-schema');
-  const accountsTopic = `${topic}.accounts`;
-  topics.push(topic, accountsTopic);
-  await ensureTopic(admin, { topic, partitions: 1 });
-  await ensureTopic(admin, { topic: accountsTopic, partitions: 1 });
-  const prefix = randomPrefix();
-  prefixes.push(prefix);
+  const topic = await kafka.create('pushbase-schema', 1);
+  const accountsTopic = await kafka.create('pushbase-schema-accounts', 1);
+  const prefix = db.prefix();
   const replica = await startReplica({ topic, prefix, accountsTopic });
   replicas.push(replica);
   const keys: string[] = [];
@@ -66,7 +46,7 @@ async function setting() {
     defaults: { datasets: 100, requests_per_minute: 60 },
   });
   replicas.push({ ...replica, close: () => Promise.resolve(client.close()) });
-  return { topic, accountsTopic, prefix, replica, client, keys, store: new RedisAccountStore(redis, { prefix }), schemaStore: new RedisSchemaStore(redis, { prefix }) };
+  return { topic, accountsTopic, prefix, replica, client, keys, store: new RedisAccountStore(db.redis, { prefix }), schemaStore: new RedisSchemaStore(db.redis, { prefix }) };
 }
 
 /** The first `count` events of the one-partition accounts topic. */
@@ -124,12 +104,12 @@ describe('accounts and keys in the distributed schema service', () => {
     const fold = foldAccounts(events);
     expect((await store.get('acme'))?.keys).toEqual(fold.accounts.get('acme')?.keys);
     expect((await store.get('acme'))?.quotas).toEqual(fold.accounts.get('acme')?.quotas);
-    const text = `${JSON.stringify(events)}\n${await dumpUnder(redis, prefix)}`;
+    const text = `${JSON.stringify(events)}\n${await dumpUnder(db.redis, prefix)}`;
     // Every key made (the refused one's too) is absent; the stored ones are there as hashes.
     for (const key of keys) expect(text).not.toContain(key);
     for (const key of [k1.key, k2.key]) expect(text).toContain(sha(key));
     // Nothing left of the decisions' protocol once they finished.
-    expect((await keysUnder(redis, prefix)).filter((k) => k.includes('schema-lock:') || k.includes('schema-intent:'))).toEqual([]);
+    expect((await keysUnder(db.redis, prefix)).filter((k) => k.includes('schema-lock:') || k.includes('schema-intent:'))).toEqual([]);
   });
 
   it("the account's datasets quota is the schema service's limit; deleting the account deletes its datasets (DatasetDeleted in the dataset topic), then its keys", async () => {
@@ -160,23 +140,23 @@ describe('accounts and keys in the distributed schema service', () => {
     const { accountsTopic, prefix, client, store } = await setting();
     // What a holder that died after writing its intent leaves (its lease has expired since).
     const left: AccountEvent = { type: 'AccountCreated', schema_version: ACCOUNT_EVENT_SCHEMA_VERSION, account: 'umbrella', at: Date.now(), quotas: { datasets: 7, requests_per_minute: null } };
-    await redis.set(schemaIntentKey(prefix, 'umbrella'), encodeSchemaIntent({ token: 'dead-holder', event: left }));
+    await db.redis.set(schemaIntentKey(prefix, 'umbrella'), encodeSchemaIntent({ token: 'dead-holder', event: left }));
     // The next decision rolls it forward first, then decides from a store that shows it.
     expect(await code(client.createAccount('umbrella', DEFAULT_QUOTAS))).toBe('conflict');
     await expect(store.get('umbrella')).resolves.toMatchObject({ quotas: { datasets: 7, requests_per_minute: null } });
-    expect(await redis.exists(schemaIntentKey(prefix, 'umbrella'))).toBe(0);
+    expect(await db.redis.exists(schemaIntentKey(prefix, 'umbrella'))).toBe(0);
     expect(await readAccounts(accountsTopic, 1)).toEqual([left]);
   });
 
   it('imports the keys an older deployment kept in the Redis hash <prefix>api-keys once, as events, and renames the hash', async () => {
     const { accountsTopic, prefix, replica, store } = await setting();
     const oldKey = `pb_${randomBytes(32).toString('base64url')}`;
-    await redis.hset(`${prefix}api-keys`, sha(oldKey), 'legacy');
-    expect(await importRedisApiKeys(redis, prefix, replica.accounts!, () => undefined)).toBe(1);
+    await db.redis.hset(`${prefix}api-keys`, sha(oldKey), 'legacy');
+    expect(await importRedisApiKeys(db.redis, prefix, replica.accounts!, () => undefined)).toBe(1);
     await expect(store.resolveHash(sha(oldKey))).resolves.toMatchObject({ account: 'legacy', scope: 'write' });
-    expect(await redis.exists(`${prefix}api-keys`)).toBe(0);
-    expect(await redis.hget(`${prefix}api-keys.imported`, sha(oldKey))).toBe('legacy');
-    expect(await importRedisApiKeys(redis, prefix, replica.accounts!, () => undefined)).toBe(0);
+    expect(await db.redis.exists(`${prefix}api-keys`)).toBe(0);
+    expect(await db.redis.hget(`${prefix}api-keys.imported`, sha(oldKey))).toBe('legacy');
+    expect(await importRedisApiKeys(db.redis, prefix, replica.accounts!, () => undefined)).toBe(0);
     expect((await readAccounts(accountsTopic, 2)).map((e) => e.type)).toEqual(['AccountCreated', 'KeyCreated']);
   });
 
@@ -184,20 +164,20 @@ describe('accounts and keys in the distributed schema service', () => {
     const { prefix, replica, store } = await setting();
     const legacy = `${prefix}api-keys`;
     const oldKey = `pb_${randomBytes(32).toString('base64url')}`;
-    await redis.hset(legacy, sha(oldKey), 'legacy-two');
-    const renameFailing = (error: Error) => ({ hgetall: redis.hgetall.bind(redis), exists: redis.exists.bind(redis), rename: () => Promise.reject(error) });
+    await db.redis.hset(legacy, sha(oldKey), 'legacy-two');
+    const renameFailing = (error: Error) => ({ hgetall: db.redis.hgetall.bind(db.redis), exists: db.redis.exists.bind(db.redis), rename: () => Promise.reject(error) });
     await expect(importRedisApiKeys(renameFailing(new Error("READONLY You can't write against a read only replica.")), prefix, replica.accounts!, () => undefined)).rejects.toThrow(
       /could not be renamed.*READONLY/,
     );
     // The keys were imported; the hash is still there, and the start that called this fails.
     await expect(store.resolveHash(sha(oldKey))).resolves.toMatchObject({ account: 'legacy-two' });
-    expect(await redis.exists(legacy)).toBe(1);
+    expect(await db.redis.exists(legacy)).toBe(1);
 
     // "no such key" from the rename while the hash is still there: not gone, so still a failure.
     await expect(importRedisApiKeys(renameFailing(new Error('ERR no such key')), prefix, replica.accounts!, () => undefined)).rejects.toThrow(/still there/);
     // A replica beside it renamed the hash first: "no such key", and the hash is gone: fine.
-    const renamedBeside = { ...renameFailing(new Error('ERR no such key')), rename: async () => Promise.reject(new Error(`ERR no such key ${await redis.rename(legacy, `${legacy}.imported`)}`)) };
+    const renamedBeside = { ...renameFailing(new Error('ERR no such key')), rename: async () => Promise.reject(new Error(`ERR no such key ${await db.redis.rename(legacy, `${legacy}.imported`)}`)) };
     await expect(importRedisApiKeys(renamedBeside, prefix, replica.accounts!, () => undefined)).resolves.toBe(0);
-    expect(await redis.exists(legacy)).toBe(0);
+    expect(await db.redis.exists(legacy)).toBe(0);
   });
 });

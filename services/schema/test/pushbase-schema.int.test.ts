@@ -3,13 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { pushbaseServices } from '@pushbase/contracts';
 import { connectSchemaService } from '@pushbase/grpc';
-import { ensureTopic } from '@pushbase/kafka';
-import type { Admin } from 'kafkajs';
-import type { Redis } from 'ioredis';
 import { healthClient } from '../../grpc/test/support';
 import { BUNDLE } from '../../../test/helpers/server';
-import { connectTestRedis, deleteUnder, randomPrefix, redisUrl } from '../../../test/helpers/redis';
-import { deleteTopics, KAFKA_BROKERS, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { redisUrl, useTestRedis } from '../../../test/helpers/redis';
+import { KAFKA_BROKERS, useTestTopics } from '../../../test/helpers/kafka';
 import { create, outcome, readTopic } from './support';
 
 /*
@@ -49,32 +46,18 @@ async function startSchemaProcess(env: Record<string, string>): Promise<SchemaPr
   return { child, port, lines, exited };
 }
 
-let admin: Admin;
-let redis: Redis;
-const topics: string[] = [];
-const prefixes: string[] = [];
 const running: SchemaProcess[] = [];
-
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-});
-afterAll(async () => {
-  // Whatever a failed test left running is stopped by its pid.
+// Declared before the topics and keys, so it runs before they are deleted: whatever a failed test left
+// running is stopped by its pid.
+afterAll(() => {
   for (const p of running) if (p.child.exitCode === null) p.child.kill('SIGKILL');
-  for (const p of prefixes) await deleteUnder(redis, p);
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-  redis.disconnect();
 });
+const kafka = useTestTopics();
+const db = useTestRedis();
 
 it('pushbase schema: two processes keep the dataset limit across them over gRPC, report health, and exit 0 on SIGTERM', async () => {
-  const topic = randomName('pushbase-schema-cli');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 1 });
-  const prefix = randomPrefix();
-  prefixes.push(prefix);
+  const topic = await kafka.create('pushbase-schema-cli', 1);
+  const prefix = db.prefix();
   const env = {
     PUSHBASE_KAFKA_BROKERS: KAFKA_BROKERS.join(','),
     PUSHBASE_KAFKA_TOPIC: topic,

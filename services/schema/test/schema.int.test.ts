@@ -1,12 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { EventAppender } from '@pushbase/contracts';
 import { DomainError, EVENT_SCHEMA_VERSION, fold, type DatasetDefined, type DatasetEvent } from '@pushbase/domain';
-import { ensureTopic } from '@pushbase/kafka';
 import { RedisSchemaStore } from '@pushbase/redis';
-import type { Admin } from 'kafkajs';
-import type { Redis } from 'ioredis';
-import { connectTestRedis, deleteUnder, keysUnder, randomPrefix } from '../../../test/helpers/redis';
-import { deleteTopics, randomName, requireKafka, testAdmin } from '../../../test/helpers/kafka';
+import { keysUnder, useTestRedis } from '../../../test/helpers/redis';
+import { useTestTopics } from '../../../test/helpers/kafka';
 import { create, outcome, readTopic, startReplica, type Replica } from './support';
 import { eventually } from '../../../test/helpers/eventually';
 
@@ -17,34 +14,18 @@ import { eventually } from '../../../test/helpers/eventually';
  * (one partition, so the whole topic can be read back in order) and key prefix.
  */
 
-let admin: Admin;
-let redis: Redis;
-const topics: string[] = [];
-const prefixes: string[] = [];
+const kafka = useTestTopics();
+const db = useTestRedis();
 const replicas: Replica[] = [];
 
-beforeAll(async () => {
-  await requireKafka();
-  admin = await testAdmin();
-  redis = await connectTestRedis();
-});
 afterEach(async () => {
   await Promise.all(replicas.splice(0).map((r) => r.close()));
 });
-afterAll(async () => {
-  for (const p of prefixes) await deleteUnder(redis, p);
-  await deleteTopics(admin, topics);
-  await admin.disconnect();
-  redis.disconnect();
-});
 
 async function setting(): Promise<{ topic: string; prefix: string; account: string; store: RedisSchemaStore }> {
-  const topic = randomName('pushbase-schema');
-  topics.push(topic);
-  await ensureTopic(admin, { topic, partitions: 1 });
-  const prefix = randomPrefix();
-  prefixes.push(prefix);
-  return { topic, prefix, account: `acct:${randomBytes(4).toString('hex')}`, store: new RedisSchemaStore(redis, { prefix }) };
+  const topic = await kafka.create('pushbase-schema', 1);
+  const prefix = db.prefix();
+  return { topic, prefix, account: `acct:${randomBytes(4).toString('hex')}`, store: new RedisSchemaStore(db.redis, { prefix }) };
 }
 
 async function replica(options: Parameters<typeof startReplica>[0]): Promise<Replica> {
@@ -66,7 +47,7 @@ async function storeMatchesTopic(store: RedisSchemaStore, account: string, event
 }
 
 /** The lease and intent keys left under `prefix` (none once every change finished). */
-const leftovers = async (prefix: string): Promise<string[]> => (await keysUnder(redis, prefix)).filter((k) => k.includes('schema-lock:') || k.includes('schema-intent:'));
+const leftovers = async (prefix: string): Promise<string[]> => (await keysUnder(db.redis, prefix)).filter((k) => k.includes('schema-lock:') || k.includes('schema-intent:'));
 
 describe('the distributed schema service', () => {
   it('keeps the 100-dataset limit exact under 150 concurrent creates sent to two replicas', async () => {
@@ -147,7 +128,7 @@ describe('the distributed schema service', () => {
     const zombie = create(a.service, account, 'orphan');
     await eventually(() => appended !== undefined, { what: 'the crashed append' });
     expect(await store.get(account, 'orphan')).toBeUndefined();
-    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+    expect(await db.redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
 
     // The next decision for the account waits for the lease, finishes the crashed change first, then decides.
     await expect(create(b.service, account, 'next')).resolves.toMatchObject({ created: true });
@@ -236,9 +217,9 @@ describe('the distributed schema service', () => {
     const a = await replica({ topic, prefix, appender: lostAnswer, lock: { ttlMs: 1500, waitMs: 30_000 } });
     const b = await replica({ topic, prefix, lock: { ttlMs: 1500, waitMs: 30_000 } });
     await expect(create(a.service, account, 'maybe')).rejects.toMatchObject({ code: 'outcome_unknown' });
-    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+    expect(await db.redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
     // The lease is kept (a late write could still land), so the sweep cannot take it yet.
-    expect(await redis.exists(`${prefix}schema-lock:${account}`)).toBe(1);
+    expect(await db.redis.exists(`${prefix}schema-lock:${account}`)).toBe(1);
     await expect(b.changes.sweep()).resolves.toBe(0);
     const started = Date.now();
     const found = await create(b.service, account, 'maybe');
@@ -281,7 +262,7 @@ describe('the distributed schema service while a holder that died between Kafka 
     const zombie = a.service.delete({ account, id: 'gone' });
     await eventually(() => appended, { what: 'the crashed append' });
     expect((await store.get(account, 'gone'))?.incarnation).toBe(made.dataset.incarnation); // stale
-    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+    expect(await db.redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
     const finish = async (): Promise<void> => {
       crashed();
       await zombie;
@@ -293,7 +274,7 @@ describe('the distributed schema service while a holder that died between Kafka 
     const { topic, prefix, account, store, b, made, finish } = await deletionLeftBehind();
     // Another dataset of the account is found lock-free: the intent is not rolled forward by it.
     await expect(create(b.service, account, 'kept')).resolves.toMatchObject({ created: false });
-    expect(await redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
+    expect(await db.redis.exists(`${prefix}schema-intent:${account}`)).toBe(1);
 
     const again = await create(b.service, account, 'gone');
     expect(again.created).toBe(true);
@@ -330,20 +311,20 @@ describe('the distributed schema service while an account is held', () => {
     const { topic, prefix, account, store } = await setting();
     const a = await replica({ topic, prefix, lock: { ttlMs: 30_000, waitMs: 400 } });
     // Another holder (a stuck replica) has the account's lease.
-    await redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
+    await db.redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
     const started = Date.now();
     const outcomes = await Promise.all(['x', 'y', 'z'].map((id) => outcome(create(a.service, account, id))));
     expect(outcomes).toEqual(['unavailable', 'unavailable', 'unavailable']);
     // Queued requests gave up on their own deadline, not one wait after another.
     expect(Date.now() - started).toBeLessThan(3000);
     expect(await store.count(account)).toBe(0);
-    await redis.del(`${prefix}schema-lock:${account}`);
+    await db.redis.del(`${prefix}schema-lock:${account}`);
     const made = await create(a.service, account, 'x');
     expect(made.created).toBe(true);
 
     // An existing dataset is found (or conflicts) from one read, without waiting for the lease: that
     // answer changes nothing. A create still waits.
-    await redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
+    await db.redis.set(`${prefix}schema-lock:${account}`, 'someone-else', 'PX', 30_000);
     // (Through the lease, these would be refused as unavailable after the 400 ms wait, like the create below.)
     await expect(create(a.service, account, 'x')).resolves.toMatchObject({ created: false, dataset: { incarnation: made.dataset.incarnation } });
     await expect(a.service.findOrCreate({ account, id: 'x', body: { fields: { other: { type: 'string', name: 'Other' } } } })).rejects.toMatchObject({ code: 'conflict' });
@@ -390,9 +371,8 @@ describe('the distributed schema service when Redis fails', () => {
 
 describe('RedisSchemaStore.apply with the events a roll-forward repeats', () => {
   it('changes nothing for a definition or deletion applied again, nor for a late definition of a deleted incarnation', async () => {
-    const prefix = randomPrefix();
-    prefixes.push(prefix);
-    const store = new RedisSchemaStore(redis, { prefix });
+    const prefix = db.prefix();
+    const store = new RedisSchemaStore(db.redis, { prefix });
     const base = { schema_version: EVENT_SCHEMA_VERSION, account: 'acme', dataset: 'sales' } as const;
     const defined: DatasetDefined = { ...base, type: 'DatasetDefined', incarnation: 'inc-a', at: 1, definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] } };
     await store.apply([defined]);
