@@ -3,23 +3,11 @@ import { Partitioners } from 'kafkajs';
 import { offsetNumber, type BaseOffsets, type PlacedMessage } from './messages';
 
 /*
- * A kafkajs transactional producer assembled from kafkajs 2.2.4's own parts (its eos manager, message
- * producer and cluster), because the public producer cannot do the one thing the appender needs: retry a
- * commit whose answer was lost. kafkajs's transaction.commit() sends EndTxn once; when that request times
- * out, its state machine stays in COMMITTING, where neither commit() nor abort() is allowed again, and the
- * producer id and epoch a retry must carry are private to it. Kafka's coordinator, on the other hand,
- * answers a repeated EndTxn(commit) of the same producer epoch with success once the commit is complete (or
- * CONCURRENT_TRANSACTIONS while it is completing), with INVALID_TXN_STATE when the transaction was aborted,
- * and with a fencing error when the epoch moved on — so a retry tells the outcome. Here the first commit
- * goes through the eos manager as kafkajs does it; a retry sends the same EndTxn through kafkajs's broker
- * object with the eos manager's producer id and epoch; afterwards the eos manager (stuck in COMMITTING) is
- * replaced by a fresh one before the next transaction (InitProducerId again, same transactional id).
- *
- * The parts are reached by path inside the kafkajs package (its package.json has no `exports` map, so
- * Node and esbuild resolve them) and the cluster through the Kafka object's private factory, so that it
- * carries exactly the connection settings (brokers, socket factory, retry, logger) of createKafka. kafkajs
- * is pinned at 2.2.4 in package-lock.json; kafkaInternals() checks the shapes it relies on at first use and
- * fails loudly, naming this file, if an upgrade moved them.
+ * A kafkajs transactional producer assembled from kafkajs 2.2.4's own parts, because the public producer
+ * cannot retry a commit whose answer was lost (it sends EndTxn once and then allows neither commit nor
+ * abort), and a repeated EndTxn of the same epoch is what tells the outcome. The parts are reached by path;
+ * kafkaInternals() checks their shapes and fails loudly if an upgrade moved them. Why and how:
+ * docs/architecture.md → The transactional producer.
  */
 
 /** The coordinator refused the commit: the transaction is (or will be) aborted; nothing of it is visible. */
@@ -214,16 +202,10 @@ export class TransactionalProducer {
   }
 
   /**
-   * The transaction coordinator. kafkajs's eos manager asks the cluster for it before every request it
-   * sends, and the cluster answers each time with a FindCoordinator round trip: two extra round trips per
-   * transaction (before AddPartitionsToTxn and before EndTxn), half of them all (docs/performance.md →
-   * Measurements behind the code). The coordinator of a transactional id moves only when its
-   * broker goes or the partition's leadership moves (a controlled shutdown, a leader rebalance, a
-   * reassignment); then the old broker, if still up, answers NOT_COORDINATOR. So the node id is remembered,
-   * the broker looked up locally (kafkajs reconnects it if needed), and the id forgotten as soon as any
-   * request to it fails other than with CONCURRENT_TRANSACTIONS (an answer only the coordinator gives):
-   * the next request, kafkajs's own retries included, asks Kafka again. Any other coordinator (a consumer
-   * group's) is asked of the cluster as kafkajs would.
+   * The transaction coordinator, remembered: kafkajs asks for it (a FindCoordinator round trip) before every
+   * request. The node id is forgotten as soon as a request to it fails other than with
+   * CONCURRENT_TRANSACTIONS (an answer only the coordinator gives), so the next request asks Kafka again. Any
+   * other coordinator is asked of the cluster. Why: docs/architecture.md → The transactional producer.
    */
   private async coordinator(request: CoordinatorRequest): Promise<KafkaBroker> {
     if (request.coordinatorType !== this.internals.TRANSACTION_COORDINATOR || request.groupId !== this.options.transactionalId) {

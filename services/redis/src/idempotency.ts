@@ -6,24 +6,11 @@ import { redisError } from './connection';
 import { checkPrefix, DEFAULT_PREFIX } from './keys';
 
 /*
- * The distributed ledger of Idempotency-Keys (services/app/src/idempotency.ts has the rules):
- *
- *   <prefix>idem:applied:<account length>:<account>:<key>   JSON AppliedKey, expiring at its write's time + TTL
- *   <prefix>idem:attempt:<account length>:<account>:<key>   JSON Attempt: the claim of the attempt in flight
- *
- * An applied record is written twice over, first one wins (SET NX): by the attempt that applied the write,
- * once its event is acknowledged (so the next request finds it at once), and by whatever folds the log into
- * Redis — the projector, `pushbase replay` — from the key inside the event (recordAppliedKeys below), so
- * a key is recorded even when its writer died between the log and Redis, or lost its answer.
- *
- * An attempt holds its key with a lease: the longest a write handed to the log can still land there
- * (the appender's deadline plus a request's timeout). A request finding a live lease is answered 409. An
- * attempt that ended unknown (outcome_unknown), or whose holder died (a killed pod leaves its lease), is
- * SETTLED by the next request, not guessed: it waits until the lease is over — after that the first
- * attempt's event is in the log or never will be, as an attempt renews its lease right before its append
- * and is fenced off once a request began settling it (claim's hold) — and until the log has been folded
- * into Redis up to its end at that moment, kept with the attempt (`progress`); then the applied record is
- * there exactly when the write was stored.
+ * The distributed ledger of Idempotency-Keys (the rules: services/app/src/idempotency.ts). An applied record
+ * is written by the attempt once acknowledged and again by whatever folds the log (SET NX, first wins), so a
+ * writer that died in between loses nothing. An attempt holds its key with a lease as long as its event could
+ * land; an unknown one is settled, not guessed, once the lease is over and the log is folded that far. Keys
+ * and reasoning: docs/architecture.md → The Idempotency-Key ledger.
  */
 
 export interface RedisIdempotencyOptions {

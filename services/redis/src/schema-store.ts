@@ -9,21 +9,11 @@ import { recordAppliedKeys } from './idempotency';
 import { decodeSchemaIntent, pendingFor, schemaIntentNamespace, type SchemaIntent } from './schema-intent';
 
 /*
- * The live datasets' definitions and the per-account count, for the schema and record services to decide
- * from, kept in Redis by the projector (and rebuilt by replay) from the event log.
- *
- *   <prefix>schema:dataset:<id>:<account>   hash: incarnation, definition (JSON), created_at, updated_at
- *   <prefix>schema:live:<account>           set of the account's live dataset ids (its count)
- *   <prefix>schema:dead:<id>:<account>      set of the dataset's deleted or superseded incarnations
- *
- * A dataset id never contains ":", so the account, which may, comes last and keys cannot collide.
- * Applying is idempotent per incarnation, so redelivering any suffix of the log changes nothing: a
- * definition of the live or of a dead incarnation is ignored, a deletion only ever deletes its own
- * incarnation, and a write only moves updated_at forward. Each event is one Lua script: atomic.
- * The dead sets grow by one id per deleted or superseded incarnation, the price of telling a late event of
- * a dead incarnation from a new one (incarnations are random, not ordered); replay rebuilds them from empty.
- * Every read first passes the state's guard (state.ts): a Redis that lost part of the store is refused,
- * so no write is tagged with an incarnation the fold has dropped and no re-create replaces a live one.
+ * The live datasets' definitions and the per-account count, kept in Redis by the projector (and rebuilt by
+ * replay) from the event log, for the schema and record services to decide from. Each event is applied in
+ * one script, idempotent per incarnation, so redelivering any suffix changes nothing; dead incarnations are
+ * remembered to tell a late event from a new one; every read first passes the state's guard (state.ts). The
+ * key layout and reasoning: docs/architecture.md → The Redis schema store.
  */
 
 // KEYS[1] the dataset hash, KEYS[2] the account's live set, KEYS[3] the dataset's dead incarnations.
@@ -75,13 +65,10 @@ function summaryOf(account: string, id: string, h: Record<string, string>): Data
 
 /*
  * The reads of a dataset together with its account's schema intent (settledHead, settledGet): one script
- * each, so the two come from one moment — Redis runs a script without any other client's command in
- * between. Two plain reads, even pipelined, could have a roll-forward (apply, then remove the intent) fall
- * between them and pair the stale incarnation with "no intent", the very answer they are there to
- * prevent. MULTI/EXEC would be as atomic, but is four commands for the server and the client where a script
- * is one: on this machine ioredis did about 30,000 MULTI reads a second against 100,000+ scripted ones or
- * plain HMGETs, and the records service makes this read on every write. The scripts return the intent as
- * stored; only schema-intent.ts reads its shape.
+ * each, so the two come from one moment and a roll-forward cannot fall between them. A script rather than
+ * MULTI/EXEC because it is one command where MULTI is four, on a read made for every write (why:
+ * docs/architecture.md → The Redis schema store; the figure: docs/performance.md → Measurements behind the
+ * code). Only schema-intent.ts reads the intent's shape.
  *
  * KEYS[1] the dataset hash, KEYS[2] the account's intent.
  */

@@ -4,23 +4,11 @@ import { redisError, schemaHoldKey, schemaLockNamespace, type Redis } from '@pus
 import type { Result } from 'ioredis';
 
 /*
- * A per-account lease in Redis that serialises the schema decisions of one account across every schema
- * replica: `SET key token NX PX ttl` takes it, a script that compares the token before it acts extends or
- * releases it, so a replica never extends or releases a lease that expired and was taken by another.
- *
- * Written here rather than taken from a locking library because the token is used inside the schema
- * service's own scripts as a fence (the write-ahead intent is written only while the lease is still held,
- * see changes.ts), and the three commands involved are shorter than an adapter around a library would be.
- * One Redis (not Redlock over several): the schema store the decisions are made from lives in that Redis
- * too, so a quorum of other servers would add nothing.
- *
- *   <prefix>schema-lock:<account>   string: the holder's random token, with the lease's expiry
- *
- * Outside `<prefix>schema:` on purpose: `pushbase replay` swaps and compares every key under that namespace
- * as a generation of the schema store, and a lease or an intent must survive a swap untouched.
- *
- * No lease is taken while `pushbase replay` holds schema changes for its swap (`<prefix>schema-hold`,
- * services/redis/src/schema-hold.ts): a decision waits for the hold as for a busy lease.
+ * A per-account lease in Redis (`<prefix>schema-lock:<account>`) that serialises one account's schema
+ * decisions across replicas: SET NX PX takes it, a token-checking script extends or releases it. Hand-written
+ * because the token fences the schema service's own scripts (changes.ts); kept outside `<prefix>schema:` so a
+ * replay's swap leaves it alone; not taken while replay holds schema changes (schema-hold.ts). Why not a
+ * library or Redlock: docs/architecture.md → The schema lease.
  */
 
 /** A lease held: its key and the holder's token. */
