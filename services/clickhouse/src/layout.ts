@@ -13,19 +13,10 @@ import {
 import type { RowBinaryWriter } from './row-binary';
 
 /*
- * How a dataset's fields sit in the one records table: typed slots, so SQL can aggregate without parsing.
- *   num_0…num_9   Float64  number, percentage, money, duration
- *   str_0…str_9   String   string
- *   time_0…time_9 Int64    date (UTC midnight) and datetime, epoch milliseconds (years 0000–9999 fit,
- *                          and DateTime64 does not exist on 18.16)
- * A field's slot is its position among the definition's fields of the same kind, in definition order: a
- * definition never changes within an incarnation, and its JSON keeps that order, so the mapping is a pure
- * function of the stored definition. A dataset has at most 10 fields, so 10 slots per kind always suffice.
- *
- * Numbers travel as their IEEE-754 bits (`num_i_bits UInt64`) and ClickHouse derives `num_i` from them
- * (an ALIAS column): 18.16's text parser rounds about one double in twelve to a neighbour (measured:
- * 1685 of 20014 random doubles, and 5e-324 → 0), so a number sent as JSON text would not come back exactly.
- * The bits make every double exact, -0 included.
+ * How a dataset's fields sit in the one records table: typed slots (num_i Float64, str_i String, time_i
+ * Int64 epoch ms), so SQL can aggregate without parsing. A field's slot is its position among the
+ * definition's fields of its kind, a pure function of the stored definition. Numbers travel as their IEEE-754
+ * bits (num_i_bits), because 18.16's text parser rounds some doubles. Why: docs/clickhouse.md → Tables.
  */
 
 export type SlotKind = 'num' | 'str' | 'time';

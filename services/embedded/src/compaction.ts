@@ -8,20 +8,12 @@ import { errorText } from './frames';
 import { captureState, listSnapshots, readSnapshot, snapshotDir, verifySnapshot, writeSnapshot, type SnapshotInfo, type StepHook } from './snapshot';
 
 /*
- * One compaction run: newest valid snapshot + the sealed segments after it, folded with the domain's pure
- * `evolve`, written as a new snapshot at the end of the last sealed segment; then the files that snapshot
- * makes redundant are deleted. Pure file work: the offline path (`pushbase compact`, on a stopped server's
- * data directory) and the reference the live snapshot (embedded-store.ts) is tested against.
- *
- * Retention (retainSnapshots = 2, the default): the new snapshot and the one it was built from are kept,
- * and only segments that the *older* of the two covers are deleted. So if the newest snapshot is ever found
- * damaged at start, the older one plus the segments after it still rebuild the state exactly — a real
- * fallback, for the price of keeping about one compaction's worth of segments more on disk. With
- * retainSnapshots = 1 everything the new snapshot covers goes.
- *
- * Crash safety, step by step: nothing is deleted before the new snapshot is durable (written, fsync'd,
- * renamed, directory fsync'd) and has been read back whole (a snapshot that cannot be loaded covers nothing); segments are deleted oldest first, so whatever survives a crash is still a
- * contiguous run the next start can replay or skip; a leftover `.tmp` is never read and is removed here.
+ * One compaction run as pure file work: the newest valid snapshot plus the sealed segments after it, folded
+ * into a new snapshot; then the files it makes redundant are deleted — by default only what the older of the
+ * two kept snapshots covers, so a damaged newest one still has a fallback. Nothing is deleted before the new
+ * snapshot is durable and read back whole, and segments go oldest first, so a crash leaves a contiguous run.
+ * Used offline (`pushbase compact`) and as the live snapshot's reference in tests. Why: docs/embedded-storage.md
+ * → One compaction run.
  */
 
 export interface CompactionJob {

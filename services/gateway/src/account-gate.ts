@@ -3,20 +3,11 @@ import pLimit, { type Limit } from 'p-limit';
 import { HttpError } from './errors';
 
 /*
- * One tenant's share of this process: at most `concurrency` of an account's requests are worked on at
- * once (parsing and validating a body, deciding a write, computing a read), the rest wait their turn in
- * arrival order, and beyond `maxQueued` waiting ones it is told to slow down. Without it a tenant with many
- * keys (each within its rate limit) fills the event loop, the write workers and the store's connections,
- * and every other tenant's request waits behind all of its work; with it, behind at most its share.
- *
- * A turn bounds how many reads run at once, not what they cost: a tenant whose every read is a costly
- * aggregate keeps the store's cores busy with its two turns. So reads also draw on a budget of read time
- * per second (`readMsPerSecond`): each read is charged the time it took (a failed one at most a second's
- * worth, so a store outage does not lock every account out for long after it), and once an account's
- * budget is spent its next reads wait, without holding a turn, until it has refilled. Light tenants never
- * reach it.
- * Written here rather than with a rate-limiter library: the cost is only known after the read, so the
- * budget runs into debt and is paid back, which token-bucket libraries (cost up front) do not model.
+ * One tenant's share of this process: at most `concurrency` of an account's requests are worked on at once,
+ * the rest queue in arrival order up to `maxQueued`, so one tenant with many keys cannot make everyone wait
+ * behind all of its work. Reads also draw on a budget of read time per second, charged after each read (so
+ * it runs into debt, which token-bucket libraries do not model). Why: docs/architecture.md → A tenant's
+ * share of a process.
  */
 
 export interface AccountShare {

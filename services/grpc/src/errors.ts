@@ -69,19 +69,10 @@ const firstString = (metadata: Metadata | undefined, key: string): string | unde
 
 /*
  * "Never sent" must be proven, not guessed: a 503 promises the API client that the write will never be
- * applied. grpc-js (checked against 1.14; the tests in test/grpc.int.test.ts pin each case, so an upgrade
- * that changes them fails there, and would then merely degrade to outcome_unknown, never to a false 503)
- * fails a call before any byte of it left the client in exactly these ways:
- * - the load balancer found no connection and wait_for_ready is off: the picker fails the call with
- *   UNAVAILABLE "No connection established…" (pick_first; "round_robin: No connection established" for
- *   round robin). The call is failed at the pick, before a stream exists (load-balancing-call.ts).
- * - the deadline passed while the call still waited for a connection: DEADLINE_EXCEEDED whose details
- *   list "Waiting for LB pick" (the load-balancing call had no child stream yet).
- * - the server refused the stream (HTTP/2 REFUSED_STREAM, which RFC 9113 §8.7 defines as "no application
- *   processing"): UNAVAILABLE "Stream refused by server", after grpc-js's one transparent retry.
- * Everything else — "Connection dropped", a deadline after the stream started, a server-side status
- * without our trailer — may have reached the handler. For a retried call the status speaks of its last
- * attempt only; only Get is retried, and a read is `unavailable` whichever way it failed.
+ * applied. Only the failures grpc-js (1.14) raises before any byte left the client count: no connection at
+ * the pick, a deadline while waiting for the pick, a stream the server refused. Everything else may have
+ * reached the handler. The cases and why they are sound: docs/architecture.md → A gRPC call proven never
+ * sent; test/grpc.int.test.ts pins each, so an upgrade can only degrade this to outcome_unknown.
  */
 export function provenNeverSent(err: Pick<StatusObject, 'code' | 'details'>): boolean {
   const details = err.details ?? '';

@@ -4,19 +4,11 @@ import { fetchGroupOffsets } from './group-offsets';
 import { partitionerFor } from './messages';
 
 /*
- * How far the projector has folded the event topic into Redis. An Idempotency-Key attempt whose outcome is
- * unknown is settled from it (services/redis/src/idempotency.ts): once its lease is over, the end of its
- * dataset's partition is read ONCE and kept with the attempt; the attempt's event, if stored, is below that
- * end, so it is settled as soon as the projector's committed offset passes it — however many writes of other
- * datasets arrive meanwhile. The projector records every key it folds, so the key's record is then there
- * exactly when its event was stored.
- *
- * The end is the last stable offset (kafkajs's admin reads committed): a transaction of the schema service
- * still open in the partition holds it back, and the projector cannot read past one either. The caller's
- * lease outlasts the transaction timeout, so an event written before the lease ended is below it.
- *
- * The committed offsets are asked once per COMMITTED_FRESH_MS for all callers (they only grow: a value a
- * moment old can only answer "not yet", a 409 the client retries).
+ * How far the projector has folded the event topic into Redis, which settles an Idempotency-Key attempt whose
+ * outcome is unknown (services/redis/src/idempotency.ts): the end of its partition is read once, after its
+ * lease, and the attempt is settled when the projector's committed offset passes it. Committed offsets are
+ * cached for COMMITTED_FRESH_MS (a stale one only answers "not yet"). Why: docs/architecture.md → The
+ * Idempotency-Key ledger.
  */
 
 /** A position in the log: an offset of one partition. */

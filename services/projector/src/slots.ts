@@ -1,19 +1,11 @@
 import type { RowKey } from '@pushbase/domain';
 
 /*
- * Where a dataset's rows sit in the store. The fold's row keys never repeat (row numbers rise forever,
- * and unique keys such as a datetime keep changing), so a store keyed by them keeps a tombstone for every
- * row ever removed, and every FINAL read of the dataset walks all of them. The store is keyed by slot
- * instead: each live row holds one, a removed row's slot is free again, and a new row takes the lowest
- * free slot, so its live row replaces the tombstone (or the evicted row) under the same key.
- *
- * The lowest free slot is a function of the set of live slots alone, so a state loaded back from the
- * store (its live rows and their slots) assigns exactly what the held one would have: the rows stay an
- * idempotent function of the event stream. A slot is taken only by a row that is live after its event,
- * and every slot below it is then live too, so slots never exceed the dataset's largest record count:
- * at most LIMITS.recordsPerDataset (plus the head's) keys per dataset, whatever the history.
- *
- * Slots count from 1: the store keeps the dataset's head row under 0.
+ * Where a dataset's rows sit in the store: keyed by slot, not by the fold's never-repeating row keys, so a
+ * dataset keeps no tombstone per row ever removed. A new row takes the lowest free slot: a function of the
+ * live slots alone (so a state loaded back assigns what the held one would), and never above the dataset's
+ * largest record count. Slots count from 1: the store keeps the head row under 0. Why: docs/clickhouse.md →
+ * Row slots.
  */
 export const FIRST_SLOT = 1;
 
