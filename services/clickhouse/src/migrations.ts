@@ -51,18 +51,10 @@ const slotColumns = STORED_COLUMNS.map(({ kind, stored, column }) => {
 }).join(',\n  ');
 
 /*
- * Both tables are read a dataset at a time (`WHERE account = … AND dataset = …`), and every part whose key
- * range holds the dataset gives at least one whole granule. At ClickHouse's default of 8192 rows, a
- * projector's load of a 3507-row dataset in a table of 17 parts read 139,264 rows and took ~120 ms on 18.16;
- * at 512 it read 11,776 rows in ~30 ms, and inserts took as long as before (measured on a copy of a
- * benchmark's table). Marks grow 16-fold: on 18.16 the records table has 68 column streams of 16-byte marks,
- * so ~2 MB of mark files per million rows (0.13 MB at 8192), and ~0.3 MB of primary index in memory: cheap.
- *
- * The setting is physical, not part of the logical schema, and ClickHouse fixes it when a table is
- * created: so it sits in the CREATE of migrations 1 and 2 rather than in a migration of its own. A
- * database migrated before keeps 8192 (reads are correct, only slower) until rebuilt with `pushbase
- * replay`, which migrates a fresh database with these MIGRATIONS and promotes it. No copying migration:
- * rows written by a projector during the copy would be lost.
+ * Both tables are read a dataset at a time, and every part holding the dataset gives at least one whole
+ * granule, so a small granularity makes those reads several times cheaper for a cheap growth in marks. It is
+ * fixed when a table is created, so it sits in the CREATEs; an older database keeps 8192 until `pushbase
+ * replay` rebuilds it. Why, and the figures: docs/clickhouse.md → Tables.
  */
 export const INDEX_GRANULARITY = 512;
 

@@ -1,16 +1,8 @@
 /*
- * ClickHouse's RowBinary input format, for the records table's inserts. Written by hand because the
- * client (@clickhouse/client) encodes only its JSON and text formats; it sends a RowBinary body we made
- * unchanged (client.ts, insertBody). Why RowBinary and not JSONEachRow, which the store sent before:
- * measured on 50,000 rows of a seven-field dataset on this 2-core machine, encoding took 90–160 ms
- * instead of 230–390 ms (no JSON.stringify, no BigInt to text for a double's bits), the body is less than
- * half the size (7.4 MB instead of 16.2 MB) and the server parses it with less CPU; the projector encodes
- * every row it writes, so this is most of its own work per row.
- *
- * The format (both 18.16 and current versions): the columns of the INSERT's column list, in that order, each
- * value with no separator: String = unsigned LEB128 byte length + UTF-8 bytes; UInt8 = 1 byte; UInt32 = 4 bytes little-endian; UInt64 and
- * Int64 = 8 bytes little-endian; Float64 = 8 bytes IEEE-754 little-endian; Nullable(T) = one byte, 1 for NULL
- * (nothing follows) or 0 followed by T.
+ * ClickHouse's RowBinary input format, for the records table's inserts: written by hand because the client
+ * encodes only JSON and text formats (it sends this body unchanged: client.ts, insertBody), and RowBinary
+ * because encoding is most of the projector's own work per row. The format and why: docs/clickhouse.md →
+ * The records table's inserts.
  */
 
 const TWO_TO_32 = 4_294_967_296;

@@ -2,17 +2,10 @@ import { DomainError, invalid, quoteValue } from './errors';
 import { LIMITS } from './types';
 
 /*
- * Accounts and their API keys, as events (docs/operations.md → Accounts and API keys). Like datasets, they live only in the log — the
- * embedded data directory's account log, the accounts topic in distributed mode — and every store that
- * answers "whose key is this?" (the embedded process's memory, Redis) is a fold of those events that replay
- * rebuilds. Nothing here does I/O: the fold and the decisions are pure; time, key ids and key hashes are
- * inputs chosen by the caller (the key itself is generated, shown once and hashed at the edge, and never
- * reaches an event).
- *
- * Account events are a stream of their own, apart from dataset events: they have no dataset, no incarnation
- * and another reader (whoever resolves keys), and their order matters only per account. Deleting an account
- * is two things in two streams: the account's DatasetDeleted events (so every projection of datasets
- * follows) and an AccountDeleted, which drops its keys and quotas.
+ * Accounts and their API keys, as events (docs/operations.md → Accounts and API keys): they live only in
+ * the log, and every store that resolves a key is a fold of them that replay rebuilds. A stream of their
+ * own, ordered per account; pure: time, key ids and hashes are the caller's (the key never reaches an
+ * event). Why: docs/architecture.md → Account events.
  */
 
 export const ACCOUNT_EVENT_SCHEMA_VERSION = 1;

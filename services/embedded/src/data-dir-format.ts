@@ -7,18 +7,10 @@ import { LEGACY_LOG_FILE } from './file-event-log';
 import { readIfExists, syncDirectory, writeFileAtomic } from '@pushbase/data-dir';
 
 /*
- * The data directory's format: a number in `<dir>/FORMAT`. A start reads it before it touches anything and
- * refuses a directory of a later format than this release reads; one without the file (written before it
- * existed) or of an earlier format opens as ever, and is marked with this release's number once open. A
- * release that writes what the one before cannot read raises DATA_DIR_FORMAT, and writes FORMAT before that.
- *
- * Releases from before FORMAT never read it, and those from before the group-commit log take a commit for a
- * torn tail and cut the segment. Their own start-up check stops them instead: every release since the
- * segmented log refuses to start, before reading a frame, when `<dir>/events.log` (the single-file log it
- * would migrate) exists beside segments in `<dir>/log/`; older ones cannot open a directory as their log.
- * So the guard is a directory of that name, with a note for whoever finds it, beside each log: the account
- * log is read first, by the releases that have one. It is placed only once the log has a segment: an older
- * release would move a guard with no segment beside it into place as its segment 0.
+ * The data directory's format: a number in `<dir>/FORMAT`, read before anything is touched; a later format
+ * is refused, an earlier or missing one opens and is marked. Releases from before FORMAT are stopped by a
+ * guard directory `events.log` beside each log, placed only once the log has a segment. Why that stops
+ * them: docs/embedded-storage.md → The data directory's format.
  */
 
 /** The format this release writes and reads; see above for when it changes. */

@@ -1,18 +1,10 @@
 import type { ProbeAnswer } from '@pushbase/metrics';
 
 /*
- * The projector's liveness. It serves no API, so nothing else notices a member that holds partitions and
- * stopped folding them: a fetch loop, a write or a commit that never returns. What counts is Kafka's own
- * account of it, the group's committed offset against the partition's end, read by an admin client beside
- * the consumer: a partition with lag whose committed offset has not moved for `stallMs` is stalled, and the
- * process answers 503 on /healthz so that Kubernetes restarts it (its partitions go to another member, or
- * to itself again, from the last commit: nothing is lost).
- *
- * Not stalled: a member that waits for an unavailable store (it has paused its partitions, retries with
- * backoff and says so in its log and metrics; a restart would not bring ClickHouse back), a member whose
- * lag is zero, and a member whose last look at Kafka failed (Kafka away: the consumer's own retries and
- * crash handling deal with that). The clock of each partition starts again when it moves, when it catches
- * up, while the store is awaited, and when the partition is (re)assigned.
+ * The projector's liveness: a partition with lag whose committed offset (Kafka's own account, read by an
+ * admin client) has not moved for `stallMs` is stalled, and /healthz answers 503 so that Kubernetes
+ * restarts the process; nothing is lost. Waiting for the store, no lag, or Kafka away is not a stall. Why:
+ * docs/architecture.md → The projector's liveness.
  */
 
 export interface PartitionProgress {
