@@ -5,15 +5,11 @@ import { quoteString } from './sql';
 
 /*
  * The read API's queries as ClickHouse SQL (the rules are the domain's, read-query.ts). Every statement
- * reads one incarnation's live rows: `FROM records FINAL WHERE account … AND incarnation … AND deleted = 0`,
- * FINAL first so filters see only each row's newest version (never PREWHERE, why: docs/clickhouse.md → Statements).
- * What meets the SQL text: column names from the layout (constants), and filter values only as
- *   - a string: quoteString (sql.ts), the one literal writer;
- *   - a number: the decimal text of its IEEE-754 bits, turned back into the double inside ClickHouse exactly
- *     as the num_i ALIAS columns do (18.16's float parser rounds some decimal texts, layout.ts says);
- *   - a date or datetime: an integer of epoch milliseconds this module computed.
- * Aggregates run in ClickHouse (count / sumKahan / min / max, GROUP BY); only their results come back, a
- * double as its bits, so it arrives exact.
+ * reads one incarnation's live rows from `records FINAL`, FINAL first so filters see only each row's newest
+ * version (never PREWHERE). Only constants and values this module made meet the SQL text: strings through
+ * quoteString, numbers as their IEEE-754 bits (18.16's float parser rounds some decimals), dates as epoch
+ * milliseconds. Aggregates run in ClickHouse and come back as bits, exact. Why: docs/clickhouse.md → The
+ * read API's queries; docs/clickhouse.md → Statements.
  */
 
 const MS_PER_DAY = 86_400_000;

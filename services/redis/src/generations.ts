@@ -4,17 +4,10 @@ import { schemaNamespace } from './schema-store';
 import { markerField, markRegressed, raiseMarkers, readState, stateKey } from './state';
 
 /*
- * Whole generations of the schema store, for `pushbase replay`: it rebuilds the store under a fresh
- * prefix, compares it with the live one, and promotes it.
- *
- * Promotion renames keys inside one MULTI/EXEC: the live generation's keys are renamed away (or
- * deleted), the fresh one's take their names. Redis runs a transaction without interleaving any other
- * client's command, so a reader sees the old generation or the new one, never a mix, and needs no change
- * (it keeps reading fixed key names). Chosen over a versioned prefix behind a pointer key, which would cost
- * every read a second lookup (or a cache that can be stale), and over SWAPDB, which swaps a whole logical
- * database — the rate limiter's windows and the key hashes live in it too. The price: the transaction's
- * length grows with the number of datasets (three keys at most per dataset; Redis renames about a million
- * keys a second), and it needs one Redis, not a cluster (keys of a transaction must share a slot there).
+ * Whole generations of the schema store, for `pushbase replay`: it rebuilds the store under a fresh prefix,
+ * compares it with the live one, and promotes it by renaming keys inside one MULTI/EXEC, so a reader keeps
+ * its fixed key names and sees the old generation or the new one, never a mix. Why not a prefix pointer or
+ * SWAPDB, and the price: docs/architecture.md → Replay.
  */
 
 /** A pattern matching exactly the keys that start with `literal` (glob characters escaped). */

@@ -4,17 +4,11 @@ import type { Redis, Result } from 'ioredis';
 import { checkPrefix } from './keys';
 
 /*
- * A hold on every schema change of a deployment (datasets, accounts and keys), for `pushbase replay`'s swap.
- * The schema service makes each change under its account's lease and takes a lease only while no hold is
- * set (one script: services/schema/src/account-lock.ts). So once the hold is set and the leases taken
- * before it are gone, no change is under way: every change the live stores show is in the topics, up to
- * their ends read from then on, and none is made until the hold is released. Replay folds the topics up to
- * those ends into the fresh generation and swaps it in meanwhile, so the swapped-in stores lack nothing
- * the replaced ones had.
- *
- *   <prefix>schema-lock:<account>   the account leases (account-lock.ts)
- *   <prefix>schema-hold             string: the holder's token, with an expiry the holder keeps extending, so
- *                                   a replay that died lets schema changes go on within HOLD_TTL_MS
+ * A hold on every schema change of a deployment (datasets, accounts and keys), for `pushbase replay`'s swap:
+ * no account lease is taken while it is set (account-lock.ts), so once the leases taken before it are gone,
+ * the topics hold every change the live stores show. `<prefix>schema-hold` holds the holder's token with an
+ * expiry it keeps extending, so a replay that died lets changes go on within HOLD_TTL_MS. Why:
+ * docs/architecture.md → Replay.
  */
 
 const HOLD_TTL_MS = 30_000;

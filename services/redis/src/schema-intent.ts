@@ -3,17 +3,11 @@ import { isAccountEvent } from './account-store';
 import { checkPrefix } from './keys';
 
 /*
- * The schema service's write-ahead intent: the change an account's lease holder decided, written before
- * the event goes to Kafka and removed once the event is applied to the schema store
- * (services/schema/src/changes.ts has the whole protocol). While it is there, the event may already be in
- * the log without the store showing it — a holder that died between the two steps leaves it until the
- * next holder rolls it forward. So readers that answer from the store without the account's lease (the
- * records service, the schema service's lock-free reads) read it beside the dataset and hold back.
- *
- *   <prefix>schema-intent:<account>   string: {"token": <the lease's token>, "event": <the decided event>}
- *
- * Outside `<prefix>schema:` on purpose: `pushbase replay` swaps whole generations of that namespace, and an
- * intent must survive a swap untouched.
+ * The schema service's write-ahead intent, `<prefix>schema-intent:<account>`: the change an account's lease
+ * holder decided, written before the event goes to Kafka and removed once the store shows it. While it is
+ * there the store may be stale, so readers without the lease read it beside the dataset and hold back. Kept
+ * outside `<prefix>schema:` so replay's swap leaves it alone. The protocol: docs/architecture.md → Schema
+ * changes.
  */
 
 /** The events a schema decision makes. */
