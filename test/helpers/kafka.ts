@@ -143,3 +143,33 @@ export async function readEvents(topic: string, n: number, lingerMs = 0): Promis
   }
   return events;
 }
+
+/**
+ * Every committed event of `topic` with its position: its partitions' ends now (no transaction left open
+ * there), then a fresh group until it read up to them, transaction markers included.
+ */
+export async function readConsumed(admin: Admin, topic: string): Promise<ConsumedEvent[]> {
+  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
+  const at = new Map<number, number>();
+  const events: ConsumedEvent[] = [];
+  const groupId = randomName('pushbase-test-read');
+  const consumer = new KafkaEventConsumer(
+    { connection: testConnection(), topic, groupId },
+    {
+      onBatch: (batch) => {
+        events.push(...batch.events);
+        at.set(batch.partition, batch.next);
+        return Promise.resolve();
+      },
+      onSkipped: (partition, next) => void at.set(partition, next),
+    },
+  );
+  await consumer.start();
+  try {
+    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `${topic} read up to ${JSON.stringify([...ends])}`, timeoutMs: 30_000 });
+  } finally {
+    await consumer.stop();
+  }
+  await admin.deleteGroups([groupId]).catch(() => undefined);
+  return events;
+}

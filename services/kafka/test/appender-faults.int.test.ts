@@ -1,9 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { ISocketFactory } from 'kafkajs';
-import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
-import { eventually } from '../../../test/helpers/eventually';
+import { KafkaEventAppender } from '../src';
+import { readConsumed, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The appender while its connections to the broker are cut in the middle of produce requests — sometimes
@@ -108,30 +107,9 @@ it.each(['transactional', 'idempotent'] as const)('%s: stores every acknowledged
   // cuts, 288 of 480 acknowledged). Half acknowledged still leaves hundreds to check exactly below.
   expect({ context, mostAcknowledged: acknowledged.size >= 240 }).toEqual({ context, mostAcknowledged: true });
 
-  // Read everything back, committed only: each partition's end (last stable offset: no transaction of the
-  // appender is left open), then a fresh group until it read up to there, markers included.
-  const ends = new Map((await kafka.admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
-  const at = new Map<number, number>();
-  const read: ConsumedEvent[] = [];
-  const groupId = randomName('pushbase-faults-read');
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId },
-    {
-      onBatch: (batch) => {
-        read.push(...batch.events);
-        at.set(batch.partition, batch.next);
-        return Promise.resolve();
-      },
-      onSkipped: (partition, next) => void at.set(partition, next),
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `the topic read up to ${JSON.stringify([...ends])}` });
-  } finally {
-    await consumer.stop();
-  }
-  await kafka.admin.deleteGroups([groupId]).catch(() => undefined);
+  // Read everything back, committed only, up to each partition's end (no transaction of the appender is
+  // left open).
+  const read = await readConsumed(kafka.admin, topic);
 
   const keys = read.map((e) => `${e.event.dataset}#${e.event.at}`);
   const duplicates = keys.filter((k, i) => keys.indexOf(k) !== i);

@@ -1,9 +1,8 @@
 import { connect, type Socket } from 'node:net';
 import { EVENT_SCHEMA_VERSION, type DatasetEvent } from '@pushbase/domain';
 import type { ISocketFactory } from 'kafkajs';
-import { KafkaEventAppender, KafkaEventConsumer, type ConsumedEvent } from '../src';
-import { randomName, testConnection, useTestTopics } from '../../../test/helpers/kafka';
-import { eventually } from '../../../test/helpers/eventually';
+import { KafkaEventAppender } from '../src';
+import { readConsumed, testConnection, useTestTopics } from '../../../test/helpers/kafka';
 
 /*
  * The appender's exact answers against the real broker, with the one request that matters cut on its way
@@ -51,32 +50,8 @@ const event = (seq: number): DatasetEvent => ({
   delete_by: null,
 });
 
-/** The topic's committed events, read by a fresh group up to the partitions' ends (markers included). */
-async function readCommitted(topic: string): Promise<number[]> {
-  const ends = new Map((await kafka.admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
-  const at = new Map<number, number>();
-  const read: ConsumedEvent[] = [];
-  const groupId = randomName('pushbase-tx-read');
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId },
-    {
-      onBatch: (batch) => {
-        read.push(...batch.events);
-        at.set(batch.partition, batch.next);
-        return Promise.resolve();
-      },
-      onSkipped: (partition, next) => void at.set(partition, next),
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `${topic} read to its end` });
-  } finally {
-    await consumer.stop();
-  }
-  await kafka.admin.deleteGroups([groupId]).catch(() => undefined);
-  return read.map((e) => e.event.at);
-}
+/** The topic's committed events, in order (one partition). */
+const readCommitted = async (topic: string): Promise<number[]> => (await readConsumed(kafka.admin, topic)).map((e) => e.event.at);
 
 async function newTopic(): Promise<string> {
   return kafka.create('pushbase-tx', 1);

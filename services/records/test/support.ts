@@ -1,10 +1,8 @@
 import { decideDefine, decideDelete, type DatasetEvent, type DatasetSummary } from '@pushbase/domain';
-import { KafkaEventConsumer, type ConsumedEvent } from '@pushbase/kafka';
 import { RedisSchemaStore } from '@pushbase/redis';
 import type { Admin } from 'kafkajs';
 import type { Redis } from 'ioredis';
-import { randomName, testConnection } from '../../../test/helpers/kafka';
-import { eventually } from '../../../test/helpers/eventually';
+import { readConsumed } from '../../../test/helpers/kafka';
 
 /**
  * What the schema service does to the store when it creates or deletes a dataset (decide, then apply the
@@ -29,32 +27,7 @@ export class SchemaFixture {
   }
 }
 
-/** Every committed event of `topic` with its position: its end offsets now, then a fresh group until it read up to them (markers included). */
-export async function readConsumed(admin: Admin, topic: string): Promise<ConsumedEvent[]> {
-  const ends = new Map((await admin.fetchTopicOffsets(topic)).map((p) => [p.partition, Number(p.high)]));
-  const at = new Map<number, number>();
-  const events: ConsumedEvent[] = [];
-  const groupId = randomName('pushbase-records-read');
-  const consumer = new KafkaEventConsumer(
-    { connection: testConnection(), topic, groupId },
-    {
-      onBatch: (batch) => {
-        events.push(...batch.events);
-        at.set(batch.partition, batch.next);
-        return Promise.resolve();
-      },
-      onSkipped: (partition, next) => void at.set(partition, next),
-    },
-  );
-  await consumer.start();
-  try {
-    await eventually(() => [...ends].every(([p, end]) => (at.get(p) ?? 0) >= end), { what: `${topic} read up to ${JSON.stringify([...ends])}`, timeoutMs: 30_000 });
-  } finally {
-    await consumer.stop();
-  }
-  await admin.deleteGroups([groupId]).catch(() => undefined);
-  return events;
-}
+export { readConsumed };
 
 /** Every committed event of `topic` (readConsumed without the positions). */
 export const readTopic = async (admin: Admin, topic: string): Promise<DatasetEvent[]> => (await readConsumed(admin, topic)).map((e) => e.event);
