@@ -2,15 +2,11 @@ import type { RecordsAppended, RecordsReplaced } from './events';
 import type { DatasetRecord, FieldValue } from './types';
 
 /*
- * Records still encoded, and the row map that can hold them so.
- *
- * An event decided on another thread arrives as bytes (its log frame). Building its records as objects
- * on the thread that folds it costs about as much as parsing the request body did (docs/performance.md →
- * Measurements behind the code), and most of those records are never read before they are evicted or
- * snapshotted.
- * So such an event carries its records encoded (EncodedRecords), its `records` built only when someone
- * reads them, and a dataset's RowMap holds appended rows as slices of those encodings, building them only
- * when the dataset's records are used. Everything here is pure: decoding is the encoding's business.
+ * Records still encoded, and the row map that can hold them so. An event decided on another thread arrives
+ * as bytes (its log frame), and building its records as objects on the folding thread costs about as much
+ * as parsing the body did (docs/performance.md → Measurements behind the code), for records mostly never
+ * read. So such an event carries its records encoded (EncodedRecords), built only when read, and a RowMap
+ * holds appended rows as slices of those encodings. Everything here is pure: decoding is the encoding's.
  */
 
 /**

@@ -27,16 +27,14 @@ const timeOf = (iso: string | undefined, fallback: number): number => {
 };
 
 /**
- * Opens the data directory's account log and makes it the source of keys:
- *   - an `api-keys.json` of an older data directory is imported once, as events (its accounts created as
- *     needed), then renamed aside to `api-keys.json.imported`. A crash between the two imports nothing
- *     twice: a key whose hash is already in the log is skipped. Once the directory has a FORMAT file, one
- *     found there is not imported (data-dir-format.ts);
- *   - on a first start (an empty account log and no PUSHBASE_API_KEYS) the account `default` and one key
- *     for it are created, as events, and the key is shown once, on the terminal or in a file, never in the
- *     log (showGeneratedKey);
- *   - PUSHBASE_API_KEYS keys stay configuration (write scope, held in memory, never events), with the
- *     quotas of their account when the log has it, else the defaults.
+ * Opens the data directory's account log and makes it the source of keys (docs/operations.md → Accounts
+ * and API keys):
+ *   - an older directory's `api-keys.json` is imported once, as events, then renamed aside; a crash between
+ *     the two imports nothing twice (a key whose hash is in the log is skipped). Not once FORMAT exists;
+ *   - a first start (empty log, no PUSHBASE_API_KEYS) creates the account `default` and one key, as events,
+ *     and shows the key once, never in the log (showGeneratedKey);
+ *   - PUSHBASE_API_KEYS keys stay configuration (write scope, in memory, never events), with the quotas of
+ *     their account when the log has it, else the defaults.
  */
 export async function openAccounts(options: AccountLogOptions & { readonly apiKeys: string; readonly defaults: QuotaLimits; readonly log: Logger; readonly now?: () => number }): Promise<EmbeddedAccounts> {
   const { apiKeys, defaults, log, now = Date.now, ...logOptions } = options;

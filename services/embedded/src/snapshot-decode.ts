@@ -242,15 +242,12 @@ export function decodeRows(e: EncodedRows, into: Map<RowKey, DatasetRecord>, set
 
 /**
  * A dataset's row map that decodes itself from the snapshot on first use. `size` answers without decoding
- * (listings and totals need only counts); every other use decodes first, once, and from then on this
- * answers as an ordinary RowMap (its reference to the snapshot file released). A dataset never used is
- * written into the next snapshot as the same encoded columns.
- *
- * The decoded rows go into a RowMap made at decode time (`built`), to which every method forwards, never
- * into this map's own table, which stays empty: anything reading it directly (Map.prototype methods called
- * on it, structuredClone, util.inspect) sees no rows. Nothing does; use the methods. Why, and why a
- * decode that fails throws rather than serve a partial dataset: docs/embedded-storage.md → Snapshot
- * dataset frames.
+ * (listings and totals need only counts); every other use decodes once, and from then on this answers as
+ * an ordinary RowMap (the snapshot file released). A dataset never used is written into the next snapshot
+ * as the same encoded columns. The rows go into a RowMap made at decode time (`built`), to which every
+ * method forwards, never into this map's own table, which stays empty: Map.prototype methods called on it,
+ * structuredClone or util.inspect see no rows (nothing does that; use the methods). Why, and why a failed
+ * decode throws rather than serve a partial dataset: docs/embedded-storage.md → Snapshot dataset frames.
  */
 export class LazyRows extends RowMap {
   private encoded: EncodedRows | undefined;

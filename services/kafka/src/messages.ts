@@ -3,15 +3,11 @@ import { DomainError, streamKey, type DatasetEvent } from '@pushbase/domain';
 import { Partitioners, type PartitionMetadata } from 'kafkajs';
 
 /*
- * One dataset event per Kafka message:
- *   key   = `account/dataset` (streamKey), so one dataset's events share a partition and keep their order;
- *   value = the event's envelope (services/contracts/src/event-codec.ts), the same JSON the file log stores;
- *   headers: only on the events of an append of several events, `pushbase-append: "<index>/<count>"`, so a
- *   reader that must see an append whole (the EventLog listener) can put it back together. The services
- *   append one event per request; the several-event append exists for the EventLog port's other users.
- *   While tracing is on, also the W3C trace context of the append that wrote it (`traceparent`,
- *   `tracestate`): one transaction carries many requests' events, and each message names its own request's
- *   trace, which the projector continues.
+ * One dataset event per Kafka message: key `account/dataset` (streamKey), so one dataset's events share a
+ * partition and keep their order; value the event's envelope (services/contracts/src/event-codec.ts), the
+ * same JSON the file log stores; headers `pushbase-append: "<index>/<count>"` on the events of a
+ * several-event append, and the trace context while tracing is on. Why: docs/architecture.md → The Kafka
+ * EventLog.
  */
 
 export const APPEND_HEADER = 'pushbase-append';

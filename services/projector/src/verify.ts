@@ -2,15 +2,11 @@ import { ClickHouseReadModel, listListedHeads, listStoredHeads, type ClickHouseC
 import { readSchemaGeneration, type Redis } from '@pushbase/redis';
 
 /*
- * `pushbase replay --verify`: the rebuilt state against the live one, everything a reader can see.
- *   ClickHouse: every dataset's head (deleted ones too: their incarnation and position decide what a
- *   redelivery skips) — definition, incarnation, created/updated, record count, row counter, last applied
- *   position — the listing the admin routes serve (heads table), and every live dataset's records in order.
- *   Redis: every key of the schema store — definitions, the per-account live sets (the counts) and the
- *   sets of dead incarnations.
- * Tombstones, versions and row slots are not compared: they are how the state is stored, not the state.
- * A projection written in other batches holds other (equally correct) tombstone rows, and one brought over
- * by migration 3 holds its rows in other slots than a rebuild from the first event.
+ * `pushbase replay --verify`: the rebuilt state against the live one, everything a reader can see — in
+ * ClickHouse every dataset's head (deleted ones too) and the listing and every live dataset's records in
+ * order; in Redis every key of the schema store. Tombstones, versions and row slots are how the state is
+ * stored, not the state, so they are not compared. What and why: docs/architecture.md → Rebuilding the
+ * projection.
  */
 
 export interface Difference {

@@ -8,16 +8,11 @@ import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import type { TracesConfig } from './config';
 
 /*
- * Traces: one request's path from the gateway's HTTP span through the gRPC call (W3C trace context in the
- * call's metadata) and the event log append (in the Kafka message's headers) to the projector's span for
- * that event. The spans are made by hand at those few places rather than by the OpenTelemetry
- * instrumentation libraries: those patch `require`, but the services run as one esbuild bundle that loads
- * koa, @grpc/grpc-js and kafkajs as it starts, before its configuration is read (only a `--require`
- * preload could come first), and the Kafka hop must follow each event of a group-committed transaction
- * (one produce request carries many requests' events), which no instrumentation of the client knows.
- *
- * Off (the default), no provider is registered: the API's no-op tracer hands out non-recording spans, the
- * propagator injects nothing, and no context manager runs.
+ * Traces: one request's path from the gateway's HTTP span through the gRPC call and the event log append to
+ * the projector's span for that event. Made by hand at those few places, not by instrumentation libraries:
+ * the bundle loads its libraries before configuration is read, and the Kafka hop must follow each event of
+ * a group-committed transaction. Off (the default), only the API's no-ops run. Why: docs/architecture.md →
+ * Traces by hand.
  */
 
 export interface Tracing {
