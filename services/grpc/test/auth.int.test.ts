@@ -4,21 +4,12 @@
  * service's AccountAdmin included); with it, calls work; health answers without it.
  */
 import { pushbaseServices, type AccountCommands, type RecordService, type SchemaService } from '@pushbase/contracts';
-import { DomainError, type DatasetSummary } from '@pushbase/domain';
+import { DomainError } from '@pushbase/domain';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, type GrpcClientOptions, type GrpcServer } from '../src';
-import { healthClient } from './support';
+import { healthClient, summary } from './support';
 
 const protos = pushbaseServices();
 const TOKEN = 'grpc-token-of-the-test-0123456789abcdef';
-
-const summary = (account: string, id: string): DatasetSummary => ({
-  account,
-  id,
-  incarnation: 'inc-1',
-  definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] },
-  created_at: 1_700_000_000_000,
-  updated_at: 1_700_000_000_000,
-});
 
 const handled: string[] = [];
 const schema: SchemaService = {

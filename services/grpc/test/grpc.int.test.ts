@@ -7,20 +7,11 @@ import { RequestScope, pushbaseServices, type DatasetRef, type RawDatasetBody, t
 import { DomainError, type DatasetSummary } from '@pushbase/domain';
 import { connect as connectHttp2 } from 'node:http2';
 import { CALL_WINDOW_BYTES, CONNECTION_WINDOW_BYTES, connectRecordService, connectSchemaService, createGrpcServer, jsonLogger, requestLogger, type GrpcCallMetrics, type GrpcServer } from '../src';
-import { freePort, healthClient, latch, silentListener } from './support';
+import { freePort, healthClient, latch, silentListener, summary } from './support';
 import { eventually } from '../../../test/helpers/eventually';
 
 const protos = pushbaseServices();
 const HOST = '127.0.0.1';
-
-const summary = (account: string, id: string): DatasetSummary => ({
-  account,
-  id,
-  incarnation: 'inc-1',
-  definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] },
-  created_at: 1_700_000_000_000,
-  updated_at: 1_700_000_000_000,
-});
 
 /** Services whose every method does what the test sets, counting calls. */
 function fakes() {

@@ -3,6 +3,17 @@ import type { AddressInfo } from 'node:net';
 import { credentials, loadPackageDefinition, type Client, type ClientReadableStream, type GrpcObject, type ServiceClientConstructor } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { protoPath as healthProtoPath } from 'grpc-health-check';
+import type { DatasetSummary } from '@pushbase/domain';
+
+/** What a fake schema service answers for a dataset: one number field, fixed times. */
+export const summary = (account: string, id: string): DatasetSummary => ({
+  account,
+  id,
+  incarnation: 'inc-1',
+  definition: { fields: { n: { type: 'number', name: 'N', optional: false } }, unique_by: [] },
+  created_at: 1_700_000_000_000,
+  updated_at: 1_700_000_000_000,
+});
 
 /** A promise with its resolve exposed: lets a test hold a handler until it chooses. */
 export function latch<T = void>(): { promise: Promise<T>; resolve: (v: T) => void } {
