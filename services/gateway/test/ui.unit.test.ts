@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import os from 'node:os';
@@ -24,6 +24,7 @@ describe('the page files (ui.ts)', () => {
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   };
   afterEach(() => server.close());
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('serves the built files from memory with the page CSP, revalidated by ETag', async () => {
     await serve(uiMiddleware(dir, { redirectRoot: true }));
