@@ -114,9 +114,7 @@ export class AccountGate {
 
   /** Forgets the budgets that have refilled by now, and those of idle accounts if that is not enough. */
   private dropRefilled(): void {
-    const now = this.clock.now();
-    const rate = this.share.readMsPerSecond / 1000;
-    for (const [account, b] of this.budgets) if (b.level + (now - b.at) * rate >= this.share.readMsPerSecond) this.budgets.delete(account);
+    for (const [account, b] of this.budgets) if (this.refill(b) >= this.share.readMsPerSecond) this.budgets.delete(account);
     if (this.budgets.size < BUDGETS_KEPT) return;
     for (const account of this.budgets.keys()) if (!this.accountsNow.has(account)) this.budgets.delete(account);
   }
