@@ -7,7 +7,8 @@
 // 2. A containers.conf and storage.conf of our own, so podman keeps everything (images, layers, its run
 //    and lock files, runc's state, the build's npm cache) under <cache>/image/containers and never writes
 //    to the host's /etc/containers, /var/lib/containers or /run. Without CAP_SYS_RESOURCE (a container
-//    host) podman cannot raise rlimits, hence the explicit default_ulimits.
+//    host) podman cannot raise rlimits above the host's hard limit, hence the explicit default_ulimits:
+//    the host's own hard limit (capped), since 1024 open files is too few for npm ci (EMFILE).
 // 3. A local stand-in of the Dockerfile's base image, under the official name (node:<version>-<suite>-slim)
 //    so the build's FROM finds it without pulling: Debian minbase by debootstrap from the Debian archive
 //    apt already uses (read from the apt sources, never hard-coded), the node binary of the npm package
@@ -82,6 +83,13 @@ function ensurePackages(log, say) {
   return { runc: which('runc') };
 }
 
+/** The open-files limit build containers get: as many as the host allows us, at most 65536. */
+function buildNofile() {
+  const res = spawnSync('sh', ['-c', 'ulimit -Hn'], { encoding: 'utf8' });
+  const hard = res.stdout.trim() === 'unlimited' ? Infinity : Number(res.stdout.trim());
+  return Number.isFinite(hard) && hard >= 1024 ? Math.min(hard, 65536) : 1024;
+}
+
 /** The containers configuration of our own; returns the environment every podman call needs. */
 function writeContainersConfig(home, runc) {
   const dirs = Object.fromEntries(['storage', 'run', 'tmp', 'networks', 'runc', 'bin', 'buildtmp'].map((d) => [d, path.join(home, d)]));
@@ -92,11 +100,12 @@ function writeContainersConfig(home, runc) {
   writeIfChanged(wrapper, `#!/bin/sh\nexec ${runc} --root ${dirs.runc} "$@"\n`);
   chmodSync(wrapper, 0o755);
   const containersConf = path.join(home, 'containers.conf');
+  const nofile = buildNofile();
   writeIfChanged(
     containersConf,
     `# Written by scripts/ensure-image-tools.js: podman for pushbase's image build, everything under ${home}.
 [containers]
-default_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]
+default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=4096:4096"]
 
 [engine]
 runtime = "runc"
