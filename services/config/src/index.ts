@@ -65,3 +65,4 @@ export function parseEnv<S extends z.ZodType>(schema: S, env: unknown): z.output
   if (!parsed.success) throw configProblems(parsed.error);
   return parsed.data;
 }
+export * from './lifecycle';

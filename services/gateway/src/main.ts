@@ -2,6 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { ignoreConflict } from '@pushbase/app';
 import { ClickHouseReadModel, connectClickHouse } from '@pushbase/clickhouse';
+import { Lifecycle } from '@pushbase/config';
 import { RequestScope, type AccountAdmin } from '@pushbase/contracts';
 import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/data-dir';
@@ -42,11 +43,9 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
 
   // Fails the start when Redis cannot be reached; once started, an outage is a 503 per request.
   const redis = await openRedis(config.redis.url, { failFast: true });
-  const closers: (() => Promise<unknown> | void)[] = [() => redis.quit().catch(() => redis.disconnect())];
-  const closeAll = async (): Promise<void> => {
-    for (const close of closers.reverse()) await close();
-  };
-  try {
+  const life = new Lifecycle();
+  life.defer('redis', () => redis.quit().catch(() => redis.disconnect()));
+  return life.start(async () => {
     const defaults: QuotaLimits = { datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute };
     const keys = new RedisKeyStore(redis, { prefix: config.redis.prefix, defaults, configured: configuredKeys(config) });
     // This process's one registry, served on the admin listener at GET /metrics (docs/metrics.md).
@@ -56,20 +55,22 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
     const calls = grpcMetrics(metrics, 'client');
     const channel = { requestScope, metrics: calls, ...(config.grpcToken === undefined ? {} : { token: config.grpcToken }) };
     const schemas = connectSchemaService(config.schemaAddress, channel);
-    closers.push(() => schemas.close());
+    life.defer('schema client', () => schemas.close());
     const records = connectRecordService(config.recordsAddress, channel);
-    closers.push(() => records.close());
+    life.defer('records client', () => records.close());
     // Accounts and keys: the schema service decides and stores them; a key is made here and only its hash sent.
     const accounts = connectAccountAdmin(config.schemaAddress, { ...channel, newKey: newApiKey, hashKey: hashApiKey, defaults });
-    closers.push(() => accounts.close());
+    life.defer('accounts client', () => accounts.close());
     if (keys.configuredCount === 0) await firstStartKey(accounts, redis, config.redis.prefix, config.dataDir, log);
     const clickhouse = connectClickHouse(config.clickhouse.url, { requestTimeoutMs: 10_000 });
-    closers.push(() => clickhouse.close());
+    life.defer('clickhouse', () => clickhouse.close());
 
     const readModel = new ClickHouseReadModel(clickhouse, config.clickhouse.database);
     // One rolling window per key across every gateway (and both listeners).
     const rateLimiter = new RedisRateLimiter(redis, { limit: config.rateLimitPerMinute, windowMs: 60_000, prefix: config.redis.prefix });
     const listeners = await startHttp(config, { schemas, records, keys, rateLimiter, accounts, readModel, adminToken, requestScope }, { logger, log, metrics, tls });
+    // Stop: stops accepting, lets the requests in flight finish, then closes the clients.
+    life.defer('http listeners', () => listeners.close());
     log('listening', {
       port: listeners.port,
       admin_port: listeners.adminPort,
@@ -85,22 +86,14 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
       clickhouse_database: config.clickhouse.database,
       data_dir: path.resolve(config.dataDir),
     });
-    let stopping: Promise<void> | undefined;
+    let stopped: Promise<void> | undefined;
     return {
       port: listeners.port,
       adminPort: listeners.adminPort,
       certFile: tls?.certFile,
-      stop: () =>
-        (stopping ??= (async () => {
-          await listeners.close();
-          await closeAll();
-          log('stopped');
-        })()),
+      stop: () => (stopped ??= life.close().then(() => log('stopped'))),
     };
-  } catch (e) {
-    await closeAll();
-    throw e;
-  }
+  });
 }
 
 /**

@@ -1,8 +1,9 @@
 import { ClickHouseProjectionStore, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
+import { Lifecycle } from '@pushbase/config';
 import { createKafka, fetchGroupOffsets, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { checkProjectedState, markerField, openRedis, raiseMarkers, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
-import { followAccounts, type AccountFollower } from './accounts';
+import { followAccounts } from './accounts';
 import { ProgressWatch, startProgressLooks, type PartitionProgress } from './health';
 import type { ProjectorConfig } from './config';
 import { createLogger, levelledLog, type LogLevel } from '@pushbase/telemetry';
@@ -45,76 +46,78 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       '/readyz': () => ({ ok: phase === 'reading', body: { status: phase } }),
     },
   });
+  const life = new Lifecycle();
+  life.defer('metrics listener', () => metricsListener.close());
   log('info', 'listening', { metrics_port: metricsListener.port, metrics_host: config.metrics.host });
-  const redis = await openRedis(config.redis.url).catch(async (e: unknown) => {
-    await metricsListener.close();
-    throw e;
-  });
-  const conn = connectClickHouse(config.clickhouse.url);
-  const instruments = projectorMetrics(metrics);
-  const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase, {
-    onViewError: (view, e) => {
-      instruments.count('viewFailures');
-      log('warn', 'dataset view failed; the next write tries it again', { view, error: e instanceof Error ? e.message : String(e) });
-    },
-  });
-  const store = new ClickHouseProjectionStore(conn, config.clickhouse.database, {
-    views,
-    onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
-  });
-  const projector = new Projector(store, {
-    schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix, idempotency: { ttlMs: config.idempotencyTtlMs } }),
-    maxRows: config.maxRows,
-    flushRows: config.flushRows,
-    flushIntervalMs: config.flushIntervalMs,
-    log,
-    metrics: instruments,
-    ...(hooks.afterWrite === undefined ? {} : { afterWrite: hooks.afterWrite }),
-    ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
-  });
-  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
-  let lostStateLogged = false;
-  const lostState = (why: string): void => {
-    if (!lostStateLogged) log('error', 'Redis lost part of the stores; the services refuse them until `pushbase replay` rebuilds them', { why });
-    lostStateLogged = true;
-  };
-  // Per dataset partition, the marker this process raised: Redis must keep at least that much.
-  const raised = new Map<number, number>();
-  const accountStore = new RedisAccountStore(redis, { prefix: config.redis.prefix });
-  const consumer = new KafkaEventConsumer(
-    {
-      connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog },
-      topic: config.kafka.topic,
-      groupId: config.kafka.groupId,
-      // Batches of one partition are folded one after another; other partitions' batches interleave with
-      // them and share the pending write.
-      partitionsConsumedConcurrently: 1,
-      // The schema store has applied what is committed (a write applies before it commits): the markers say
-      // so in Redis (services/redis/src/state.ts), and one below this member's last commit means Redis lost it.
-      beforeCommit: async (offsets) => {
-        const markers = offsets.map(({ partition, next, committed }) => ({ field: markerField('d', partition), next, least: committed ?? raised.get(partition) }));
-        if (await raiseMarkers(redis, config.redis.prefix, 'the projector', markers)) lostState('see `regressed` in the state');
-        for (const { partition, next } of offsets) raised.set(partition, Math.max(next, raised.get(partition) ?? 0));
+  return life.start(async () => {
+    const redis = await openRedis(config.redis.url);
+    life.defer('redis', () => redis.disconnect());
+    const conn = connectClickHouse(config.clickhouse.url);
+    life.defer('clickhouse', () => conn.close());
+    const instruments = projectorMetrics(metrics);
+    const views = new DatasetViews(conn, config.clickhouse.database, config.clickhouse.viewsDatabase, {
+      onViewError: (view, e) => {
+        instruments.count('viewFailures');
+        log('warn', 'dataset view failed; the next write tries it again', { view, error: e instanceof Error ? e.message : String(e) });
       },
-    },
-    projector.handlers(),
-  );
-  log('info', 'projector starting', {
-    topic: config.kafka.topic,
-    accounts_topic: config.kafka.accountsTopic,
-    group: config.kafka.groupId,
-    clickhouse: config.clickhouse.url,
-    database: config.clickhouse.database,
-    redis_prefix: config.redis.prefix,
-    max_rows: config.maxRows,
-    flush_rows: config.flushRows,
-    flush_ms: config.flushIntervalMs,
-  });
-  let follower: AccountFollower | undefined;
-  let stopLooks: (() => void) | undefined;
-  // Kafka's own account of this member's progress, for /healthz: kept connected, asked every few seconds.
-  const lookout = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector-health', log: kafkaLog }).admin();
-  try {
+    });
+    const store = new ClickHouseProjectionStore(conn, config.clickhouse.database, {
+      views,
+      onViewsError: (e) => log('warn', 'dataset views out of step; the next write reconciles them', { error: e instanceof Error ? e.message : String(e) }),
+    });
+    const projector = new Projector(store, {
+      schemaStore: new RedisSchemaStore(redis, { prefix: config.redis.prefix, idempotency: { ttlMs: config.idempotencyTtlMs } }),
+      maxRows: config.maxRows,
+      flushRows: config.flushRows,
+      flushIntervalMs: config.flushIntervalMs,
+      log,
+      metrics: instruments,
+      ...(hooks.afterWrite === undefined ? {} : { afterWrite: hooks.afterWrite }),
+      ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
+    });
+    const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+    let lostStateLogged = false;
+    const lostState = (why: string): void => {
+      if (!lostStateLogged) log('error', 'Redis lost part of the stores; the services refuse them until `pushbase replay` rebuilds them', { why });
+      lostStateLogged = true;
+    };
+    // Per dataset partition, the marker this process raised: Redis must keep at least that much.
+    const raised = new Map<number, number>();
+    const accountStore = new RedisAccountStore(redis, { prefix: config.redis.prefix });
+    const consumer = new KafkaEventConsumer(
+      {
+        connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog },
+        topic: config.kafka.topic,
+        groupId: config.kafka.groupId,
+        // Batches of one partition are folded one after another; other partitions' batches interleave with
+        // them and share the pending write.
+        partitionsConsumedConcurrently: 1,
+        // The schema store has applied what is committed (a write applies before it commits): the markers say
+        // so in Redis (services/redis/src/state.ts), and one below this member's last commit means Redis lost it.
+        beforeCommit: async (offsets) => {
+          const markers = offsets.map(({ partition, next, committed }) => ({ field: markerField('d', partition), next, least: committed ?? raised.get(partition) }));
+          if (await raiseMarkers(redis, config.redis.prefix, 'the projector', markers)) lostState('see `regressed` in the state');
+          for (const { partition, next } of offsets) raised.set(partition, Math.max(next, raised.get(partition) ?? 0));
+        },
+      },
+      projector.handlers(),
+    );
+    // A failed start has nothing to write: the consumer only leaves.
+    life.defer('projector', (atOnce) => (atOnce ? consumer.stop().catch(() => undefined) : projector.stop()));
+    log('info', 'projector starting', {
+      topic: config.kafka.topic,
+      accounts_topic: config.kafka.accountsTopic,
+      group: config.kafka.groupId,
+      clickhouse: config.clickhouse.url,
+      database: config.clickhouse.database,
+      redis_prefix: config.redis.prefix,
+      max_rows: config.maxRows,
+      flush_rows: config.flushRows,
+      flush_ms: config.flushIntervalMs,
+    });
+    // Kafka's own account of this member's progress, for /healthz: kept connected, asked every few seconds.
+    const lookout = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector-health', log: kafkaLog }).admin();
+    life.defer('kafka lookout', () => lookout.disconnect().catch(() => undefined));
     // Redis must hold at least what the group committed; checked before reading on from there.
     const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog }).admin();
     await admin.connect();
@@ -128,7 +131,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
     const mended = await views.reconcile();
     log('info', 'dataset views reconciled', { views_database: config.clickhouse.viewsDatabase, ...mended });
     await projector.start(consumer);
-    follower = followAccounts({
+    const follower = followAccounts({
       connection: { brokers: config.kafka.brokers, clientId: 'pushbase-projector-accounts', log: kafkaLog },
       topic: config.kafka.accountsTopic,
       groupId: config.kafka.groupId,
@@ -136,6 +139,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       log,
       ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
     });
+    life.defer('account follower', (atOnce) => follower.stop().catch((e: unknown) => atOnce || log('warn', 'account follower did not stop cleanly', { error: String(e) })));
     await follower.started;
     await lookout.connect();
     const read = async (): Promise<readonly PartitionProgress[]> => {
@@ -150,47 +154,28 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
         return [{ partition, committed: Math.max(committed.get(partition) ?? -1, end.low), end: end.high }];
       });
     };
-    stopLooks = startProgressLooks({ watch, read, waiting: () => projector.waitingForStore, everyMs: Math.min(15_000, Math.max(1000, Math.floor(config.stallMs / 6))) });
+    const stopLooks = startProgressLooks({ watch, read, waiting: () => projector.waitingForStore, everyMs: Math.min(15_000, Math.max(1000, Math.floor(config.stallMs / 6))) });
+    life.defer('progress looks', () => stopLooks());
     phase = 'reading';
-  } catch (e) {
-    stopLooks?.();
-    await lookout.disconnect().catch(() => undefined);
-    await follower?.stop().catch(() => undefined);
-    await consumer.stop().catch(() => undefined);
-    await conn.close();
-    redis.disconnect();
-    await metricsListener.close();
-    throw e;
-  }
-  // An idle projector commits nothing: it looks every second whether what it raised is still there.
-  const markerWatch = setInterval(() => {
-    const markers = [...raised].map(([partition, next]) => ({ field: markerField('d', partition), next, least: next }));
-    void Promise.all([raiseMarkers(redis, config.redis.prefix, 'the projector', markers), accountStore.recheck()]).then(
-      (lost) => {
-        if (lost.some(Boolean)) lostState('see `regressed` in the state');
-      },
-      () => undefined, // Redis unreachable: the projector's own writes report it
-    );
-  }, 1000);
-  markerWatch.unref();
-  let stopped: Promise<void> | undefined;
-  return {
-    projector,
-    metricsPort: metricsListener.port,
-    stop: () =>
-      (stopped ??= (async () => {
+    // An idle projector commits nothing: it looks every second whether what it raised is still there.
+    const markerWatch = setInterval(() => {
+      const markers = [...raised].map(([partition, next]) => ({ field: markerField('d', partition), next, least: next }));
+      void Promise.all([raiseMarkers(redis, config.redis.prefix, 'the projector', markers), accountStore.recheck()]).then(
+        (lost) => {
+          if (lost.some(Boolean)) lostState('see `regressed` in the state');
+        },
+        () => undefined, // Redis unreachable: the projector's own writes report it
+      );
+    }, 1000);
+    markerWatch.unref();
+    life.defer('marker watch', () => clearInterval(markerWatch));
+    return {
+      projector,
+      metricsPort: metricsListener.port,
+      stop: () => {
         phase = 'stopping';
-        clearInterval(markerWatch);
-        stopLooks();
-        await lookout.disconnect().catch(() => undefined);
-        try {
-          await follower.stop().catch((e: unknown) => log('warn', 'account follower did not stop cleanly', { error: String(e) }));
-          await projector.stop();
-        } finally {
-          await conn.close();
-          redis.disconnect();
-          await metricsListener.close();
-        }
-      })()),
-  };
+        return life.close();
+      },
+    };
+  });
 }

@@ -1,7 +1,8 @@
 import { createWritePool } from '@pushbase/app';
+import { Lifecycle } from '@pushbase/config';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { createKafka, KafkaEventAppender, ProjectionProgress, type KafkaLogLevel } from '@pushbase/kafka';
-import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener, type RunningMetricsListener } from '@pushbase/metrics';
+import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener } from '@pushbase/metrics';
 import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { RecordsConfig } from './config';
 import { createRecordsServer, type RecordsServer } from './server';
@@ -30,101 +31,81 @@ export interface RecordsHooks {
  */
 export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}): Promise<RunningRecords> {
   const log = hooks.log ?? jsonLogger('records', undefined, config.telemetry.logLevel);
+  const life = new Lifecycle();
   // Fail fast: a write that cannot reach Redis answers 503 at once (nothing was sent), instead of waiting in
   // ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
-  // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
-  const metrics = createMetricsRegistry();
-  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
-  const appender = new KafkaEventAppender({
-    connection: {
-      brokers: config.kafka.brokers,
-      clientId: config.kafka.clientId,
-      log: kafkaLog,
-      // An unreachable Kafka turns into 503s within about 2 s rather than kafkajs's default ~7 s.
-      retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
-      // Leaves time to confirm a batch (send it again) before the write's deadline (config.ts).
-      requestTimeoutMs: config.kafka.requestTimeoutMs,
-    },
-    topic: config.kafka.topic,
-    // Confirmation rather than transactions: one produce request per batch (services/kafka/src/appender.ts).
-    mode: 'idempotent',
-    produceTimeoutMs: config.kafka.produceTimeoutMs,
-    appendTimeoutMs: config.kafka.appendTimeoutMs,
-    lingerMs: config.kafka.lingerMs,
-    metrics: kafkaAppenderMetrics(metrics),
+  life.defer('redis', () => redis.quit().catch(() => redis.disconnect()));
+  return life.start(async () => {
+    // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
+    // Closed after everything but Redis, so a scrape during the drain still sees it.
+    const metrics = createMetricsRegistry();
+    const metricsListener = await startMetricsListener(metrics, config.metrics);
+    life.defer('metrics listener', () => metricsListener.close());
+    const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+    const appender = new KafkaEventAppender({
+      connection: {
+        brokers: config.kafka.brokers,
+        clientId: config.kafka.clientId,
+        log: kafkaLog,
+        // An unreachable Kafka turns into 503s within about 2 s rather than kafkajs's default ~7 s.
+        retry: { retries: 5, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 },
+        // Leaves time to confirm a batch (send it again) before the write's deadline (config.ts).
+        requestTimeoutMs: config.kafka.requestTimeoutMs,
+      },
+      topic: config.kafka.topic,
+      // Confirmation rather than transactions: one produce request per batch (services/kafka/src/appender.ts).
+      mode: 'idempotent',
+      produceTimeoutMs: config.kafka.produceTimeoutMs,
+      appendTimeoutMs: config.kafka.appendTimeoutMs,
+      lingerMs: config.kafka.lingerMs,
+      metrics: kafkaAppenderMetrics(metrics),
+    });
+    life.defer('kafka appender', () => appender.close());
+    // Why beside the event loop: services/app/src/write-pool.ts.
+    const pool = createWritePool(config.writeWorkers, { onUnavailable: (message) => log('warn', message) });
+    // No call is left to decide a write by then; a pool that fails to close is logged, and Kafka closes anyway.
+    if (pool !== undefined) life.defer('write pool', () => pool.close().catch((e: unknown) => log('warn', 'write pool did not close', { error: e instanceof Error ? e.message : String(e) })));
+    const writeWorkers = pool?.threads ?? 0;
+    // Settles keyed writes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
+    const progress = new ProjectionProgress(
+      createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
+      config.kafka.topic,
+      config.idempotency.projectorGroup,
+    );
+    life.defer('projection progress', () => progress.close().catch(() => undefined));
+    const ledger = new RedisIdempotencyLedger(redis, {
+      prefix: config.redis.prefix,
+      url: config.redis.url,
+      ttlMs: config.idempotency.ttlMs,
+      leaseMs: config.idempotency.leaseMs,
+      progress,
+    });
+    const server = createRecordsServer({
+      ledger,
+      redis,
+      prefix: config.redis.prefix,
+      appender,
+      log,
+      metrics: grpcMetrics(metrics, 'server'),
+      token: config.grpc.token,
+      ...(pool === undefined ? {} : { decider: pool.decider }),
+    });
+    // Stop: health NOT_SERVING, the drain, then everything deferred before.
+    life.defer('grpc server', (atOnce) => (atOnce ? server.grpc.shutdown(0, 0) : server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs)));
+    const port = await server.grpc.listen(config.grpc.host, config.grpc.port);
+    // Connect now rather than at the first write, so the first write does not wait for the producer id.
+    appender.connect().catch((e: unknown) => log('warn', 'Kafka not reachable yet; writes are refused until it is', { error: e instanceof Error ? e.message : String(e) }));
+    log('info', 'listening', {
+      grpc_port: port,
+      grpc_host: config.grpc.host,
+      grpc_token: config.grpc.token !== undefined,
+      metrics_port: metricsListener.port,
+      metrics_host: config.metrics.host,
+      topic: config.kafka.topic,
+      redis_prefix: config.redis.prefix,
+      write_workers: writeWorkers,
+    });
+    return { port, server, appender, metricsPort: metricsListener.port, writeWorkers, stop: () => life.close() };
   });
-  // Why beside the event loop: services/app/src/write-pool.ts.
-  const pool = createWritePool(config.writeWorkers, { onUnavailable: (message) => log('warn', message) });
-  const writeWorkers = pool?.threads ?? 0;
-  // Settles keyed writes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
-  const progress = new ProjectionProgress(
-    createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
-    config.kafka.topic,
-    config.idempotency.projectorGroup,
-  );
-  const ledger = new RedisIdempotencyLedger(redis, {
-    prefix: config.redis.prefix,
-    url: config.redis.url,
-    ttlMs: config.idempotency.ttlMs,
-    leaseMs: config.idempotency.leaseMs,
-    progress,
-  });
-  const server = createRecordsServer({
-    ledger,
-    redis,
-    prefix: config.redis.prefix,
-    appender,
-    log,
-    metrics: grpcMetrics(metrics, 'server'),
-    token: config.grpc.token,
-    ...(pool === undefined ? {} : { decider: pool.decider }),
-  });
-  let port: number;
-  let metricsListener: RunningMetricsListener | undefined;
-  try {
-    port = await server.grpc.listen(config.grpc.host, config.grpc.port);
-    metricsListener = await startMetricsListener(metrics, config.metrics);
-  } catch (e) {
-    await server.grpc.shutdown(0, 0).catch(() => undefined);
-    await pool?.close().catch(() => undefined);
-    await appender.close();
-    await progress.close().catch(() => undefined);
-    redis.disconnect();
-    throw e;
-  }
-  // Connect now rather than at the first write, so the first write does not wait for the producer id.
-  appender.connect().catch((e: unknown) => log('warn', 'Kafka not reachable yet; writes are refused until it is', { error: e instanceof Error ? e.message : String(e) }));
-  log('info', 'listening', {
-    grpc_port: port,
-    grpc_host: config.grpc.host,
-    grpc_token: config.grpc.token !== undefined,
-    metrics_port: metricsListener.port,
-    metrics_host: config.metrics.host,
-    topic: config.kafka.topic,
-    redis_prefix: config.redis.prefix,
-    write_workers: writeWorkers,
-  });
-  let stopped: Promise<void> | undefined;
-  return {
-    port,
-    server,
-    appender,
-    metricsPort: metricsListener.port,
-    writeWorkers,
-    stop: () =>
-      (stopped ??= (async () => {
-        await server.grpc.shutdown(config.shutdownTimeoutMs, config.grpc.drainMs);
-        try {
-          // No call is left to decide a write; a pool that fails to close must not keep Kafka open.
-          await pool?.close().catch((e: unknown) => log('warn', 'write pool did not close', { error: e instanceof Error ? e.message : String(e) }));
-          await appender.close();
-          await progress.close().catch(() => undefined);
-        } finally {
-          await redis.quit().catch(() => redis.disconnect());
-          // Last, so a scrape during the drain still sees it.
-          await metricsListener.close();
-        }
-      })()),
-  };
 }
