@@ -6,8 +6,9 @@ import { HttpError } from './errors';
  * One tenant's share of this process: at most `concurrency` of an account's requests are worked on at once,
  * the rest queue in arrival order up to `maxQueued`, so one tenant with many keys cannot make everyone wait
  * behind all of its work. Reads also draw on a budget of read time per second, charged after each read (so
- * it runs into debt, which token-bucket libraries do not model). Why: docs/architecture.md → A tenant's
- * share of a process.
+ * it runs into debt, which token-bucket libraries do not model), and writes on one of body bytes per second
+ * (a body may be larger than a second's worth: debt again). Why: docs/architecture.md → A tenant's share of
+ * a process.
  */
 
 export interface AccountShare {
@@ -17,11 +18,15 @@ export interface AccountShare {
   readonly maxQueued: number;
   /** Milliseconds of read work one account may use per second, on average (a second's worth may be spent at once); 0: no bound. */
   readonly readMsPerSecond: number;
+  /** Bytes of write bodies one account may send per second, on average (a second's worth at once); 0: no bound. */
+  readonly writeBytesPerSecond: number;
 }
 
 // Two turns: fewer than the write workers of a 2-core server (3), so one account never holds them all.
 // Half a second of reads a second: a dashboard's widgets refreshing together stay well inside it.
-export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64, readMsPerSecond: 500 });
+// Write bytes: the measured choice is in docs/operations.md → Many tenants.
+const WRITE_BYTES_PER_SECOND = 4 * 1024 * 1024;
+export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64, readMsPerSecond: 500, writeBytesPerSecond: WRITE_BYTES_PER_SECOND });
 
 /** The clock the budget is kept on (injected in tests). */
 export interface GateClock {
@@ -30,7 +35,7 @@ export interface GateClock {
 }
 const realClock: GateClock = { now: () => performance.now(), sleep: (ms) => new Promise((r) => setTimeout(r, ms)) };
 
-/** An account's read budget: `level` milliseconds left at time `at` (negative: in debt). */
+/** An account's budget: `level` left at time `at` (negative: in debt). */
 interface Budget {
   level: number;
   at: number;
@@ -39,21 +44,75 @@ interface Budget {
 // Budgets of idle accounts are dropped once this many are kept (a full one and a dropped one are alike).
 const BUDGETS_KEPT = 10_000;
 
+/** Per account, `perSecond` of something (read milliseconds, body bytes), a second's worth of which may be spent at once. */
+class Budgets {
+  private readonly kept = new Map<string, Budget>();
+
+  constructor(
+    readonly perSecond: number,
+    private readonly clock: GateClock,
+    private readonly busy: (account: string) => boolean,
+  ) {}
+
+  of(account: string): Budget {
+    let budget = this.kept.get(account);
+    if (budget === undefined) {
+      if (this.kept.size >= BUDGETS_KEPT) this.dropRefilled();
+      budget = { level: this.perSecond, at: this.clock.now() };
+      this.kept.set(account, budget);
+    }
+    return budget;
+  }
+
+  /** Waits until `budget` is out of debt. */
+  async outOfDebt(budget: Budget): Promise<void> {
+    for (let level = this.refill(budget); level <= 0; level = this.refill(budget)) {
+      await this.clock.sleep(Math.ceil((-level * 1000) / this.perSecond) + 1);
+    }
+  }
+
+  charge(budget: Budget, amount: number): void {
+    this.refill(budget);
+    budget.level -= amount;
+  }
+
+  /** Brings `budget` up to now; returns its level. */
+  private refill(budget: Budget): number {
+    const now = this.clock.now();
+    budget.level = Math.min(this.perSecond, budget.level + ((now - budget.at) * this.perSecond) / 1000);
+    budget.at = now;
+    return budget.level;
+  }
+
+  /** Forgets the budgets that have refilled by now, and those of idle accounts if that is not enough. */
+  private dropRefilled(): void {
+    for (const [account, b] of this.kept) if (this.refill(b) >= this.perSecond) this.kept.delete(account);
+    if (this.kept.size < BUDGETS_KEPT) return;
+    for (const account of this.kept.keys()) if (!this.busy(account)) this.kept.delete(account);
+  }
+}
+
 export class AccountGate {
   /** Per account with requests in progress or waiting: its queue, and how many it holds (p-limit counts lazily). */
   private readonly accountsNow = new Map<string, { readonly limit: Limit; admitted: number }>();
-  private readonly budgets = new Map<string, Budget>();
+  private readonly reads: Budgets | undefined;
+  private readonly writes: Budgets | undefined;
 
   constructor(
     readonly share: AccountShare = DEFAULT_ACCOUNT_SHARE,
     private readonly clock: GateClock = realClock,
-  ) {}
+  ) {
+    const busy = (account: string): boolean => this.accountsNow.has(account);
+    this.reads = share.readMsPerSecond > 0 ? new Budgets(share.readMsPerSecond, clock, busy) : undefined;
+    this.writes = share.writeBytesPerSecond > 0 ? new Budgets(share.writeBytesPerSecond, clock, busy) : undefined;
+  }
 
   /**
    * Runs `work` in `account`'s turn; refuses at once when too many of its requests already wait. A `read`
-   * first waits until the account's read budget is out of debt, and is charged its time.
+   * first waits until the account's read budget is out of debt, and is charged its time; a write of a body
+   * of `bytes` waits until its write budget is, and is charged the bytes. Both wait holding no turn.
    */
-  async run<T>(account: string, work: () => Promise<T>, kind: 'read' | 'write' = 'write'): Promise<T> {
+  async run<T>(account: string, work: () => Promise<T>, kind: 'read' | 'write' = 'write', bytes = 0): Promise<T> {
     let entry = this.accountsNow.get(account);
     if (entry === undefined) {
       entry = { limit: pLimit(this.share.concurrency), admitted: 0 };
@@ -64,30 +123,24 @@ export class AccountGate {
     }
     entry.admitted++;
     try {
-      if (kind === 'write' || this.share.readMsPerSecond === 0) return await entry.limit(work);
-      const budget = this.budgetOf(account);
-      await this.outOfDebt(budget);
-      return await entry.limit(() => this.charged(budget, work));
+      if (kind === 'read' && this.reads !== undefined) {
+        const budget = this.reads.of(account);
+        await this.reads.outOfDebt(budget);
+        return await entry.limit(() => this.charged(budget, work));
+      }
+      if (kind === 'write' && this.writes !== undefined && bytes > 0) {
+        const budget = this.writes.of(account);
+        await this.writes.outOfDebt(budget);
+        this.writes.charge(budget, bytes);
+      }
+      return await entry.limit(work);
     } finally {
       // Idle accounts are forgotten, so the map holds only those with requests in progress.
       if (--entry.admitted === 0 && this.accountsNow.get(account) === entry) this.accountsNow.delete(account);
     }
   }
 
-  /** Brings `budget` up to now; returns its level. */
-  private refill(budget: Budget): number {
-    const now = this.clock.now();
-    budget.level = Math.min(this.share.readMsPerSecond, budget.level + ((now - budget.at) * this.share.readMsPerSecond) / 1000);
-    budget.at = now;
-    return budget.level;
-  }
-
-  private async outOfDebt(budget: Budget): Promise<void> {
-    for (let level = this.refill(budget); level <= 0; level = this.refill(budget)) {
-      await this.clock.sleep(Math.ceil((-level * 1000) / this.share.readMsPerSecond) + 1);
-    }
-  }
-
+  /** Runs a read, then charges its time (a failed one at most a second's worth: an outage must not lock accounts out). */
   private async charged<T>(budget: Budget, work: () => Promise<T>): Promise<T> {
     const started = this.clock.now();
     let failed = true;
@@ -97,26 +150,8 @@ export class AccountGate {
       return result;
     } finally {
       const took = this.clock.now() - started;
-      this.refill(budget);
-      budget.level -= failed ? Math.min(this.share.readMsPerSecond, took) : took;
+      this.reads?.charge(budget, failed ? Math.min(this.share.readMsPerSecond, took) : took);
     }
-  }
-
-  private budgetOf(account: string): Budget {
-    let budget = this.budgets.get(account);
-    if (budget === undefined) {
-      if (this.budgets.size >= BUDGETS_KEPT) this.dropRefilled();
-      budget = { level: this.share.readMsPerSecond, at: this.clock.now() };
-      this.budgets.set(account, budget);
-    }
-    return budget;
-  }
-
-  /** Forgets the budgets that have refilled by now, and those of idle accounts if that is not enough. */
-  private dropRefilled(): void {
-    for (const [account, b] of this.budgets) if (this.refill(b) >= this.share.readMsPerSecond) this.budgets.delete(account);
-    if (this.budgets.size < BUDGETS_KEPT) return;
-    for (const account of this.budgets.keys()) if (!this.accountsNow.has(account)) this.budgets.delete(account);
   }
 
   /** Accounts with requests in progress or waiting (for tests). */

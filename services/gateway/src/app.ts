@@ -307,10 +307,10 @@ export function createGatewayApp(deps: GatewayDeps): Koa {
   const uploads = new UploadBudget(deps.uploads);
   const gate = new AccountGate(deps.accountShare, deps.gateClock);
   // A write takes its account's turn once its body is in: a slow upload holds bytes, not a turn.
-  const inTurn = <T>(ctx: Context, work: () => Promise<T>): Promise<T> => gate.run(account(ctx), work);
-  /** The write's body, then its work in the account's turn, its bytes counted until the work ends. */
+  const inTurn = <T>(ctx: Context, work: () => Promise<T>, bytes = 0): Promise<T> => gate.run(account(ctx), work, 'write', bytes);
+  /** The write's body, then its work in the account's turn (its bytes charged to the account's write budget), its bytes counted until the work ends. */
   const writeInTurn = <T>(ctx: Context, limit: number, work: (body: Buffer) => Promise<T>): Promise<T> =>
-    withWriteBody(ctx, uploads, account(ctx), limit, (body) => inTurn(ctx, () => work(body)));
+    withWriteBody(ctx, uploads, account(ctx), limit, (body) => inTurn(ctx, () => work(body), body.length));
 
   const ok = (ctx: Context, status = 200, body: unknown = {}): void => {
     ctx.status = status;

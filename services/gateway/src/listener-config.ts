@@ -54,6 +54,7 @@ export const listenerEnv = {
   PUSHBASE_ACCOUNT_CONCURRENCY: positive(DEFAULT_ACCOUNT_SHARE.concurrency),
   PUSHBASE_ACCOUNT_QUEUE: positive(DEFAULT_ACCOUNT_SHARE.maxQueued),
   PUSHBASE_ACCOUNT_READ_MS_PER_SECOND: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(60_000).default(DEFAULT_ACCOUNT_SHARE.readMsPerSecond)),
+  PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(2 ** 40).default(DEFAULT_ACCOUNT_SHARE.writeBytesPerSecond)),
   PUSHBASE_UPLOAD_BYTES_PER_PROCESS: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerProcess)),
   // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
   PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),
@@ -114,7 +115,7 @@ export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
   authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
   shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
   uploads: Object.freeze({ bodyTimeoutMs: c.PUSHBASE_BODY_TIMEOUT_MS, bytesPerAccount: c.PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT, bytesPerProcess: c.PUSHBASE_UPLOAD_BYTES_PER_PROCESS }),
-  accountShare: Object.freeze({ concurrency: c.PUSHBASE_ACCOUNT_CONCURRENCY, maxQueued: c.PUSHBASE_ACCOUNT_QUEUE, readMsPerSecond: c.PUSHBASE_ACCOUNT_READ_MS_PER_SECOND }),
+  accountShare: Object.freeze({ concurrency: c.PUSHBASE_ACCOUNT_CONCURRENCY, maxQueued: c.PUSHBASE_ACCOUNT_QUEUE, readMsPerSecond: c.PUSHBASE_ACCOUNT_READ_MS_PER_SECOND, writeBytesPerSecond: c.PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND }),
   behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
   trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
 });

@@ -14,7 +14,7 @@ function latch(): { promise: Promise<void>; open: () => void } {
 }
 
 it('works on at most `concurrency` requests of an account at once, the rest in arrival order', async () => {
-  const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0 });
   const started: number[] = [];
   const hold = latch();
   const runs = [0, 1, 2, 3].map((i) =>
@@ -32,7 +32,7 @@ it('works on at most `concurrency` requests of an account at once, the rest in a
 });
 
 it('lets another account through while one account has its share in progress and more waiting', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 10, readMsPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0 });
   const hold = latch();
   const busy = [gate.run('noisy', () => hold.promise), gate.run('noisy', () => hold.promise)];
   await tick();
@@ -42,7 +42,7 @@ it('lets another account through while one account has its share in progress and
 });
 
 it('refuses with 429 account_busy beyond the queue, and forgets an account once idle', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 2, readMsPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 2, readMsPerSecond: 0, writeBytesPerSecond: 0 });
   const hold = latch();
   const accepted = [1, 2, 3].map(() => gate.run('a', () => hold.promise));
   await tick();
@@ -54,7 +54,7 @@ it('refuses with 429 account_busy beyond the queue, and forgets an account once 
 });
 
 it('frees the turn of a request that failed', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 1, readMsPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 1, readMsPerSecond: 0, writeBytesPerSecond: 0 });
   await expect(gate.run('a', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
   await expect(gate.run('a', () => Promise.resolve(1))).resolves.toBe(1);
 });
@@ -81,7 +81,7 @@ function fakeClock(): { now: () => number; sleep: (ms: number) => Promise<void>;
 describe('the read budget', () => {
   it('never holds up an account whose reads stay inside it', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
     // 10 ms reads every 200 ms: 50 ms of reads a second.
     for (let i = 0; i < 100; i++) {
       await gate.run('light', () => clock.spend(10), 'read');
@@ -92,7 +92,7 @@ describe('the read budget', () => {
 
   it("holds an account's reads to its read time a second once the first second's worth is spent", async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
     let reads = 0;
     // 60 ms reads back to back for 20 s of the clock.
     while (clock.now() < 20_000) {
@@ -107,7 +107,7 @@ describe('the read budget', () => {
 
   it("does not charge writes, nor make another account wait for one account's debt", async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
     await gate.run('heavy', () => clock.spend(1_000), 'read');
     await gate.run('heavy', () => clock.spend(1_000));
     await gate.run('other', () => clock.spend(10), 'read');
@@ -121,7 +121,7 @@ describe('the read budget', () => {
 
   it('charges a failed read at most a second of its budget, so an outage does not lock accounts out for long', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
     const timedOut = () => clock.spend(30_000).then(() => Promise.reject(new Error('store unavailable')));
     await expect(gate.run('a', timedOut, 'read')).rejects.toThrow('store unavailable');
     await expect(gate.run('a', timedOut, 'read')).rejects.toThrow('store unavailable');
@@ -132,8 +132,66 @@ describe('the read budget', () => {
 
   it('is off at 0', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0 }, clock);
     for (let i = 0; i < 10; i++) await gate.run('heavy', () => clock.spend(1_000), 'read');
+    expect(clock.slept).toEqual([]);
+  });
+});
+
+describe('the write budget', () => {
+  const share = { concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 1_000 };
+
+  it('never holds up an account whose writes stay inside it', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate(share, clock);
+    // 100-byte bodies every 200 ms: 500 bytes a second.
+    for (let i = 0; i < 100; i++) {
+      await gate.run('light', () => clock.spend(5), 'write', 100);
+      await clock.spend(195);
+    }
+    expect(clock.slept).toEqual([]);
+  });
+
+  it("holds an account's writes to its bytes a second once the first second's worth is spent", async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate(share, clock);
+    let bytes = 0;
+    // 400-byte bodies back to back, each taking 1 ms, for 20 s of the clock.
+    while (clock.now() < 20_000) {
+      await gate.run('heavy', () => clock.spend(1), 'write', 400);
+      bytes += 400;
+    }
+    // Without the budget: 8 MB. With it: 1,000 bytes a second, plus the first second's worth, the body that
+    // overdrew it, and the last one, let through as the clock passed 20 s.
+    expect(bytes).toBeGreaterThanOrEqual(20_000);
+    expect(bytes).toBeLessThanOrEqual(21_800);
+  });
+
+  it('lets a body larger than a second through, then makes the next write pay its debt back', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate(share, clock);
+    await gate.run('big', () => Promise.resolve(), 'write', 5_000);
+    expect(clock.slept).toEqual([]);
+    await gate.run('big', () => Promise.resolve(), 'write', 10);
+    // 4,000 bytes in debt at 1,000 a second.
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(4_000);
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(4_100);
+  });
+
+  it("makes no other account wait for one account's debt, and does not charge reads or bodiless writes", async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate(share, clock);
+    await gate.run('heavy', () => Promise.resolve(), 'write', 50_000);
+    await gate.run('other', () => Promise.resolve(), 'write', 500);
+    await gate.run('heavy', () => clock.spend(10), 'read');
+    await gate.run('heavy', () => Promise.resolve(), 'write');
+    expect(clock.slept).toEqual([]);
+  });
+
+  it('is off at 0', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate({ ...share, writeBytesPerSecond: 0 }, clock);
+    for (let i = 0; i < 10; i++) await gate.run('heavy', () => Promise.resolve(), 'write', 1_000_000);
     expect(clock.slept).toEqual([]);
   });
 });
@@ -165,7 +223,7 @@ describe('in the gateway', () => {
       rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
       authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
       log: () => undefined,
-      accountShare: { concurrency: 3, maxQueued: 100, readMsPerSecond: 0 },
+      accountShare: { concurrency: 3, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 0 },
       // Room for 3 bodies of an account: those in the record service still count (below).
       uploads: { bodyTimeoutMs: 30_000, bytesPerAccount: 3 * BODY.length, bytesPerProcess: 1_000_000 },
     });
@@ -204,7 +262,7 @@ describe('in the gateway', () => {
       rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
       authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
       log: () => undefined,
-      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 100 },
+      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 100, writeBytesPerSecond: 0 },
       gateClock: clock,
       read: { readModel: readModel as never, uiDir: undefined, ratePerMinute: 1000 },
     });
@@ -224,6 +282,55 @@ describe('in the gateway', () => {
       const waited = clock.slept.length;
       await list('quiet');
       expect(clock.slept.length).toBe(waited);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+  it("charges a write's body to its account's write budget, and not another account's", async () => {
+    const keys = new MemoryKeyStore();
+    keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
+    keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
+    const clock = fakeClock();
+    const appended: string[] = [];
+    const app = createGatewayApp({
+      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.reject(new Error('unused')) },
+      records: {
+        append: (req: { account: string }) => {
+          appended.push(req.account);
+          return Promise.resolve({ replayed: false });
+        },
+        replace: () => Promise.reject(new Error('unused')),
+      },
+      keys,
+      rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
+      authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
+      log: () => undefined,
+      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 100 },
+      gateClock: clock,
+    });
+    const handle = app.callback();
+    const server = createServer((req, res) => void handle(req, res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    // 60 bytes of body.
+    const body = JSON.stringify({ data: [{ note: 'x'.repeat(38) }] });
+    const post = async (account: string): Promise<void> => {
+      const res = await fetch(`http://127.0.0.1:${port}/datasets/d/data`, {
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(`key-${account}-0123456789abcdef:`).toString('base64')}`, 'content-type': 'application/json' },
+        body,
+      });
+      expect(res.status).toBe(200);
+    };
+    try {
+      expect(body.length).toBe(60);
+      // 100 bytes a second: two bodies spend it (20 in debt), the third waits about 0.2 s.
+      for (let i = 0; i < 3; i++) await post('noisy');
+      expect(clock.slept.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(200);
+      const waited = clock.slept.length;
+      await post('quiet');
+      expect(clock.slept.length).toBe(waited);
+      expect(appended).toEqual(['noisy', 'noisy', 'noisy', 'quiet']);
     } finally {
       await new Promise((r) => server.close(r));
     }
