@@ -7,6 +7,12 @@ import { Kafka, logLevel, type ISocketFactory, type LogEntry, type logCreator } 
 
 export type KafkaLogLevel = 'error' | 'warn' | 'info' | 'debug';
 
+/** kafkajs's lines as a service's own, under the message `kafka` (its debug lines as info). */
+export const kafkaLogTo =
+  (log: (level: 'info' | 'warn' | 'error', msg: string, fields: { message: string }) => void) =>
+  (level: KafkaLogLevel, message: string): void =>
+    log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+
 export interface KafkaConnection {
   /** `host:port` of one or more brokers. */
   readonly brokers: readonly string[];

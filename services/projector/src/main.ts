@@ -1,6 +1,6 @@
 import { ClickHouseProjectionStore, connectClickHouse, DatasetViews } from '@pushbase/clickhouse';
 import { Lifecycle } from '@pushbase/config';
-import { createKafka, fetchGroupOffsets, KafkaEventConsumer, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, fetchGroupOffsets, KafkaEventConsumer, kafkaLogTo } from '@pushbase/kafka';
 import { createMetricsRegistry, projectorMetrics, startMetricsListener } from '@pushbase/metrics';
 import { checkProjectedState, markerField, openRedis, raiseMarkers, RedisAccountStore, RedisSchemaStore } from '@pushbase/redis';
 import { followAccounts } from './accounts';
@@ -75,7 +75,7 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       ...(hooks.afterWrite === undefined ? {} : { afterWrite: hooks.afterWrite }),
       ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
     });
-    const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+    const kafkaLog = kafkaLogTo(log);
     let lostStateLogged = false;
     const lostState = (why: string): void => {
       if (!lostStateLogged) log('error', 'Redis lost part of the stores; the services refuse them until `pushbase replay` rebuilds them', { why });

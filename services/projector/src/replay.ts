@@ -11,7 +11,7 @@ import {
   DatasetViews,
   type ClickHouseConnection,
 } from '@pushbase/clickhouse';
-import { createKafka, KafkaEventConsumer, type EventConsumerHandlers, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaEventConsumer, kafkaLogTo, type EventConsumerHandlers, type KafkaLogLevel } from '@pushbase/kafka';
 import {
   dropAccountsGeneration,
   dropSchemaGeneration,
@@ -216,7 +216,7 @@ async function rebuild(
 /** Runs a replay as configured; see the module comment. Throws ReplayRefused when it must not run. */
 export async function runReplay(config: ReplayConfig, hooks: ReplayHooks = {}): Promise<ReplayResult> {
   const log = hooks.log ?? stderrLog;
-  const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+  const kafkaLog = kafkaLogTo(log);
   const started = performance.now();
   const run = randomBytes(4).toString('hex');
   const live = { database: config.clickhouse.database, redisPrefix: config.redis.prefix };

@@ -1,7 +1,7 @@
 import { createWritePool } from '@pushbase/app';
 import { Lifecycle } from '@pushbase/config';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
-import { createKafka, KafkaEventAppender, ProjectionProgress, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaEventAppender, kafkaLogTo, ProjectionProgress } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener } from '@pushbase/metrics';
 import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { RecordsConfig } from './config';
@@ -42,7 +42,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     const metrics = createMetricsRegistry();
     const metricsListener = await startMetricsListener(metrics, config.metrics);
     life.defer('metrics listener', () => metricsListener.close());
-    const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+    const kafkaLog = kafkaLogTo(log);
     const appender = new KafkaEventAppender({
       connection: {
         brokers: config.kafka.brokers,

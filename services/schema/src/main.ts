@@ -1,6 +1,6 @@
 import { Lifecycle } from '@pushbase/config';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
-import { createKafka, KafkaAccountLog, KafkaEventAppender, ProjectionProgress, type KafkaLogLevel } from '@pushbase/kafka';
+import { createKafka, KafkaAccountLog, KafkaEventAppender, kafkaLogTo, ProjectionProgress } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener } from '@pushbase/metrics';
 import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
@@ -40,7 +40,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
     const metrics = createMetricsRegistry();
     const metricsListener = await startMetricsListener(metrics, config.metrics);
     life.defer('metrics listener', () => metricsListener.close());
-    const kafkaLog = (level: KafkaLogLevel, message: string): void => log(level === 'error' ? 'error' : level === 'warn' ? 'warn' : 'info', 'kafka', { message });
+    const kafkaLog = kafkaLogTo(log);
     const appender = new KafkaEventAppender({
       connection: { brokers: config.kafka.brokers, clientId: config.kafka.clientId, log: kafkaLog },
       topic: config.kafka.topic,
