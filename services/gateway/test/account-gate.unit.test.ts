@@ -198,11 +198,31 @@ describe('the write budget', () => {
 
 const BODY = '{"data":[]}';
 
+type GatewayDeps = Parameters<typeof createGatewayApp>[0];
+const unused = (): Promise<never> => Promise.reject(new Error('unused'));
+
+/** A gateway of two accounts, noisy and quiet (key `key-<account>-0123456789abcdef`), on a loopback port of its own. */
+async function serve(deps: Pick<GatewayDeps, 'accountShare'> & Partial<GatewayDeps>): Promise<{ port: number; close: () => Promise<void> }> {
+  const keys = new MemoryKeyStore();
+  keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
+  keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
+  const app = createGatewayApp({
+    schemas: { findOrCreate: unused, get: unused, delete: unused },
+    records: { append: unused, replace: unused },
+    keys,
+    rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
+    authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
+    log: () => undefined,
+    ...deps,
+  });
+  const handle = app.callback();
+  const server = createServer((req, res) => void handle(req, res));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { port: (server.address() as { port: number }).port, close: () => new Promise((r) => server.close(() => r())) };
+}
+
 describe('in the gateway', () => {
   it("hands the record service at most an account's share of its writes at once, counting their bodies; another account's go straight through", async () => {
-    const keys = new MemoryKeyStore();
-    keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
-    keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
     const hold = latch();
     const inService: Record<string, number> = { noisy: 0, quiet: 0 };
     let noisyPeak = 0;
@@ -216,21 +236,12 @@ describe('in the gateway', () => {
       },
       replace: () => Promise.resolve({ replayed: false }),
     };
-    const app = createGatewayApp({
-      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.resolve({ replayed: false }) },
+    const { port, close } = await serve({
       records,
-      keys,
-      rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
-      authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
-      log: () => undefined,
       accountShare: { concurrency: 3, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 0 },
       // Room for 3 bodies of an account: those in the record service still count (below).
       uploads: { bodyTimeoutMs: 30_000, bytesPerAccount: 3 * BODY.length, bytesPerProcess: 1_000_000 },
     });
-    const handle = app.callback();
-    const server = createServer((req, res) => void handle(req, res));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const port = (server.address() as { port: number }).port;
     const post = (key: string) =>
       fetch(`http://127.0.0.1:${port}/datasets/d/data`, { method: 'POST', headers: { authorization: `Basic ${Buffer.from(`${key}:`).toString('base64')}`, 'content-type': 'application/json' }, body: BODY });
     try {
@@ -244,32 +255,19 @@ describe('in the gateway', () => {
       expect((await Promise.all(noisy)).map((r) => r.status)).toEqual([200, 200, 200]);
       expect(noisyPeak).toBe(3);
     } finally {
-      await new Promise((r) => server.close(r));
+      await close();
     }
   });
 
   it("makes a reader past its read time wait, and not another account's reads", async () => {
-    const keys = new MemoryKeyStore();
-    keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
-    keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
     const clock = fakeClock();
     // Every listing takes 100 ms of the store's time.
     const readModel = { listDatasets: () => clock.spend(100).then(() => []) };
-    const app = createGatewayApp({
-      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.reject(new Error('unused')) },
-      records: { append: () => Promise.reject(new Error('unused')), replace: () => Promise.reject(new Error('unused')) },
-      keys,
-      rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
-      authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
-      log: () => undefined,
+    const { port, close } = await serve({
       accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 100, writeBytesPerSecond: 0 },
       gateClock: clock,
       read: { readModel: readModel as never, uiDir: undefined, ratePerMinute: 1000 },
     });
-    const handle = app.callback();
-    const server = createServer((req, res) => void handle(req, res));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const port = (server.address() as { port: number }).port;
     const list = async (account: string): Promise<void> => {
       const res = await fetch(`http://127.0.0.1:${port}/read/v1/accounts/${account}/datasets`, { headers: { authorization: `Basic ${Buffer.from(`key-${account}-0123456789abcdef:`).toString('base64')}` } });
       expect(res.status).toBe(200);
@@ -283,35 +281,24 @@ describe('in the gateway', () => {
       await list('quiet');
       expect(clock.slept.length).toBe(waited);
     } finally {
-      await new Promise((r) => server.close(r));
+      await close();
     }
   });
+
   it("charges a write's body to its account's write budget, and not another account's", async () => {
-    const keys = new MemoryKeyStore();
-    keys.add(hashApiKey('key-noisy-0123456789abcdef'), 'noisy');
-    keys.add(hashApiKey('key-quiet-0123456789abcdef'), 'quiet');
     const clock = fakeClock();
     const appended: string[] = [];
-    const app = createGatewayApp({
-      schemas: { findOrCreate: () => Promise.reject(new Error('unused')), get: () => Promise.reject(new Error('unused')), delete: () => Promise.reject(new Error('unused')) },
+    const { port, close } = await serve({
       records: {
         append: (req: { account: string }) => {
           appended.push(req.account);
           return Promise.resolve({ replayed: false });
         },
-        replace: () => Promise.reject(new Error('unused')),
+        replace: unused,
       },
-      keys,
-      rateLimiter: new SlidingWindowRateLimiter(1000, 60_000),
-      authFailureLimiter: memoryRateLimiter(100, 60, 'af'),
-      log: () => undefined,
       accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 100 },
       gateClock: clock,
     });
-    const handle = app.callback();
-    const server = createServer((req, res) => void handle(req, res));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const port = (server.address() as { port: number }).port;
     // 60 bytes of body.
     const body = JSON.stringify({ data: [{ note: 'x'.repeat(38) }] });
     const post = async (account: string): Promise<void> => {
@@ -332,7 +319,7 @@ describe('in the gateway', () => {
       expect(clock.slept.length).toBe(waited);
       expect(appended).toEqual(['noisy', 'noisy', 'noisy', 'quiet']);
     } finally {
-      await new Promise((r) => server.close(r));
+      await close();
     }
   });
 });
