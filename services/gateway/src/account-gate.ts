@@ -64,10 +64,10 @@ class Budgets {
     return budget;
   }
 
-  /** Waits until `budget` is out of debt. */
+  /** Waits until `budget` is out of debt, looking again at least every second. */
   async outOfDebt(budget: Budget): Promise<void> {
     for (let level = this.refill(budget); level <= 0; level = this.refill(budget)) {
-      await this.clock.sleep(Math.ceil((-level * 1000) / this.perSecond) + 1);
+      await this.clock.sleep(Math.min(1000, Math.ceil((-level * 1000) / this.perSecond) + 1));
     }
   }
 
@@ -109,8 +109,8 @@ export class AccountGate {
 
   /**
    * Runs `work` in `account`'s turn; refuses at once when too many of its requests already wait. A `read`
-   * first waits until the account's read budget is out of debt, and is charged its time; a write of a body
-   * of `bytes` waits until its write budget is, and is charged the bytes. Both wait holding no turn.
+   * first waits until the account's read budget is out of debt, and is charged its time; a write waits until
+   * its write budget is, and is charged its body's `bytes`. Both wait holding no turn.
    */
   async run<T>(account: string, work: () => Promise<T>, kind: 'read' | 'write' = 'write', bytes = 0): Promise<T> {
     let entry = this.accountsNow.get(account);
@@ -128,10 +128,11 @@ export class AccountGate {
         await this.reads.outOfDebt(budget);
         return await entry.limit(() => this.charged(budget, work));
       }
-      if (kind === 'write' && this.writes !== undefined && bytes > 0) {
+      if (kind === 'write' && this.writes !== undefined) {
+        // A bodiless write (a delete) costs nothing, but waits like the others while the account is in debt.
         const budget = this.writes.of(account);
         await this.writes.outOfDebt(budget);
-        this.writes.charge(budget, bytes);
+        if (bytes > 0) this.writes.charge(budget, bytes);
       }
       return await entry.limit(work);
     } finally {

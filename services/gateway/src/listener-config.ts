@@ -11,6 +11,8 @@ import { DEFAULT_ACCOUNT_SHARE, type AccountShare } from './account-gate';
  * with `tlsPairRefinement` and maps it with `listenerConfigOf`. Unset and empty variables both mean "use
  * the default".
  */
+// The least write budget: a body at its limit (4 MiB) is then paid back within a minute.
+const MIN_WRITE_BYTES_PER_SECOND = 64 * 1024;
 const port = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(65535).default(def));
 const positive = (def: number) => z.preprocess(blankToUndefined, z.coerce.number().int().positive().default(def));
 const optionalString = z.preprocess(blankToUndefined, z.string().optional());
@@ -54,7 +56,16 @@ export const listenerEnv = {
   PUSHBASE_ACCOUNT_CONCURRENCY: positive(DEFAULT_ACCOUNT_SHARE.concurrency),
   PUSHBASE_ACCOUNT_QUEUE: positive(DEFAULT_ACCOUNT_SHARE.maxQueued),
   PUSHBASE_ACCOUNT_READ_MS_PER_SECOND: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(60_000).default(DEFAULT_ACCOUNT_SHARE.readMsPerSecond)),
-  PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND: z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(2 ** 40).default(DEFAULT_ACCOUNT_SHARE.writeBytesPerSecond)),
+  // 0 (off) or at least 64 KiB: below it one body at its limit would hold its account's writes for over a minute.
+  PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND: z.preprocess(
+    blankToUndefined,
+    z.coerce
+      .number()
+      .int()
+      .max(2 ** 40)
+      .refine((v) => v === 0 || v >= MIN_WRITE_BYTES_PER_SECOND, `must be 0 (no bound) or at least ${MIN_WRITE_BYTES_PER_SECOND}`)
+      .default(DEFAULT_ACCOUNT_SHARE.writeBytesPerSecond),
+  ),
   PUSHBASE_UPLOAD_BYTES_PER_PROCESS: z.preprocess(blankToUndefined, z.coerce.number().int().min(BODY_LIMIT_BYTES, `must be at least one body's limit, ${BODY_LIMIT_BYTES}`).default(DEFAULT_UPLOAD_LIMITS.bytesPerProcess)),
   // Only behind a TLS-terminating proxy: serve plain HTTP and refuse requests not forwarded as https.
   PUSHBASE_BEHIND_TLS_PROXY: z.preprocess(blankToUndefined, z.enum(['true', 'false']).default('false')),

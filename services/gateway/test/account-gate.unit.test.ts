@@ -181,11 +181,24 @@ describe('the write budget', () => {
   it("makes no other account wait for one account's debt, and does not charge reads or bodiless writes", async () => {
     const clock = fakeClock();
     const gate = new AccountGate(share, clock);
-    await gate.run('heavy', () => Promise.resolve(), 'write', 50_000);
+    await gate.run('heavy', () => Promise.resolve(), 'write', 1_500);
     await gate.run('other', () => Promise.resolve(), 'write', 500);
     await gate.run('heavy', () => clock.spend(10), 'read');
-    await gate.run('heavy', () => Promise.resolve(), 'write');
     expect(clock.slept).toEqual([]);
+    // 500 in debt: a delete waits it out like any write, but adds nothing to it.
+    await gate.run('heavy', () => Promise.resolve(), 'write');
+    await gate.run('heavy', () => Promise.resolve(), 'write');
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(490);
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(600);
+  });
+
+  it('looks again every second, however deep the debt', async () => {
+    const clock = fakeClock();
+    const gate = new AccountGate(share, clock);
+    await gate.run('big', () => Promise.resolve(), 'write', 10_000_000);
+    await gate.run('big', () => Promise.resolve(), 'write', 10);
+    expect(Math.max(...clock.slept)).toBe(1000);
+    expect(clock.slept.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(9_999_000);
   });
 
   it('is off at 0', async () => {

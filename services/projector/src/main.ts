@@ -115,9 +115,6 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       flush_rows: config.flushRows,
       flush_ms: config.flushIntervalMs,
     });
-    // Kafka's own account of this member's progress, for /healthz: kept connected, asked every few seconds.
-    const lookout = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector-health', log: kafkaLog }).admin();
-    life.defer('kafka lookout', () => lookout.disconnect().catch(() => undefined));
     // Redis must hold at least what the group committed; checked before reading on from there.
     const admin = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector', log: kafkaLog }).admin();
     await admin.connect();
@@ -140,6 +137,9 @@ export async function runProjector(config: ProjectorConfig, hooks: ProjectorHook
       ...(hooks.onFatal === undefined ? {} : { onFatal: hooks.onFatal }),
     });
     life.defer('account follower', (atOnce) => follower.stop().catch((e: unknown) => atOnce || log('warn', 'account follower did not stop cleanly', { error: String(e) })));
+    // Kafka's own account of this member's progress, for /healthz: kept connected, asked every few seconds.
+    const lookout = createKafka({ brokers: config.kafka.brokers, clientId: 'pushbase-projector-health', log: kafkaLog }).admin();
+    life.defer('kafka lookout', () => lookout.disconnect().catch(() => undefined));
     await follower.started;
     await lookout.connect();
     const read = async (): Promise<readonly PartitionProgress[]> => {

@@ -35,7 +35,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   // Fail fast: a write that cannot reach Redis answers 503 at once (nothing was sent), instead of waiting in
   // ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
-  life.defer('redis', () => redis.quit().catch(() => redis.disconnect()));
+  life.defer('redis', (atOnce) => (atOnce ? redis.disconnect() : redis.quit().catch(() => redis.disconnect())));
   return life.start(async () => {
     // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
     // Closed after everything but Redis, so a scrape during the drain still sees it.
@@ -43,6 +43,14 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     const metricsListener = await startMetricsListener(metrics, config.metrics);
     life.defer('metrics listener', () => metricsListener.close());
     const kafkaLog = kafkaLogTo(log);
+    // Settles keyed writes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
+    const progress = new ProjectionProgress(
+      createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
+      config.kafka.topic,
+      config.idempotency.projectorGroup,
+    );
+    // Closed after the appender: a call cancelled at the shutdown timeout may still be settling a write.
+    life.defer('projection progress', () => progress.close().catch(() => undefined));
     const appender = new KafkaEventAppender({
       connection: {
         brokers: config.kafka.brokers,
@@ -67,13 +75,6 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
     // No call is left to decide a write by then; a pool that fails to close is logged, and Kafka closes anyway.
     if (pool !== undefined) life.defer('write pool', () => pool.close().catch((e: unknown) => log('warn', 'write pool did not close', { error: e instanceof Error ? e.message : String(e) })));
     const writeWorkers = pool?.threads ?? 0;
-    // Settles keyed writes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
-    const progress = new ProjectionProgress(
-      createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
-      config.kafka.topic,
-      config.idempotency.projectorGroup,
-    );
-    life.defer('projection progress', () => progress.close().catch(() => undefined));
     const ledger = new RedisIdempotencyLedger(redis, {
       prefix: config.redis.prefix,
       url: config.redis.url,

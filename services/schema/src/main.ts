@@ -33,7 +33,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   // Fail fast, as the gateway's clients do: a decision that cannot reach Redis answers 503 at once (nothing
   // was decided), instead of waiting in ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
-  life.defer('redis', () => redis.quit().catch(() => redis.disconnect()));
+  life.defer('redis', (atOnce) => (atOnce ? redis.disconnect() : redis.quit().catch(() => redis.disconnect())));
   return life.start(async () => {
     // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
     // Closed after everything but Redis, so a scrape during the drain still sees it.
@@ -50,7 +50,6 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
       lingerMs: 0,
       metrics: kafkaAppenderMetrics(metrics),
     });
-    life.defer('kafka appender', () => appender.close());
     // The accounts topic's own transactional producer: one appender per topic keeps each one's batching and
     // its "one transaction in flight" rule simple; its id is the schema's own plus a suffix, so it is as
     // stable per instance and as unique among live producers.
@@ -61,14 +60,16 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
       transactionalId: `${config.kafka.transactionalId.slice(0, 240)}-accounts`,
       lingerMs: 0,
     });
-    life.defer('accounts appender', () => accountAppender.close());
     // Settles keyed changes of unknown outcome from how far the projector has folded the log (services/redis/src/idempotency.ts).
     const progress = new ProjectionProgress(
       createKafka({ brokers: config.kafka.brokers, clientId: `${config.kafka.clientId}-progress`, log: kafkaLog, retry: { retries: 2, initialRetryTimeMs: 100, maxRetryTimeMs: 1000 } }),
       config.kafka.topic,
       config.idempotency.projectorGroup,
     );
+    // Closed in this order's reverse: the appenders, then the progress a cancelled call may still be asking.
     life.defer('projection progress', () => progress.close().catch(() => undefined));
+    life.defer('accounts appender', () => accountAppender.close());
+    life.defer('kafka appender', () => appender.close());
     const server = createSchemaServer({
       ledger: new RedisIdempotencyLedger(redis, {
         prefix: config.redis.prefix,
