@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import pLimit, { type Limit } from 'p-limit';
 import { HttpError } from './errors';
+import { BODY_LIMIT_BYTES } from './uploads';
 
 /*
  * One tenant's share of this process: at most `concurrency` of an account's requests are worked on at once,
@@ -18,15 +19,18 @@ export interface AccountShare {
   readonly maxQueued: number;
   /** Milliseconds of read work one account may use per second, on average (a second's worth may be spent at once); 0: no bound. */
   readonly readMsPerSecond: number;
-  /** Bytes of write bodies one account may send per second, on average (a second's worth at once); 0: no bound. */
+  /** Bytes of write bodies one account may send per second, on average; 0: no bound. */
   readonly writeBytesPerSecond: number;
+  /** Bytes of write bodies an idle account may send at once (at least a second's worth). */
+  readonly writeBurstBytes: number;
 }
 
 // Two turns: fewer than the write workers of a 2-core server (3), so one account never holds them all.
 // Half a second of reads a second: a dashboard's widgets refreshing together stay well inside it.
-// Write bytes: the measured choice is in docs/operations.md → Many tenants.
-const WRITE_BYTES_PER_SECOND = 4 * 1024 * 1024;
-export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64, readMsPerSecond: 500, writeBytesPerSecond: WRITE_BYTES_PER_SECOND });
+// Write bytes: the measured choice is in docs/operations.md → Many tenants. An idle account may send one
+// body at its limit at once: only the sustained rate protects the neighbours.
+const WRITE_BYTES_PER_SECOND = 1024 * 1024;
+export const DEFAULT_ACCOUNT_SHARE: AccountShare = Object.freeze({ concurrency: 2, maxQueued: 64, readMsPerSecond: 500, writeBytesPerSecond: WRITE_BYTES_PER_SECOND, writeBurstBytes: BODY_LIMIT_BYTES });
 
 /** The clock the budget is kept on (injected in tests). */
 export interface GateClock {
@@ -44,12 +48,13 @@ interface Budget {
 // Budgets of idle accounts are dropped once this many are kept (a full one and a dropped one are alike).
 const BUDGETS_KEPT = 10_000;
 
-/** Per account, `perSecond` of something (read milliseconds, body bytes), a second's worth of which may be spent at once. */
+/** Per account, `perSecond` of something (read milliseconds, body bytes), up to `most` of which (at least a second's worth) may be spent at once. */
 class Budgets {
   private readonly kept = new Map<string, Budget>();
 
   constructor(
     readonly perSecond: number,
+    private readonly most: number,
     private readonly clock: GateClock,
     private readonly busy: (account: string) => boolean,
   ) {}
@@ -58,7 +63,7 @@ class Budgets {
     let budget = this.kept.get(account);
     if (budget === undefined) {
       if (this.kept.size >= BUDGETS_KEPT) this.dropRefilled();
-      budget = { level: this.perSecond, at: this.clock.now() };
+      budget = { level: this.most, at: this.clock.now() };
       this.kept.set(account, budget);
     }
     return budget;
@@ -79,14 +84,14 @@ class Budgets {
   /** Brings `budget` up to now; returns its level. */
   private refill(budget: Budget): number {
     const now = this.clock.now();
-    budget.level = Math.min(this.perSecond, budget.level + ((now - budget.at) * this.perSecond) / 1000);
+    budget.level = Math.min(this.most, budget.level + ((now - budget.at) * this.perSecond) / 1000);
     budget.at = now;
     return budget.level;
   }
 
   /** Forgets the budgets that have refilled by now, and those of idle accounts if that is not enough. */
   private dropRefilled(): void {
-    for (const [account, b] of this.kept) if (this.refill(b) >= this.perSecond) this.kept.delete(account);
+    for (const [account, b] of this.kept) if (this.refill(b) >= this.most) this.kept.delete(account);
     if (this.kept.size < BUDGETS_KEPT) return;
     for (const account of this.kept.keys()) if (!this.busy(account)) this.kept.delete(account);
   }
@@ -103,8 +108,9 @@ export class AccountGate {
     private readonly clock: GateClock = realClock,
   ) {
     const busy = (account: string): boolean => this.accountsNow.has(account);
-    this.reads = share.readMsPerSecond > 0 ? new Budgets(share.readMsPerSecond, clock, busy) : undefined;
-    this.writes = share.writeBytesPerSecond > 0 ? new Budgets(share.writeBytesPerSecond, clock, busy) : undefined;
+    this.reads = share.readMsPerSecond > 0 ? new Budgets(share.readMsPerSecond, share.readMsPerSecond, clock, busy) : undefined;
+    const writeMost = Math.max(share.writeBytesPerSecond, share.writeBurstBytes);
+    this.writes = share.writeBytesPerSecond > 0 ? new Budgets(share.writeBytesPerSecond, writeMost, clock, busy) : undefined;
   }
 
   /**

@@ -126,7 +126,7 @@ export const listenerConfigOf = (c: ListenerEnv): ListenerConfig => ({
   authFailuresPerMinute: c.PUSHBASE_AUTH_FAILURES_PER_MINUTE,
   shutdownTimeoutMs: c.PUSHBASE_SHUTDOWN_TIMEOUT_MS,
   uploads: Object.freeze({ bodyTimeoutMs: c.PUSHBASE_BODY_TIMEOUT_MS, bytesPerAccount: c.PUSHBASE_UPLOAD_BYTES_PER_ACCOUNT, bytesPerProcess: c.PUSHBASE_UPLOAD_BYTES_PER_PROCESS }),
-  accountShare: Object.freeze({ concurrency: c.PUSHBASE_ACCOUNT_CONCURRENCY, maxQueued: c.PUSHBASE_ACCOUNT_QUEUE, readMsPerSecond: c.PUSHBASE_ACCOUNT_READ_MS_PER_SECOND, writeBytesPerSecond: c.PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND }),
+  accountShare: Object.freeze({ concurrency: c.PUSHBASE_ACCOUNT_CONCURRENCY, maxQueued: c.PUSHBASE_ACCOUNT_QUEUE, readMsPerSecond: c.PUSHBASE_ACCOUNT_READ_MS_PER_SECOND, writeBytesPerSecond: c.PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND, writeBurstBytes: DEFAULT_ACCOUNT_SHARE.writeBurstBytes }),
   behindTlsProxy: c.PUSHBASE_BEHIND_TLS_PROXY === 'true',
   trustedProxies: c.PUSHBASE_TRUSTED_PROXIES,
 });

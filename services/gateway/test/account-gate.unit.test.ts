@@ -14,7 +14,7 @@ function latch(): { promise: Promise<void>; open: () => void } {
 }
 
 it('works on at most `concurrency` requests of an account at once, the rest in arrival order', async () => {
-  const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0, writeBurstBytes: 0 });
   const started: number[] = [];
   const hold = latch();
   const runs = [0, 1, 2, 3].map((i) =>
@@ -32,7 +32,7 @@ it('works on at most `concurrency` requests of an account at once, the rest in a
 });
 
 it('lets another account through while one account has its share in progress and more waiting', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0, writeBurstBytes: 0 });
   const hold = latch();
   const busy = [gate.run('noisy', () => hold.promise), gate.run('noisy', () => hold.promise)];
   await tick();
@@ -42,7 +42,7 @@ it('lets another account through while one account has its share in progress and
 });
 
 it('refuses with 429 account_busy beyond the queue, and forgets an account once idle', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 2, readMsPerSecond: 0, writeBytesPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 2, readMsPerSecond: 0, writeBytesPerSecond: 0, writeBurstBytes: 0 });
   const hold = latch();
   const accepted = [1, 2, 3].map(() => gate.run('a', () => hold.promise));
   await tick();
@@ -54,7 +54,7 @@ it('refuses with 429 account_busy beyond the queue, and forgets an account once 
 });
 
 it('frees the turn of a request that failed', async () => {
-  const gate = new AccountGate({ concurrency: 1, maxQueued: 1, readMsPerSecond: 0, writeBytesPerSecond: 0 });
+  const gate = new AccountGate({ concurrency: 1, maxQueued: 1, readMsPerSecond: 0, writeBytesPerSecond: 0, writeBurstBytes: 0 });
   await expect(gate.run('a', () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
   await expect(gate.run('a', () => Promise.resolve(1))).resolves.toBe(1);
 });
@@ -81,7 +81,7 @@ function fakeClock(): { now: () => number; sleep: (ms: number) => Promise<void>;
 describe('the read budget', () => {
   it('never holds up an account whose reads stay inside it', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0, writeBurstBytes: 0 }, clock);
     // 10 ms reads every 200 ms: 50 ms of reads a second.
     for (let i = 0; i < 100; i++) {
       await gate.run('light', () => clock.spend(10), 'read');
@@ -92,7 +92,7 @@ describe('the read budget', () => {
 
   it("holds an account's reads to its read time a second once the first second's worth is spent", async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0, writeBurstBytes: 0 }, clock);
     let reads = 0;
     // 60 ms reads back to back for 20 s of the clock.
     while (clock.now() < 20_000) {
@@ -107,7 +107,7 @@ describe('the read budget', () => {
 
   it("does not charge writes, nor make another account wait for one account's debt", async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0, writeBurstBytes: 0 }, clock);
     await gate.run('heavy', () => clock.spend(1_000), 'read');
     await gate.run('heavy', () => clock.spend(1_000));
     await gate.run('other', () => clock.spend(10), 'read');
@@ -121,7 +121,7 @@ describe('the read budget', () => {
 
   it('charges a failed read at most a second of its budget, so an outage does not lock accounts out for long', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 100, writeBytesPerSecond: 0, writeBurstBytes: 0 }, clock);
     const timedOut = () => clock.spend(30_000).then(() => Promise.reject(new Error('store unavailable')));
     await expect(gate.run('a', timedOut, 'read')).rejects.toThrow('store unavailable');
     await expect(gate.run('a', timedOut, 'read')).rejects.toThrow('store unavailable');
@@ -132,14 +132,14 @@ describe('the read budget', () => {
 
   it('is off at 0', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0 }, clock);
+    const gate = new AccountGate({ concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 0, writeBurstBytes: 0 }, clock);
     for (let i = 0; i < 10; i++) await gate.run('heavy', () => clock.spend(1_000), 'read');
     expect(clock.slept).toEqual([]);
   });
 });
 
 describe('the write budget', () => {
-  const share = { concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 1_000 };
+  const share = { concurrency: 2, maxQueued: 10, readMsPerSecond: 0, writeBytesPerSecond: 1_000, writeBurstBytes: 0 };
 
   it('never holds up an account whose writes stay inside it', async () => {
     const clock = fakeClock();
@@ -203,7 +203,7 @@ describe('the write budget', () => {
 
   it('is off at 0', async () => {
     const clock = fakeClock();
-    const gate = new AccountGate({ ...share, writeBytesPerSecond: 0 }, clock);
+    const gate = new AccountGate({ ...share, writeBytesPerSecond: 0, writeBurstBytes: 0 }, clock);
     for (let i = 0; i < 10; i++) await gate.run('heavy', () => Promise.resolve(), 'write', 1_000_000);
     expect(clock.slept).toEqual([]);
   });
@@ -251,7 +251,7 @@ describe('in the gateway', () => {
     };
     const { port, close } = await serve({
       records,
-      accountShare: { concurrency: 3, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 0 },
+      accountShare: { concurrency: 3, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 0, writeBurstBytes: 0 },
       // Room for 3 bodies of an account: those in the record service still count (below).
       uploads: { bodyTimeoutMs: 30_000, bytesPerAccount: 3 * BODY.length, bytesPerProcess: 1_000_000 },
     });
@@ -277,7 +277,7 @@ describe('in the gateway', () => {
     // Every listing takes 100 ms of the store's time.
     const readModel = { listDatasets: () => clock.spend(100).then(() => []) };
     const { port, close } = await serve({
-      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 100, writeBytesPerSecond: 0 },
+      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 100, writeBytesPerSecond: 0, writeBurstBytes: 0 },
       gateClock: clock,
       read: { readModel: readModel as never, uiDir: undefined, ratePerMinute: 1000 },
     });
@@ -309,7 +309,7 @@ describe('in the gateway', () => {
         },
         replace: unused,
       },
-      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 100 },
+      accountShare: { concurrency: 2, maxQueued: 100, readMsPerSecond: 0, writeBytesPerSecond: 100, writeBurstBytes: 0 },
       gateClock: clock,
     });
     // 60 bytes of body.

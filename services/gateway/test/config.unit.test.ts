@@ -57,7 +57,7 @@ it('takes the records service as replicas, ip:port separated by commas, all of o
 });
 
 it("takes an account's write budget as 0 (no bound) or at least 64 KiB a second", () => {
-  expect(loadGatewayConfig(REQUIRED).accountShare.writeBytesPerSecond).toBe(4 * 1024 * 1024);
+  expect(loadGatewayConfig(REQUIRED).accountShare).toMatchObject({ writeBytesPerSecond: 1024 * 1024, writeBurstBytes: 4 * 1024 * 1024 });
   expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND: '0' }).accountShare.writeBytesPerSecond).toBe(0);
   expect(loadGatewayConfig({ ...REQUIRED, PUSHBASE_ACCOUNT_WRITE_BYTES_PER_SECOND: '65536' }).accountShare.writeBytesPerSecond).toBe(65_536);
   for (const bad of ['1000', '-1', '1.5', 'lots']) {
