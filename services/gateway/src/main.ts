@@ -8,7 +8,7 @@ import { DEFAULT_QUOTAS, LIMITS, type QuotaLimits } from '@pushbase/domain';
 import { loadOrCreateAdminToken, loadOrCreateTls, showGeneratedKey } from '@pushbase/data-dir';
 import { connectAccountAdmin, connectRecordService, connectSchemaService, type Closable } from '@pushbase/grpc';
 import { createMetricsRegistry, grpcMetrics } from '@pushbase/metrics';
-import { openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
+import { closeRedis, openRedis, RedisAccountStore, RedisKeyStore, RedisRateLimiter, type ConfiguredKey, type Redis } from '@pushbase/redis';
 import { createLogger, messageLog, type JsonLogger, type MessageLog } from '@pushbase/telemetry';
 import type { GatewayConfig } from './config';
 import { configuredKeyId, hashApiKey, newApiKey, parseBootstrapKeys } from './keys';
@@ -44,7 +44,7 @@ export async function runGateway(config: GatewayConfig, logger: JsonLogger = cre
   // Fails the start when Redis cannot be reached; once started, an outage is a 503 per request.
   const redis = await openRedis(config.redis.url, { failFast: true });
   const life = new Lifecycle();
-  life.defer('redis', () => redis.quit().catch(() => redis.disconnect()));
+  life.defer('redis', () => closeRedis(redis));
   return life.start(async () => {
     const defaults: QuotaLimits = { datasets: LIMITS.datasetsPerAccount, requests_per_minute: config.rateLimitPerMinute };
     const keys = new RedisKeyStore(redis, { prefix: config.redis.prefix, defaults, configured: configuredKeys(config) });

@@ -3,7 +3,7 @@ import { Lifecycle } from '@pushbase/config';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { createKafka, KafkaEventAppender, kafkaLogTo, ProjectionProgress } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener } from '@pushbase/metrics';
-import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
+import { closeRedis, openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { RecordsConfig } from './config';
 import { createRecordsServer, type RecordsServer } from './server';
 
@@ -35,7 +35,7 @@ export async function runRecords(config: RecordsConfig, hooks: RecordsHooks = {}
   // Fail fast: a write that cannot reach Redis answers 503 at once (nothing was sent), instead of waiting in
   // ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
-  life.defer('redis', (atOnce) => (atOnce ? redis.disconnect() : redis.quit().catch(() => redis.disconnect())));
+  life.defer('redis', (atOnce) => closeRedis(redis, atOnce));
   return life.start(async () => {
     // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
     // Closed after everything but Redis, so a scrape during the drain still sees it.

@@ -47,5 +47,14 @@ export async function openRedis(url: string, options: RedisConnectOptions = {}):
   return redis;
 }
 
+/**
+ * Closes a client: after its pending replies (QUIT), or at once when Redis does not answer; at once too
+ * when `atOnce` (a failed start: nothing is pending).
+ */
+export async function closeRedis(redis: Redis, atOnce = false): Promise<void> {
+  if (!atOnce) await redis.quit().then(() => undefined, () => redis.disconnect());
+  else redis.disconnect();
+}
+
 /** host:port of a client, for messages (its URL may hold a password). */
 export const where = (redis: Redis): string => `${redis.options.host ?? '?'}:${redis.options.port ?? '?'}`;

@@ -2,7 +2,7 @@ import { Lifecycle } from '@pushbase/config';
 import { jsonLogger, type Logger } from '@pushbase/grpc';
 import { createKafka, KafkaAccountLog, KafkaEventAppender, kafkaLogTo, ProjectionProgress } from '@pushbase/kafka';
 import { createMetricsRegistry, grpcMetrics, kafkaAppenderMetrics, startMetricsListener } from '@pushbase/metrics';
-import { openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
+import { closeRedis, openRedis, RedisIdempotencyLedger } from '@pushbase/redis';
 import type { SchemaConfig } from './config';
 import { importRedisApiKeys } from './accounts';
 import { createSchemaServer, type SchemaServer, type SchemaServerDeps } from './server';
@@ -33,7 +33,7 @@ export async function runSchema(config: SchemaConfig, hooks: SchemaHooks = {}): 
   // Fail fast, as the gateway's clients do: a decision that cannot reach Redis answers 503 at once (nothing
   // was decided), instead of waiting in ioredis's offline queue through reconnection attempts.
   const redis = await openRedis(config.redis.url, { failFast: true });
-  life.defer('redis', (atOnce) => (atOnce ? redis.disconnect() : redis.quit().catch(() => redis.disconnect())));
+  life.defer('redis', (atOnce) => closeRedis(redis, atOnce));
   return life.start(async () => {
     // This process's one registry, served by its own small listener: gRPC has no HTTP route to put it on.
     // Closed after everything but Redis, so a scrape during the drain still sees it.
