@@ -48,16 +48,19 @@ interface Budget {
 // Budgets of idle accounts are dropped once this many are kept (a full one and a dropped one are alike).
 const BUDGETS_KEPT = 10_000;
 
-/** Per account, `perSecond` of something (read milliseconds, body bytes), up to `most` of which (at least a second's worth) may be spent at once. */
+/** Per account, `perSecond` of something (read milliseconds, body bytes), up to `burst` of which (at least a second's worth) may be spent at once. */
 class Budgets {
   private readonly kept = new Map<string, Budget>();
+  private readonly most: number;
 
   constructor(
     readonly perSecond: number,
-    private readonly most: number,
+    burst: number,
     private readonly clock: GateClock,
     private readonly busy: (account: string) => boolean,
-  ) {}
+  ) {
+    this.most = Math.max(perSecond, burst);
+  }
 
   of(account: string): Budget {
     let budget = this.kept.get(account);
@@ -108,9 +111,8 @@ export class AccountGate {
     private readonly clock: GateClock = realClock,
   ) {
     const busy = (account: string): boolean => this.accountsNow.has(account);
-    this.reads = share.readMsPerSecond > 0 ? new Budgets(share.readMsPerSecond, share.readMsPerSecond, clock, busy) : undefined;
-    const writeMost = Math.max(share.writeBytesPerSecond, share.writeBurstBytes);
-    this.writes = share.writeBytesPerSecond > 0 ? new Budgets(share.writeBytesPerSecond, writeMost, clock, busy) : undefined;
+    this.reads = share.readMsPerSecond > 0 ? new Budgets(share.readMsPerSecond, 0, clock, busy) : undefined;
+    this.writes = share.writeBytesPerSecond > 0 ? new Budgets(share.writeBytesPerSecond, share.writeBurstBytes, clock, busy) : undefined;
   }
 
   /**
