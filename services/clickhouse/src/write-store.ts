@@ -1,4 +1,4 @@
-import type { LoadedDataset, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
+import type { LoadedDataset, LoadOptions, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
 import { parseDatasetId, type DatasetDefinition, type DatasetRecord } from '@pushbase/domain';
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
 import { columnsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
@@ -86,14 +86,19 @@ export class ClickHouseProjectionStore implements ProjectionStore {
   private readonly onViewsError: (e: unknown) => void;
 
   /*
-   * The buffer the last landed write encoded its rows into, reused by the next write: a fresh body per
-   * write lived long enough to reach the old generation and set off full mark-compacts of the projector's
-   * heap (docs/performance.md → The projector's write buffer). One larger than MAX_SCRATCH_BYTES is not kept.
+   * Buffers of landed writes, reused by the next ones: a fresh body per write lived long enough to reach the
+   * old generation and set off full mark-compacts of the projector's heap (docs/performance.md → The
+   * projector's write buffer). Two, because the projector encodes its next write while one is in flight;
+   * one larger than MAX_SCRATCH_BYTES is not kept.
    */
-  private scratch: Buffer | undefined;
+  private readonly spares: Buffer[] = [];
 
   async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
-    if (rows.length === 0 && heads.length === 0) return;
+    await this.prepare(rows, heads).send();
+  }
+
+  prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): PreparedWrite {
+    if (rows.length === 0 && heads.length === 0) return { send: () => Promise.resolve() };
     if (rows.length + heads.length > MAX_INSERT_ROWS) {
       throw new Error(`A write holds ${rows.length + heads.length} rows; at most ${MAX_INSERT_ROWS} fit one atomic insert: flush smaller batches`);
     }
@@ -101,13 +106,11 @@ export class ClickHouseProjectionStore implements ProjectionStore {
     // a live row needs the definition of its own incarnation (a batch may delete and re-create a dataset).
     const newest = new Map<string, number>();
     const definitions = new Map<string, DatasetDefinition>();
-    // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order, into the buffer of the
-    // last write that landed when it is as large as this write's estimate (`scratch` says why); a write
-    // running beside another gets a buffer of its own.
+    // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order, into a spare buffer of
+    // a landed write when one is as large as this write's estimate (`spares` says why).
     const estimate = 4096 + rows.length * 256;
-    const scratch = this.scratch;
-    this.scratch = undefined;
-    const w = new RowBinaryWriter(scratch !== undefined && scratch.length >= estimate ? scratch : estimate);
+    const spare = this.spares.findIndex((b) => b.length >= estimate);
+    const w = new RowBinaryWriter(spare === -1 ? estimate : (this.spares.splice(spare, 1)[0] ?? estimate));
     const noSlots: readonly (Slot | undefined)[] = STORED_COLUMNS.map(() => undefined);
     for (const h of heads) {
       checkAccount(h.account);
@@ -164,28 +167,41 @@ export class ClickHouseProjectionStore implements ProjectionStore {
     if (body.length > MAX_INSERT_BYTES) {
       throw new Error(`A write of ${body.length} bytes exceeds ${MAX_INSERT_BYTES}, the size of one atomic insert: flush smaller batches`);
     }
-    // The two inserts run side by side: only the first carries the crash argument, the heads table is a
-    // listing copy (docs/clickhouse.md → Crash safety).
-    const [records, listing] = await Promise.allSettled([
-      insertBody(this.conn, this.tables.records, body, `a write of ${rows.length} rows and ${heads.length} heads`, { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS }),
-      this.writeHeads(heads),
-    ]);
-    if (records.status === 'rejected') throw records.reason;
-    // Landed: the server has read the whole body, nothing holds it any more. (After a failure the buffer
-    // is not reused: a request given up on may still be sending it.)
-    if (w.buffer().length <= MAX_SCRATCH_BYTES) this.scratch = w.buffer();
-    if (listing.status === 'rejected') throw listing.reason;
-    // After the rows landed, so a view never shows an incarnation whose rows are not written. Views are
-    // derived, so their failure (a DDL refused, a missing grant) never fails the write: ingestion goes on,
-    // the error is reported, and the next write's sync reconciles every view first. A crash here leaves at
-    // worst a view missing until the next write or start.
-    if (this.views !== undefined) {
-      try {
-        await this.views.sync(heads);
-      } catch (e) {
-        this.views.markStale();
-        this.onViewsError(e);
-      }
+    const what = `a write of ${rows.length} rows and ${heads.length} heads`;
+    // A request given up on may still be reading the body: after any failure (the retry sends the same
+    // bytes) its buffer is never handed to another write.
+    let reusable = true;
+    return {
+      send: async () => {
+        // The two inserts run side by side: only the first carries the crash argument, the heads table is a
+        // listing copy (docs/clickhouse.md → Crash safety).
+        const [records, listing] = await Promise.allSettled([insertBody(this.conn, this.tables.records, body, what, { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS }), this.writeHeads(heads)]);
+        for (const insert of [records, listing]) {
+          if (insert.status === 'fulfilled') continue;
+          reusable = false;
+          throw insert.reason;
+        }
+        // Landed: the server has read the whole body, nothing holds it any more.
+        if (reusable && w.buffer().length <= MAX_SCRATCH_BYTES && this.spares.length < 2) this.spares.push(w.buffer());
+        reusable = false;
+        await this.syncViews(heads);
+      },
+    };
+  }
+
+  /**
+   * After the rows landed, so a view never shows an incarnation whose rows are not written. Views are
+   * derived, so their failure (a DDL refused, a missing grant) never fails the write: ingestion goes on,
+   * the error is reported, and the next write's sync reconciles every view first. A crash here leaves at
+   * worst a view missing until the next write or start.
+   */
+  private async syncViews(heads: readonly ProjectedHead[]): Promise<void> {
+    if (this.views === undefined) return;
+    try {
+      await this.views.sync(heads);
+    } catch (e) {
+      this.views.markStale();
+      this.onViewsError(e);
     }
   }
 

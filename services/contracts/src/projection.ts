@@ -80,7 +80,19 @@ export interface StoredDatasetRef {
   readonly dataset: string;
 }
 
+/** A write checked and encoded ahead of its turn (ProjectionStore.prepare). */
+export interface PreparedWrite {
+  /** Stores the write, as `write` does; after an `unavailable` rejection it may be sent again. */
+  send(): Promise<void>;
+}
+
 export interface ProjectionStore {
+  /**
+   * `write`'s checks and encoding without the sending, so that a caller can encode its next write while the
+   * store still takes the one before: throws what `write` rejects with for a write that breaks its rules.
+   * `write(rows, heads)` is `prepare(rows, heads).send()`.
+   */
+  prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): PreparedWrite;
   /**
    * Writes rows and heads of many events at once, atomically per dataset; resolves when the store has them.
    * Every dataset with rows in the write needs a head in it whose version is at least that of its rows

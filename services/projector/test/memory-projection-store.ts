@@ -1,6 +1,6 @@
 import type { DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
 import { heldState } from '../src/project';
-import type { LoadedDataset, LoadOptions, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
+import type { LoadedDataset, LoadOptions, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
 
 /*
  * A ProjectionStore in memory with the semantics the ClickHouse tables have after `FINAL`: per key
@@ -26,22 +26,15 @@ export class MemoryProjectionStore implements ProjectionStore {
     }
   }
 
+  /** Checks now, as the ClickHouse store does; `send` goes through `write`, so a subclass's write sees it. */
+  prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): PreparedWrite {
+    checkWrite(rows, heads);
+    return { send: () => this.write(rows, heads) };
+  }
+
   writeNow(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void {
     this.writes++;
-    // The ClickHouse store's rules (ProjectionStore.write): a dataset's rows come with a head at least as
-    // new, and a live row with the head of its own incarnation.
-    const newest = new Map<string, number>();
-    const incarnations = new Set<string>();
-    for (const h of heads) {
-      const id = headId(h.account, h.dataset);
-      newest.set(id, Math.max(newest.get(id) ?? -1, h.version));
-      incarnations.add(`${id}/${h.incarnation}`);
-    }
-    for (const r of rows) {
-      const id = headId(r.account, r.dataset);
-      if ((newest.get(id) ?? -1) < r.version) throw new Error(`row ${rowId(r)} v${r.version} has no head as new in the write`);
-      if (!r.deleted && !incarnations.has(`${id}/${r.incarnation}`)) throw new Error(`live row ${rowId(r)} has no head of its incarnation`);
-    }
+    checkWrite(rows, heads);
     for (const r of rows) keepNewest(this.rows, rowId(r), r);
     for (const h of heads) keepNewest(this.heads, headId(h.account, h.dataset), h);
   }
@@ -116,4 +109,23 @@ function keepNewest<T extends { readonly version: number }>(table: Map<string, T
     throw new Error(`two different rows share key ${id} and version ${row.version}:\n${JSON.stringify(stored)}\n${JSON.stringify(row)}`);
   }
   table.set(id, row);
+}
+
+/**
+ * The ClickHouse store's rules (ProjectionStore.write): a dataset's rows come with a head at least as new,
+ * and a live row with the head of its own incarnation.
+ */
+function checkWrite(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void {
+  const newest = new Map<string, number>();
+  const incarnations = new Set<string>();
+  for (const h of heads) {
+    const id = headId(h.account, h.dataset);
+    newest.set(id, Math.max(newest.get(id) ?? -1, h.version));
+    incarnations.add(`${id}/${h.incarnation}`);
+  }
+  for (const r of rows) {
+    const id = headId(r.account, r.dataset);
+    if ((newest.get(id) ?? -1) < r.version) throw new Error(`row ${rowId(r)} v${r.version} has no head as new in the write`);
+    if (!r.deleted && !incarnations.has(`${id}/${r.incarnation}`)) throw new Error(`live row ${rowId(r)} has no head of its incarnation`);
+  }
 }

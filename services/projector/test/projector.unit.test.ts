@@ -115,6 +115,43 @@ describe('Projector', () => {
     expectFold(store);
   });
 
+  it('encodes the next write while the one before is still being inserted, and inserts it right after that one landed', async () => {
+    const calls: string[] = [];
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    class GatedStore extends MemoryProjectionStore {
+      override prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]) {
+        calls.push(`prepare ${rows.length}`);
+        return super.prepare(rows, heads);
+      }
+      override async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
+        calls.push(`insert ${rows.length}`);
+        if (calls.filter((c) => c.startsWith('insert')).length === 1) await gate;
+        await super.write(rows, heads);
+        calls.push(`landed ${rows.length}`);
+      }
+    }
+    const store = new GatedStore();
+    const source = new FakeSource();
+    const projector = new Projector(store, { maxRows: 1_000_000, flushRows: 1, flushIntervalMs: 60_000, log: () => undefined });
+    const handlers = projector.handlers();
+    const deliver = (batch: readonly DatasetEvent[], from: number) =>
+      handlers.onBatch({ topic: 't', partition: 0, highWatermark: from + batch.length, next: from + batch.length, events: batch.map((e, i) => ({ event: redecoded(e), position: { partition: 0, offset: from + i }, append: { index: 0, count: 1 } })) }, control);
+    await projector.start(source);
+    // Two definitions and an append of 300: one write, held in its insert.
+    await deliver(events.slice(0, 3), 0);
+    // The next append closes the next batch, which waits for the first write to land.
+    const second = deliver(events.slice(3, 4), 3);
+    for (let i = 0; i < 100 && calls.length < 3; i++) await new Promise((r) => setImmediate(r));
+    expect(calls).toStrictEqual(['prepare 300', 'insert 300', expect.stringMatching(/^prepare [1-9]\d*$/)]);
+    const rows = calls[2]?.split(' ')[1];
+    release();
+    await second;
+    await projector.stop();
+    expect(calls).toStrictEqual(['prepare 300', 'insert 300', `prepare ${rows}`, 'landed 300', `insert ${rows}`, `landed ${rows}`]);
+    expectFold(store, 4);
+  });
+
   it('pauses while the store is unavailable, retries, skips nothing, resumes and commits only after the write landed', async () => {
     const { source, store, projector, deliver } = setup({ flushRows: 1 });
     await projector.start(source);
