@@ -184,25 +184,53 @@ export class ClickHouseProjectionStore implements ProjectionStore {
         // Landed: the server has read the whole body, nothing holds it any more.
         if (reusable && w.buffer().length <= MAX_SCRATCH_BYTES && this.spares.length < 2) this.spares.push(w.buffer());
         reusable = false;
-        await this.syncViews(heads);
+        this.followViews(heads);
       },
     };
   }
 
-  /**
-   * After the rows landed, so a view never shows an incarnation whose rows are not written. Views are
-   * derived, so their failure (a DDL refused, a missing grant) never fails the write: ingestion goes on,
-   * the error is reported, and the next write's sync reconciles every view first. A crash here leaves at
-   * worst a view missing until the next write or start.
+  /** Heads of landed writes whose views are not yet in step: the newest of each dataset. */
+  private viewsPending = new Map<string, ProjectedHead>();
+  private viewsRunning: Promise<void> | undefined;
+
+  /*
+   * Views follow the writes in the background, after their rows landed (so a view never shows an
+   * incarnation whose rows are not written), and never hold a write up: each new dataset costs two DDL
+   * statements, and a write that brought a thousand of them waited seconds for its views while the events
+   * behind it waited too (docs/clickhouse.md → Grafana-ready views). Heads that arrive meanwhile are
+   * coalesced. Views are derived, so their failure (a DDL refused, a missing grant) never fails a write:
+   * the error is reported and the next sync reconciles every view first. A crash or stop leaves at worst
+   * views missing until the projector's next start reconciles them.
    */
-  private async syncViews(heads: readonly ProjectedHead[]): Promise<void> {
-    if (this.views === undefined) return;
-    try {
-      await this.views.sync(heads);
-    } catch (e) {
-      this.views.markStale();
-      this.onViewsError(e);
+  private followViews(heads: readonly ProjectedHead[]): void {
+    const views = this.views;
+    if (views === undefined || heads.length === 0) return;
+    for (const h of heads) {
+      const key = datasetKey(h.account, h.dataset);
+      const seen = this.viewsPending.get(key);
+      if (seen === undefined || seen.version <= h.version) this.viewsPending.set(key, h);
     }
+    this.viewsRunning ??= (async () => {
+      try {
+        while (this.viewsPending.size > 0) {
+          const due = [...this.viewsPending.values()];
+          this.viewsPending = new Map();
+          try {
+            await views.sync(due);
+          } catch (e) {
+            views.markStale();
+            this.onViewsError(e);
+          }
+        }
+      } finally {
+        this.viewsRunning = undefined;
+      }
+    })();
+  }
+
+  /** Resolves once the views of every write landed so far are in step, or their failures reported. */
+  viewsSettled(): Promise<void> {
+    return this.viewsRunning ?? Promise.resolve();
   }
 
   private async writeHeads(heads: readonly ProjectedHead[]): Promise<void> {

@@ -301,6 +301,8 @@ describe("the projector's writes, loads and the read API's statements", () => {
     const got = chdb.bodies.length;
     // Several events to a write, as the projector batches them: several parts, so FINAL has versions to collapse.
     for (const b of batches(evs, 4)) await alike((e) => projection(e).store.write(b.rows as readonly ProjectedRow[], [...b.heads.values()] as readonly ProjectedHead[]));
+    // Views follow the writes in the background (a failure throws in onViewError: viewsSettled rejects).
+    for (const e of both()) await projection(e).store.viewsSettled();
     // The same bodies, byte for byte, went to both: RowBinary to records, JSONEachRow to heads.
     const sentBodies = server.bodies.slice(sent);
     expect(sentBodies.map((b) => b.query)).toEqual(chdb.bodies.slice(got).map((b) => b.query));
@@ -447,7 +449,9 @@ describe("replay's promotion of a rebuilt projection", () => {
       await migrate(e.conn, live);
       await migrate(e.conn, fresh);
       const views = new DatasetViews(e.conn, live, `${live}_views`);
-      for (const b of batches(before, 10)) await new ClickHouseProjectionStore(e.conn, live, { views }).write(b.rows, [...b.heads.values()]);
+      const store = new ClickHouseProjectionStore(e.conn, live, { views });
+      for (const b of batches(before, 10)) await store.write(b.rows, [...b.heads.values()]);
+      await store.viewsSettled();
       for (const b of batches(after, 10)) await new ClickHouseProjectionStore(e.conn, fresh).write(b.rows, [...b.heads.values()]);
       await promoteProjection(e.conn, { fresh, live, retired });
       const mended = await views.reconcile();

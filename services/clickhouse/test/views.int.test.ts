@@ -108,6 +108,7 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
     const batch = emptyBatch();
     events.forEach((e, i) => (held = projectEvent(held, e, { partition: 0, offset: first + i }, batch)));
     await writeBatch(store, batch);
+    await store.viewsSettled(); // views follow a write in the background
   };
 
   beforeAll(async () => {
@@ -274,13 +275,18 @@ describe('Grafana-ready dataset views (ClickHouse)', () => {
 });
 
 /** A connection whose CREATE VIEW statements fail while `refuses` says so (as a missing grant would). */
-function refusingViews(conn: ClickHouseConnection, refuses: (query: string) => boolean): ClickHouseConnection {
+/** A connection whose CREATE VIEW statements are refused when `refuses` says so, or wait for `until` first. */
+function refusingViews(conn: ClickHouseConnection, refuses: (query: string) => boolean, until: Promise<void> = Promise.resolve()): ClickHouseConnection {
   const client = new Proxy(conn.client, {
     get(target, prop, receiver) {
       const v: unknown = Reflect.get(target, prop, receiver);
       if (prop === 'command') {
-        return (params: { query: string }) =>
-          params.query.startsWith('CREATE VIEW') && refuses(params.query) ? Promise.reject(new Error('simulated: not enough privileges')) : target.command(params);
+        return async (params: { query: string }) => {
+          if (!params.query.startsWith('CREATE VIEW')) return target.command(params);
+          await until;
+          if (refuses(params.query)) throw new Error('simulated: not enough privileges');
+          return target.command(params);
+        };
       }
       return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
     },
@@ -318,6 +324,26 @@ describe('Grafana-ready views when things go wrong', () => {
     expect(mended).toEqual({ created: 0, dropped: 1, failed: 0 });
   });
 
+  it('lands a write without waiting for its views: the records are readable while the view is being made', async () => {
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const conn = refusingViews(db.conn, () => false, held);
+    const store = new ClickHouseProjectionStore(conn, db.database, { views: new DatasetViews(conn, db.database, viewsDb()) });
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    const account = `acc_${process.pid}_held`;
+    const batch = emptyBatch();
+    const s = projectEvent(initialState(), { ...base(account, 'held', 'h1'), type: 'DatasetDefined', definition: def }, { partition: 4, offset: 0 }, batch);
+    projectEvent(s, { ...base(account, 'held', 'h1'), type: 'RecordsAppended', records: [{ n: 7 }], delete_by: null }, { partition: 4, offset: 1 }, batch);
+    await writeBatch(store, batch);
+    await expect(db.readModel.listRecords(account, 'held')).resolves.toEqual([{ n: 7 }]);
+    const names = async (): Promise<string[]> =>
+      (await selectRows<{ name: string }>(db.conn, `SELECT name FROM system.tables WHERE database = '${viewsDb()}'`, 'listing')).map((r) => r.name);
+    expect(await names()).not.toContain(viewName(account, 'held'));
+    release();
+    await store.viewsSettled();
+    expect(await names()).toContain(viewName(account, 'held'));
+  });
+
   it('keeps writing when a view cannot be made, reports it, and makes it at the next write', async () => {
     let refusing = true;
     const errors: unknown[] = [];
@@ -330,6 +356,7 @@ describe('Grafana-ready views when things go wrong', () => {
     const s = projectEvent(initialState(), { ...base(account, 'first', 'f1'), type: 'DatasetDefined', definition: def }, { partition: 2, offset: 0 }, batch);
     projectEvent(s, { ...base(account, 'first', 'f1'), type: 'RecordsAppended', records: [{ n: 1 }], delete_by: null }, { partition: 2, offset: 1 }, batch);
     await writeBatch(store, batch); // the rows land although the view does not
+    await store.viewsSettled();
     await expect(db.readModel.listRecords(account, 'first')).resolves.toEqual([{ n: 1 }]);
     expect(errors).toHaveLength(1);
     const names = async (): Promise<string[]> =>
@@ -340,6 +367,7 @@ describe('Grafana-ready views when things go wrong', () => {
     const next = emptyBatch();
     projectEvent(initialState(), { ...base(account, 'second', 's1'), type: 'DatasetDefined', definition: def }, { partition: 2, offset: 2 }, next);
     await writeBatch(store, next);
+    await store.viewsSettled();
     expect(await names()).toEqual(expect.arrayContaining([viewName(account, 'first'), viewName(account, 'second')]));
   });
 
@@ -371,6 +399,7 @@ describe('Grafana-ready views when things go wrong', () => {
     s = projectEvent(s, defined('e'), { partition: 3, offset: 3 }, second);
     s = projectEvent(s, defined('f'), { partition: 3, offset: 4 }, second);
     await writeBatch(store, second);
+    await store.viewsSettled();
     expect(failures).toEqual([viewName(account, 'a'), viewName(account, 'a'), viewName(account, 'e')]);
     expect(await names()).toContain(viewName(account, 'f'));
     expect(await names()).not.toContain(viewName(account, 'e'));
@@ -380,6 +409,7 @@ describe('Grafana-ready views when things go wrong', () => {
     const third = emptyBatch();
     projectEvent(s, defined('g'), { partition: 3, offset: 5 }, third);
     await writeBatch(store, third);
+    await store.viewsSettled();
     expect(await names()).toEqual(expect.arrayContaining(['a', 'b', 'c', 'e', 'f', 'g'].map((id) => viewName(account, id))));
     expect(failures).toHaveLength(3);
   });
