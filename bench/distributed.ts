@@ -28,9 +28,10 @@
  *          to records, of records' handling of those calls, its Kafka appends and its produce batches (the
  *          services' own histograms, from /metrics): where the ack tail was lost;
  *   raw    in the same run, the same 500-record bodies, decided and projected into rows by the same pure
- *          code, each batch one INSERT straight into a copy of the records table, one after the other: the
- *          raw insert rate the end-to-end rate is compared with (and, for context, the same rows in INSERTs
- *          of the projector's flush size).
+ *          code, each batch one INSERT straight into a copy of the records table, one after the other; and
+ *          the same rows in INSERTs of the projector's flush size: ClickHouse's own rate, which the
+ *          projector's catch-up rate (rows inserted per second after the peak's load, until it had applied
+ *          every event) is compared with.
  *
  * The API's limit of 60 requests a minute per key would cap the load at a few requests a second, so the
  * stack runs with PUSHBASE_RATE_LIMIT_PER_MINUTE=1000000000 (the limiter still runs: one Redis call each).
@@ -69,7 +70,7 @@ import { readServicesConfig } from '../deploy/local/config';
 import { status as serverStatus } from '../deploy/local/local-servers';
 import { TestStack } from '../test/helpers/distributed-stack';
 import { HighWatermarks } from '../test/helpers/high-watermarks';
-import { samples, scrape } from '../test/helpers/metrics';
+import { sample, samples, scrape } from '../test/helpers/metrics';
 import { forkLoad, SLOW_MS, type Ack, type Job, type LoadRequest, type LoadResult, type Target } from './loadgen';
 import { appendBody, DATASET_DEFINITION, RECORDS_PER_REQUEST } from './workload';
 
@@ -155,7 +156,12 @@ if (opts.watch > opts.accounts) throw new Error('--watch must not exceed --accou
 
 const RATE_LIMIT = 1_000_000_000;
 const MAX_APPENDS_PER_DATASET = 5000 / RECORDS_PER_REQUEST;
-const TARGETS = { recordsPerS: 50_000, rawRatio: 0.5, halfAckP99Ms: 50, freshP99Ms: 1000 };
+/*
+ * End to end at the peak: at least `recordsPerS` (`stretchRecordsPerS` the stretch) and at least
+ * `ackedRatio` of what the same phase acknowledged; the projector's catch-up rate at least `catchUpRatio` of
+ * the raw flush-size insert rate; the ack and freshness targets at half the peak and at `rateRecordsPerS`.
+ */
+const TARGETS = { recordsPerS: 75_000, stretchRecordsPerS: 100_000, ackedRatio: 0.9, catchUpRatio: 0.5, rateRecordsPerS: 50_000, halfAckP99Ms: 50, freshP99Ms: 1000 };
 
 // ── Bookkeeping: everything started is stopped, whatever happens ─────────────────────────────────────
 
@@ -364,6 +370,22 @@ async function listedEverywhere(s: TestStack, accounts: readonly string[], datas
   }
 }
 
+/** Waits until the stack's views database holds `count` views. */
+async function viewsMade(s: TestStack, count: number, timeoutMs: number): Promise<void> {
+  const conn = connectClickHouse(process.env.PUSHBASE_CLICKHOUSE_URL ?? 'http://127.0.0.1:8123');
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      const [row] = await selectRows<{ n: string }>(conn, `SELECT toString(count()) AS n FROM system.tables WHERE database = '${s.names.database}_views' AND engine = 'View'`, 'counting the views');
+      if (Number(row?.n) >= count) return;
+      if (Date.now() > deadline) throw new Error(`${row?.n ?? 0} of ${count} views made after ${timeoutMs / 1000} s`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    await conn.close();
+  }
+}
+
 /**
  * Waits until the projector group's committed offsets reach every partition's high watermark as it is now:
  * every event acknowledged so far is projected. Returns the seconds it took.
@@ -551,6 +573,20 @@ interface Phase {
    * "end to end" measures. `lagS`: how long after the measured window that was.
    */
   readonly endToEnd: { readonly recordsPerS: number; readonly seconds: number; readonly lagS: number };
+  /**
+   * Rows the projector inserted per second (its own insert histogram): `loaded` from the phase's first
+   * request to the end of its load, `catchUp` from then until it had applied every event (undefined when
+   * that took under a second: no backlog worth the name). The catch-up rate is the projector's alone, the
+   * cores no longer shared with the write path.
+   */
+  readonly applied: { readonly loaded: number | undefined; readonly catchUp: number | undefined };
+}
+
+/** Rows the projector has inserted into ClickHouse so far (undefined when its metrics cannot be read). */
+async function insertedRows(s: TestStack): Promise<number | undefined> {
+  const port = s.running.metricsPort('projector');
+  if (port === undefined) return undefined;
+  return sample(await scrape(port), 'pushbase_clickhouse_insert_rows_sum');
 }
 
 async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[], watchedAccounts: readonly string[]): Promise<Phase> {
@@ -561,6 +597,8 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   const scrape = (): Promise<Inside | undefined> => insideTallies(s).catch(() => undefined);
   let insideBefore: Promise<Inside | undefined> | undefined;
   let ticksBefore: MachineTicks | undefined;
+  const rowsAt = async (): Promise<{ rows: number | undefined; at: number }> => ({ rows: await insertedRows(s).catch(() => undefined), at: performance.timeOrigin + performance.now() });
+  const rowsBefore = await rowsAt();
   const running = load(
     req,
     req.mode === 'paced'
@@ -574,6 +612,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
   // Let the last appends become visible before judging freshness: polls go on for a bounded while. Meanwhile,
   // the moment the projector has applied every event acknowledged in the phase ends the end-to-end span.
   const result = await running;
+  const rowsLoaded = await rowsAt();
   const ticksAfter = machineTicks();
   const [before, after] = insideBefore === undefined ? [undefined, undefined] : await Promise.all([insideBefore, scrape()]);
   const inside = before === undefined || after === undefined ? undefined : minusAll(after, before);
@@ -582,6 +621,11 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
     watch(s, watchedAccounts, new Promise((r) => setTimeout(r, 5000))),
     projectorCaughtUp(s, 600_000).then(() => performance.timeOrigin + performance.now()),
   ]);
+  // Nothing is sent after the load, so the rows read now are those of the moment it caught up (known up to
+  // one poll late: projectorCaughtUp polls every 100 ms, so the catch-up rate is understated by that at most).
+  const caughtUp = { rows: (await rowsAt()).rows, at: visibleAt };
+  const rate = (from: { rows: number | undefined; at: number }, to: { rows: number | undefined; at: number }): number | undefined =>
+    from.rows === undefined || to.rows === undefined || to.at - from.at < 1000 ? undefined : ((to.rows - from.rows) * 1000) / (to.at - from.at);
   const observations = [...watched.observations, ...tail.observations];
   const pollMs = quantile(
     observations.slice(1).map((o, i) => o.sent - observations[i]!.sent),
@@ -597,6 +641,7 @@ async function phase(s: TestStack, req: LoadRequest, accounts: readonly string[]
     pollMs: pollMs * watchedAccounts.length,
     watchErrors: watched.errors + tail.errors,
     endToEnd: { recordsPerS: (result.acknowledged * RECORDS_PER_REQUEST) / endToEndS, seconds: endToEndS, lagS: (visibleAt - result.windowEndAt) / 1000 },
+    applied: { loaded: rate(rowsBefore, rowsLoaded), catchUp: rate(rowsLoaded, caughtUp) },
   };
 }
 
@@ -672,6 +717,10 @@ async function main(): Promise<void> {
     t = performance.now();
     await listedEverywhere(s, accounts, opts.datasets, 600_000);
     line(`  every dataset visible on the admin listener ${fmt((performance.now() - t) / 1000, 1)} s later`);
+    // Their Grafana-ready views follow in the background (two DDL statements each): made before the phases too.
+    t = performance.now();
+    await viewsMade(s, creates.length, 600_000);
+    line(`  every dataset's view made ${fmt((performance.now() - t) / 1000, 1)} s later`);
 
     // From here on: what the phases and the raw inserts cost the services (creating the datasets does not count).
     const cpuBefore = Object.fromEntries(SERVICES.map((n) => [n, cpuSeconds(pids[n])])) as Record<ServiceName, number>;
@@ -705,7 +754,7 @@ async function main(): Promise<void> {
     requireClean('half', halfPhase.result);
 
     // ── rate ──
-    const targetRps = TARGETS.recordsPerS / RECORDS_PER_REQUEST;
+    const targetRps = TARGETS.rateRecordsPerS / RECORDS_PER_REQUEST;
     const ratePhase = await phase(
       s,
       { ...common, mode: 'paced', targets: rateTargets, perSecond: targetRps, warmupMs: opts.warmup * 1000, durationMs: opts.seconds * 1000, concurrency: opts.concurrency * 4 },
@@ -723,6 +772,8 @@ async function main(): Promise<void> {
     line(`  ${fmt(peakRecords)} records/s acknowledged (${fmt(peakRps, 1)} appends/s); ack p50 ${fmt(peak.result.latencyMs.p50, 1)} ms, p99 ${fmt(peak.result.latencyMs.p99, 1)} ms`);
     line(`  freshness p50 ${fmt(quantile(peak.fresh.samples, 0.5))} ms, p99 ${fmt(quantile(peak.fresh.samples, 0.99))} ms (${peak.fresh.samples.length} samples, ${peak.fresh.unseen} never seen, listing polled every ~${fmt(peak.pollMs)} ms per account)`);
     line(`  ${fmt(peakEndToEnd)} records/s end to end: all ${fmt(peak.result.acknowledged * RECORDS_PER_REQUEST)} records acknowledged in the phase (warm-up included) visible ${fmt(peak.endToEnd.seconds, 1)} s after its first request, ${fmt(peak.endToEnd.lagS, 1)} s after its window`);
+    const applied = (r: number | undefined): string => (r === undefined ? 'n/a' : `${fmt(r)} rows/s`);
+    line(`  the projector inserted ${applied(peak.applied.loaded)} while the load ran, ${applied(peak.applied.catchUp)} catching up after it`);
     if (appendsPerDataset > MAX_APPENDS_PER_DATASET) line(`  (!) ${fmt(appendsPerDataset, 1)} appends per dataset: more than the window's ten; raise --accounts or --datasets`);
     line(`half (open loop at ${fmt(halfRps, 1)} appends/s, half the end-to-end peak):`);
     line(`  ${fmt((halfPhase.result.ok / (halfPhase.result.durationMs / 1000)) * RECORDS_PER_REQUEST)} records/s; ack p50 ${fmt(halfPhase.result.latencyMs.p50, 1)} ms, p99 ${fmt(halfPhase.result.latencyMs.p99, 1)} ms`);
@@ -744,11 +795,13 @@ async function main(): Promise<void> {
     const freshRateP99 = quantile(ratePhase.fresh.samples, 0.99);
     line('');
     line('targets:');
-    line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end: ${fmt(peakEndToEnd)} — ${verdict(peakEndToEnd >= TARGETS.recordsPerS)}`);
-    line(`  ≥ ${TARGETS.rawRatio} of the raw insert rate: ${fmt(peakEndToEnd / raw.perBatchRecordsPerS, 2)} — ${verdict(peakEndToEnd / raw.perBatchRecordsPerS >= TARGETS.rawRatio)} (of the flush-size rate: ${fmt(peakEndToEnd / raw.flushSizeRecordsPerS, 2)})`);
+    line(`  ≥ ${fmt(TARGETS.recordsPerS)} records/s end to end (stretch ${fmt(TARGETS.stretchRecordsPerS)}): ${fmt(peakEndToEnd)} — ${verdict(peakEndToEnd >= TARGETS.recordsPerS)}${peakEndToEnd >= TARGETS.stretchRecordsPerS ? ', stretch met' : ''}`);
+    line(`  end to end ≥ ${TARGETS.ackedRatio} of the acknowledged peak: ${fmt(peakEndToEnd / peakRecords, 2)} — ${verdict(peakEndToEnd / peakRecords >= TARGETS.ackedRatio)}`);
+    const catchUp = peak.applied.catchUp;
+    line(`  catch-up ≥ ${TARGETS.catchUpRatio} of the raw flush-size insert rate: ${catchUp === undefined ? 'n/a (no backlog after the peak)' : `${fmt(catchUp / raw.flushSizeRecordsPerS, 2)} — ${verdict(catchUp / raw.flushSizeRecordsPerS >= TARGETS.catchUpRatio)}`}`);
     line(`  ack p99 ≤ ${TARGETS.halfAckP99Ms} ms at half the peak: ${fmt(halfPhase.result.latencyMs.p99, 1)} ms — ${verdict(halfPhase.result.latencyMs.p99 <= TARGETS.halfAckP99Ms)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at half the peak: ${fmt(freshHalfP99)} ms — ${verdict(freshHalfP99 <= TARGETS.freshP99Ms)}`);
-    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at ${fmt(TARGETS.recordsPerS)} records/s: ${fmt(freshRateP99)} ms — ${verdict(freshRateP99 <= TARGETS.freshP99Ms && ratePhase.fresh.unseen === 0 && rateRecords >= TARGETS.recordsPerS * 0.98)}`);
+    line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at ${fmt(TARGETS.rateRecordsPerS)} records/s: ${fmt(freshRateP99)} ms — ${verdict(freshRateP99 <= TARGETS.freshP99Ms && ratePhase.fresh.unseen === 0 && rateRecords >= TARGETS.rateRecordsPerS * 0.98)}`);
     line(`  freshness p99 ≤ ${TARGETS.freshP99Ms} ms at the peak: ${fmt(freshPeakP99)} ms — ${verdict(freshPeakP99 <= TARGETS.freshP99Ms)}`);
     line(`  CPU during the phases: load generator ${fmt(peak.result.cpuSeconds + halfPhase.result.cpuSeconds + ratePhase.result.cpuSeconds, 1)} s; ${SERVICES.map((n) => `${n} ${fmt(cpuSeconds(pids[n]) - cpuBefore[n], 1)} s`).join(', ')}`);
     line(`  peak RSS: ${SERVICES.map((n) => `${n} ${fmt(peakRssMiB(pids[n]))} MiB`).join(', ')}`);
