@@ -171,6 +171,14 @@ export class DatasetViews {
     }
   }
 
+  /** Whether `sync` of this head (the newest of its dataset) would change anything. */
+  outOfStep(head: ProjectedHead): boolean {
+    if (this.stale) return true;
+    const name = viewName(head.account, head.dataset);
+    if (this.failing.has(name)) return false;
+    return this.known.get(name) !== (head.deleted ? '' : head.incarnation);
+  }
+
   /**
    * Compares every view with the live heads of the heads table and mends what differs: missing views are
    * created, views of another incarnation or an older form replaced, views of datasets no longer live

@@ -205,11 +205,15 @@ export class ClickHouseProjectionStore implements ProjectionStore {
   private followViews(heads: readonly ProjectedHead[]): void {
     const views = this.views;
     if (views === undefined || heads.length === 0) return;
+    const newest = new Map<string, ProjectedHead>();
     for (const h of heads) {
       const key = datasetKey(h.account, h.dataset);
-      const seen = this.viewsPending.get(key);
-      if (seen === undefined || seen.version <= h.version) this.viewsPending.set(key, h);
+      const seen = newest.get(key);
+      if (seen === undefined || seen.version <= h.version) newest.set(key, h);
     }
+    // Most writes touch datasets whose views are right: those start nothing.
+    for (const [key, h] of newest) if (this.viewsPending.has(key) || views.outOfStep(h)) this.viewsPending.set(key, h);
+    if (this.viewsPending.size === 0) return;
     this.viewsRunning ??= (async () => {
       try {
         while (this.viewsPending.size > 0) {

@@ -324,6 +324,23 @@ describe('Grafana-ready views when things go wrong', () => {
     expect(mended).toEqual({ created: 0, dropped: 1, failed: 0 });
   });
 
+  it("makes a dataset's view once: its later writes issue no statement", async () => {
+    const statements: string[] = [];
+    const conn = refusingViews(db.conn, (query) => (statements.push(query), false));
+    const store = new ClickHouseProjectionStore(conn, db.database, { views: new DatasetViews(conn, db.database, viewsDb()) });
+    const def = parseDefinition({ fields: { n: { type: 'number', name: 'N' } } });
+    const account = `acc_${process.pid}_once`;
+    let s = initialState();
+    for (let i = 0; i < 4; i++) {
+      const batch = emptyBatch();
+      if (i === 0) s = projectEvent(s, { ...base(account, 'once', 'o1'), type: 'DatasetDefined', definition: def }, { partition: 5, offset: 0 }, batch);
+      s = projectEvent(s, { ...base(account, 'once', 'o1'), type: 'RecordsAppended', records: [{ n: i }], delete_by: null }, { partition: 5, offset: 1 + i }, batch);
+      await writeBatch(store, batch);
+      await store.viewsSettled();
+    }
+    expect(statements).toHaveLength(1);
+  });
+
   it('lands a write without waiting for its views: the records are readable while the view is being made', async () => {
     let release = (): void => undefined;
     const held = new Promise<void>((resolve) => (release = resolve));
