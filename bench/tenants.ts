@@ -54,6 +54,7 @@ import { status as serverStatus } from '../deploy/local/local-servers';
 import { TestStack } from '../test/helpers/distributed-stack';
 import { HighWatermarks } from '../test/helpers/high-watermarks';
 import { samples, scrape } from '../test/helpers/metrics';
+import { viewsMade } from './views';
 
 // ── Options ──────────────────────────────────────────────────────────────────────────────────────────
 
@@ -509,6 +510,9 @@ async function main(): Promise<void> {
     await phase(`appends of ${recordsEach} records`, total, () => bounded(all, opts.concurrency, (r, i) => client.call('public', 'POST', `${ds(r)}/data`, keys[r.a], body(i, recordsEach), [200]).then(() => undefined)));
     memory.phase('catching up');
     line(`  projector caught up ${fmt(await caughtUp(s, watermarks, kafkaAdmin, 1_800_000))} s after the last append`);
+    // Views follow in the background (two DDL statements a dataset): timed apart, bounded so a large run goes on.
+    const views = await viewsMade(conn, s.names.database, total, 600_000);
+    line(`  ${fmt(views.made)} of ${fmt(total)} datasets' views made ${fmt(views.seconds)} s after that`);
     const coldSizes = await sizes(conn, s, watermarks);
 
     const rounds = Math.ceil((WINDOW - recordsEach) / APPEND);
