@@ -1,8 +1,8 @@
 import {
   daysFromCivil,
   formatUtcMillis,
-  isCalendarDate,
   LIMITS,
+  parseDateMillis,
   parseDateTimeMillis,
   type DatasetDefinition,
   type DatasetRecord,
@@ -110,8 +110,8 @@ function encodeValue(s: Slot, v: string | number): string | number {
       return wellFormed(v);
     case 'time': {
       if (typeof v !== 'string') break;
-      const ms = s.type === 'date' ? (isCalendarDate(v) ? dateMillis(v) : undefined) : parseDateTimeMillis(v);
-      if (ms === undefined || Number.isNaN(ms)) break;
+      const ms = s.type === 'date' ? parseDateMillis(v) : parseDateTimeMillis(v);
+      if (ms === undefined) break;
       return ms;
     }
   }
@@ -159,8 +159,8 @@ export function writeSlots(w: RowBinaryWriter, plan: readonly (Slot | undefined)
         continue;
       case 'time': {
         if (typeof v !== 'string') break;
-        const ms = slot.type === 'date' ? (isCalendarDate(v) ? dateMillis(v) : undefined) : parseDateTimeMillis(v);
-        if (ms === undefined || Number.isNaN(ms)) break;
+        const ms = slot.type === 'date' ? parseDateMillis(v) : parseDateTimeMillis(v);
+        if (ms === undefined) break;
         w.isNull(false);
         w.int64(ms);
         continue;

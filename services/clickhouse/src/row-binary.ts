@@ -28,9 +28,19 @@ export class RowBinaryWriter {
     // Up to 42 UTF-16 units make at most 126 bytes, so the length fits one LEB128 byte written afterwards.
     if (s.length < 43) {
       this.ensure(1 + 3 * s.length);
-      const n = this.buf.write(s, this.at + 1, 'utf8');
-      this.buf[this.at] = n;
-      this.at += 1 + n;
+      // Most short strings are ASCII (ids, keys, enum-like values), and a plain loop writes them faster than
+      // Buffer#write's call into C++; the first non-ASCII unit hands the whole string to Buffer#write.
+      const buf = this.buf;
+      const start = this.at + 1;
+      let i = 0;
+      for (; i < s.length; i++) {
+        const c = s.charCodeAt(i);
+        if (c >= 0x80) break;
+        buf[start + i] = c;
+      }
+      const n = i === s.length ? i : buf.write(s, start, 'utf8');
+      buf[this.at] = n;
+      this.at = start + n;
       return;
     }
     const n = Buffer.byteLength(s, 'utf8');

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { RowBinaryWriter } from '../src/row-binary';
 
 const bytes = (write: (w: RowBinaryWriter) => void, initial?: number): number[] => {
@@ -16,6 +17,21 @@ describe('RowBinaryWriter', () => {
     expect(bytes((w) => w.string('a'.repeat(128))).slice(0, 3)).toStrictEqual([0x80, 0x01, 0x61]);
     expect(bytes((w) => w.string('€'.repeat(43))).slice(0, 2)).toStrictEqual([129, 1]);
     expect(bytes((w) => w.string('x'.repeat(20_000))).slice(0, 3)).toStrictEqual([0xa0, 0x9c, 0x01]);
+  });
+
+  it('writes any string as Buffer encodes it to UTF-8, whether it starts ASCII and turns non-ASCII or not', () => {
+    const units = fc.oneof(fc.string({ unit: 'binary-ascii' }), fc.string({ unit: 'grapheme' }), fc.string({ unit: 'binary' }));
+    fc.assert(
+      fc.property(fc.tuple(units, units), ([a, b]) => {
+        const s = a + b;
+        const utf8 = Buffer.from(s, 'utf8');
+        const got = bytes((w) => w.string(s), 4);
+        // The length prefix is one LEB128 byte below 128, which every string of 42 units or fewer is.
+        if (utf8.length < 128) expect(got).toStrictEqual([utf8.length, ...utf8]);
+        else expect(Buffer.from(got.slice(got.length - utf8.length)).equals(utf8)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('writes a lone surrogate as U+FFFD, as the JSON path does', () => {

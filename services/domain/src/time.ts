@@ -78,6 +78,12 @@ export function isCalendarDate(s: string): boolean {
   return s.length === 10 && scanDate(s, parts);
 }
 
+/** Epoch milliseconds of a `YYYY-MM-DD` calendar date's midnight UTC; undefined when `s` is not one. */
+export function parseDateMillis(s: string): number | undefined {
+  if (!isCalendarDate(s)) return undefined;
+  return daysFromCivil(parts[0] as number, parts[1] as number, parts[2] as number) * MS_PER_DAY;
+}
+
 function scanDateTime(s: string): boolean {
   // Past the end of `s` charCodeAt gives NaN, which no test below accepts: the scan needs no length checks.
   if (!scanDate(s, parts)) return false;

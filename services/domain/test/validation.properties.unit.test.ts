@@ -12,6 +12,7 @@ import {
   formatUtcMillis,
   isCalendarDate,
   parseDatasetId,
+  parseDateMillis,
   parseDateTimeMillis,
   parseDefinition,
   parseRecord,
@@ -131,6 +132,7 @@ describe('dates', () => {
         if (realDate(y, m, d)) expect(outcome(date, s)).toBe(s);
         else expect(refused(date, s)).toBe(true);
         expect(isCalendarDate(s)).toBe(realDate(y, m, d));
+        expect(parseDateMillis(s)).toBe(realDate(y, m, d) ? Date.parse(`${s}T00:00:00Z`) : undefined);
       }),
       RUNS,
     );
