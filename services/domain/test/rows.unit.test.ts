@@ -114,6 +114,36 @@ describe('RowMap', () => {
     expect(m.hasDeferred).toBe(true);
   });
 
+  it('notes every key set and deleted while tracked, built or encoded, and nothing before or after', () => {
+    const m = new RowMap();
+    m.set('before', rec(0));
+    const changes = { set: [] as (string | number)[], deleted: [] as (string | number)[] };
+    m.track(changes);
+    m.set('a', rec(1));
+    m.appendEncoded(10, counted([rec(10), rec(11)]));
+    m.delete('absent');
+    m.delete('a');
+    m.set('a', rec(2));
+    m.deleteOldest(2);
+    expect(changes).toEqual({ set: ['a', 10, 11, 'a'], deleted: ['a', 'before', 10] });
+    m.clear();
+    expect(changes.deleted).toEqual(['a', 'before', 10, 11, 'a']);
+    m.track(undefined);
+    m.set('after', rec(3));
+    m.delete('after');
+    expect(changes).toEqual({ set: ['a', 10, 11, 'a'], deleted: ['a', 'before', 10, 11, 'a'] });
+
+    // Rows still encoded are noted as they go, without being built.
+    const enc = counted([rec(20), rec(21), rec(22)]);
+    const e = new RowMap();
+    const noted = { set: [] as (string | number)[], deleted: [] as (string | number)[] };
+    e.track(noted);
+    e.appendEncoded(20, enc);
+    e.deleteOldest(2);
+    expect(noted).toEqual({ set: [20, 21, 22], deleted: [20, 21] });
+    expect(enc.decodes).toBe(0);
+  });
+
   it('refuses an encoding that gives another number of records than it said, and stays usable', () => {
     const m = new RowMap();
     m.appendEncoded(0, { count: 2, bytes: 1, decode: () => [rec(0)] });

@@ -1,4 +1,4 @@
-import { LIMITS, evolve, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type DatasetState, type RowKey, type State } from '@pushbase/domain';
+import { LIMITS, RowMap, evolve, type DatasetDefinition, type DatasetEvent, type DatasetRecord, type DatasetState, type RowChanges, type RowKey, type State } from '@pushbase/domain';
 import type { LoadedDataset, ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
 import { RowSlots } from './slots';
 
@@ -62,6 +62,18 @@ export function isRedelivery(position: StreamPosition, last: StreamPosition): bo
   return position.offset <= last.offset;
 }
 
+/** evolveDataset with `before`'s RowMap noting its changes in `changes` (when given). */
+function evolveTracked(before: DatasetState | undefined, event: DatasetEvent, changes: RowChanges | undefined): DatasetState | undefined {
+  if (changes === undefined) return evolveDataset(before, event);
+  const rows = (before as DatasetState).rows as RowMap;
+  rows.track(changes);
+  try {
+    return evolveDataset(before, event);
+  } finally {
+    rows.track(undefined);
+  }
+}
+
 /** The fold of one event on one dataset, through the domain's whole-state evolve. Consumes `before`. */
 function evolveDataset(before: DatasetState | undefined, event: DatasetEvent): DatasetState | undefined {
   const state: State = new Map();
@@ -108,8 +120,18 @@ export function heldState(state: DatasetState): DatasetState {
   return state;
 }
 
-/** A dataset loaded from the store as project() takes it: its state and the slots of its rows. */
-export const loadedDataset = (loaded: LoadedDataset): ProjectedDataset => ({ state: loaded.state, slots: RowSlots.of(loaded.slots), position: loaded.position });
+/**
+ * A dataset loaded from the store as project() takes it: its state (its rows in a RowMap, which project()
+ * reads appends from without scanning it) and the slots of its rows.
+ */
+export const loadedDataset = (loaded: LoadedDataset): ProjectedDataset => ({ state: asRowMap(loaded.state), slots: RowSlots.of(loaded.slots), position: loaded.position });
+
+function asRowMap(state: DatasetState | undefined): DatasetState | undefined {
+  if (state === undefined || state.rows instanceof RowMap) return state;
+  const rows = new RowMap();
+  for (const [key, record] of state.rows) rows.set(key, record);
+  return { ...state, rows };
+}
 
 const rowKeyText = (key: RowKey): string => (typeof key === 'number' ? String(key) : key);
 
@@ -129,13 +151,16 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
   if (before !== undefined && isRedelivery(position, before.position)) return { dataset: before, applied: false, rows: [], head: undefined };
 
   const old = before?.state;
-  // evolve consumes the old state (an append inserts into and evicts from its row map in place), so the
-  // keys that may be removed are read first.
-  const oldKeys: readonly RowKey[] = old === undefined ? [] : Array.from(old.rows.keys());
+  // An append changes its dataset's RowMap in place, and the map notes the keys it sets and deletes: the
+  // rows come from those alone, not from reading the whole 5000-row map before and after (most of the
+  // fold's cost when it did). Any other event (a define, a replace, a delete) builds a new map or none;
+  // evolve consumes the old state, so the keys that may be removed are read first.
+  const tracked: RowChanges | undefined = event.type === 'RecordsAppended' && old?.rows instanceof RowMap && old.incarnation === event.incarnation ? { set: [], deleted: [] } : undefined;
+  const oldKeys: readonly RowKey[] = old === undefined || tracked !== undefined ? [] : Array.from(old.rows.keys());
   const oldIncarnation = old?.incarnation;
   const oldNextRow = old?.nextRow;
   const slots = before?.slots ?? new RowSlots();
-  const next = evolveDataset(old, event);
+  const next = evolveTracked(old, event, tracked);
   const dataset: ProjectedDataset = { state: next, slots, position };
   if (next === old) return { dataset, applied: true, rows: [], head: undefined };
 
@@ -151,7 +176,16 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
   // Removed rows free their slots first, so the event's new rows take them: a reused slot's live row
   // replaces the removed one in the store and needs no tombstone (slots.ts).
   const removed: { key: RowKey; slot: number }[] = [];
-  if (oldIncarnation !== undefined) {
+  if (tracked !== undefined) {
+    const rows = (next as DatasetState).rows;
+    for (const key of tracked.deleted) {
+      // A key deleted and set again is a unique_by merge: its row is rewritten below, in its own slot.
+      if (rows.has(key)) continue;
+      // No slot: a row this very event set, then the window dropped (or a key already released).
+      const slot = slots.release(key);
+      if (slot !== undefined) removed.push({ key, slot });
+    }
+  } else if (oldIncarnation !== undefined) {
     const kept = next !== undefined && next.incarnation === oldIncarnation ? next.rows : undefined;
     for (const key of oldKeys) {
       if (kept?.has(key) === true) continue;
@@ -161,7 +195,30 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
     }
   }
   const taken = new Set<number>();
-  if (next !== undefined) {
+  const insert = (key: RowKey, record: DatasetRecord, fields: readonly string[]): void => {
+    const live = next as DatasetState;
+    let slot = slots.get(key);
+    if (slot === undefined) {
+      slot = slots.take(key);
+      taken.add(slot);
+    }
+    const v = version();
+    rows.push({ account: event.account, dataset: event.dataset, incarnation: live.incarnation, row_key: rowKeyText(key), slot, version: v, seq: v, deleted: false, record });
+    live.rows.set(key, heldRecord(fields, record));
+  };
+  if (next !== undefined && tracked !== undefined) {
+    // The fold sets each key of a request once, in the order the map then holds them (a merged key is
+    // deleted first, so it moves to the end): the order of the notes is the map's order.
+    const fields = windowFields(next.definition);
+    const done = new Set<RowKey>();
+    for (const key of tracked.set) {
+      const record = next.rows.get(key);
+      // Not there: set, then dropped by the window in the same event.
+      if (record === undefined || done.has(key)) continue;
+      done.add(key);
+      insert(key, record, fields);
+    }
+  } else if (next !== undefined) {
     const inserted = new Set(recordsOfEvent(event));
     if (inserted.size > 0) {
       const fields = windowFields(next.definition);
@@ -169,15 +226,7 @@ export function project(before: ProjectedDataset | undefined, event: DatasetEven
       // so listing live rows by seq gives recordsOf(). Each inserted record goes to its row whole and
       // stays held as heldRecord keeps it (setting an existing key keeps its place).
       for (const [key, record] of next.rows) {
-        if (!inserted.has(record)) continue;
-        let slot = slots.get(key);
-        if (slot === undefined) {
-          slot = slots.take(key);
-          taken.add(slot);
-        }
-        const v = version();
-        rows.push({ account: event.account, dataset: event.dataset, incarnation: next.incarnation, row_key: rowKeyText(key), slot, version: v, seq: v, deleted: false, record });
-        next.rows.set(key, heldRecord(fields, record));
+        if (inserted.has(record)) insert(key, record, fields);
       }
     }
   }
