@@ -86,6 +86,13 @@ export class RowBinaryWriter {
     this.uint8(isNull ? 1 : 0);
   }
 
+  /** Copies bytes another writer wrote (whole rows) after the ones written so far. */
+  bytesFrom(bytes: Uint8Array): void {
+    this.ensure(bytes.length);
+    this.buf.set(bytes, this.at);
+    this.at += bytes.length;
+  }
+
   /** The bytes written so far (a view, not a copy). */
   bytes(): Buffer {
     return this.buf.subarray(0, this.at);

@@ -1,4 +1,4 @@
-import type { LoadedDataset, LoadOptions, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
+import type { LoadedDataset, LoadOptions, PendingRows, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
 import { parseDatasetId, type DatasetDefinition, type DatasetRecord } from '@pushbase/domain';
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
 import { columnsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
@@ -67,6 +67,85 @@ function checkIncarnation(incarnation: string): void {
   if (!INCARNATION.test(incarnation)) throw new Error(`An incarnation must be 1 to 200 printable ASCII characters, got ${JSON.stringify(incarnation.slice(0, 40))}`);
 }
 
+const NO_SLOTS: readonly (Slot | undefined)[] = STORED_COLUMNS.map(() => undefined);
+/** Buffers of encoded rows a store keeps for its next writes' rows (a partition's each). */
+const MAX_SCRATCH_PARTS = 8;
+const FIRST_PART_BYTES = 256 * 1024;
+
+/**
+ * Rows checked and encoded as the projector adds them (ProjectionStore.begin): an event's row objects are
+ * garbage right after its fold, instead of living until their write is prepared, long enough to reach the
+ * projector's old generation and set off full collections of a heap of hundreds of MB of held states
+ * (docs/performance.md → The projector at the peak). What needs the write's heads (that they cover these
+ * rows, and give the definitions the live rows were encoded with) is checked by prepare().
+ */
+class EncodedRows implements PendingRows {
+  private w: RowBinaryWriter;
+  size = 0;
+  /** datasetKey → the newest version of its rows added. */
+  readonly newest = new Map<string, number>();
+  /** `${datasetKey}/${incarnation}` → the definition its live rows were encoded with. */
+  readonly definitions = new Map<string, DatasetDefinition>();
+
+  constructor(buffer: Buffer | undefined) {
+    this.w = new RowBinaryWriter(buffer ?? FIRST_PART_BYTES);
+  }
+
+  add(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void {
+    const byIncarnation = heads.length > 1 ? new Map(heads.map((h) => [`${datasetKey(h.account, h.dataset)}/${h.incarnation}`, h.definition])) : undefined;
+    // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
+    let last: ProjectedRow | undefined;
+    let key = '';
+    let incarnation = '';
+    let definition: DatasetDefinition | undefined;
+    let plan: readonly (Slot | undefined)[] = NO_SLOTS;
+    let newest = 0;
+    for (const r of rows) {
+      if (last === undefined || r.account !== last.account || r.dataset !== last.dataset || r.incarnation !== last.incarnation) {
+        if (last !== undefined) this.newest.set(key, Math.max(this.newest.get(key) ?? 0, newest));
+        checkAccount(r.account);
+        parseDatasetId(r.dataset);
+        checkIncarnation(r.incarnation);
+        key = datasetKey(r.account, r.dataset);
+        incarnation = `${key}/${r.incarnation}`;
+        const only = heads[0];
+        definition =
+          byIncarnation !== undefined
+            ? byIncarnation.get(incarnation)
+            : only !== undefined && only.account === r.account && only.dataset === r.dataset && only.incarnation === r.incarnation
+              ? only.definition
+              : undefined;
+        plan = definition === undefined ? NO_SLOTS : storedPlan(definition);
+        newest = 0;
+        last = r;
+      }
+      checkSafeInteger('A row version', r.version);
+      checkSafeInteger('A row seq', r.seq);
+      if (!Number.isInteger(r.slot) || r.slot <= HEAD_SLOT || r.slot > MAX_ROW_SLOT) throw new Error(`A row slot must be an integer from 1 to ${MAX_ROW_SLOT}, got ${r.slot}`);
+      if (!r.deleted) {
+        if (r.record === null) throw new Error(`A live row of ${key} has no record`);
+        if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
+        this.definitions.set(incarnation, definition);
+      }
+      newest = Math.max(newest, r.version);
+      writeRecordsRow(this.w, r, '', plan, r.deleted ? null : r.record); // head: head rows only
+      this.size++;
+    }
+    if (last !== undefined) this.newest.set(key, Math.max(this.newest.get(key) ?? 0, newest));
+  }
+
+  bytes(): Buffer {
+    return this.w.bytes();
+  }
+
+  /** The buffer, for another part once these bytes are copied; this part is not used again. */
+  release(): Buffer {
+    const buffer = this.w.buffer();
+    this.w = new RowBinaryWriter(0);
+    return buffer;
+  }
+}
+
 export class ClickHouseProjectionStore implements ProjectionStore {
   readonly tables: ProjectionTables;
 
@@ -92,26 +171,38 @@ export class ClickHouseProjectionStore implements ProjectionStore {
    * one larger than MAX_SCRATCH_BYTES is not kept.
    */
   private readonly spares: Buffer[] = [];
+  /** Buffers of EncodedRows whose bytes a prepared write copied, for the next ones. */
+  private readonly scratch: Buffer[] = [];
 
   async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
-    await this.prepare(rows, heads).send();
+    const pending = this.begin();
+    pending.add(rows, heads);
+    await this.prepare([pending], heads).send();
   }
 
-  prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): PreparedWrite {
-    if (rows.length === 0 && heads.length === 0) return { send: () => Promise.resolve() };
-    if (rows.length + heads.length > MAX_INSERT_ROWS) {
-      throw new Error(`A write holds ${rows.length + heads.length} rows; at most ${MAX_INSERT_ROWS} fit one atomic insert: flush smaller batches`);
+  begin(): PendingRows {
+    return new EncodedRows(this.scratch.pop());
+  }
+
+  prepare(pending: readonly PendingRows[], heads: readonly ProjectedHead[]): PreparedWrite {
+    const parts = pending.map((p) => {
+      if (!(p instanceof EncodedRows)) throw new Error('A ClickHouse write takes the rows of its own begin()');
+      return p;
+    });
+    const rowCount = parts.reduce((n, p) => n + p.size, 0);
+    if (rowCount === 0 && heads.length === 0) return { send: () => Promise.resolve() };
+    if (rowCount + heads.length > MAX_INSERT_ROWS) {
+      throw new Error(`A write holds ${rowCount + heads.length} rows; at most ${MAX_INSERT_ROWS} fit one atomic insert: flush smaller batches`);
     }
     // Which head covers which rows: the newest head of a dataset must be at least as new as its rows, and
     // a live row needs the definition of its own incarnation (a batch may delete and re-create a dataset).
     const newest = new Map<string, number>();
     const definitions = new Map<string, DatasetDefinition>();
-    // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order, into a spare buffer of
-    // a landed write when one is as large as this write's estimate (`spares` says why).
-    const estimate = 4096 + rows.length * 256;
+    // RowBinary (row-binary.ts says why), columns in RECORDS_INSERT_COLUMNS order: the head rows, then the
+    // rows encoded as they were added, into a spare buffer of a landed write when one is large enough.
+    const estimate = 4096 + heads.length * 1024 + parts.reduce((n, p) => n + p.bytes().length, 0);
     const spare = this.spares.findIndex((b) => b.length >= estimate);
     const w = new RowBinaryWriter(spare === -1 ? estimate : (this.spares.splice(spare, 1)[0] ?? estimate));
-    const noSlots: readonly (Slot | undefined)[] = STORED_COLUMNS.map(() => undefined);
     for (const h of heads) {
       checkAccount(h.account);
       parseDatasetId(h.dataset);
@@ -132,42 +223,29 @@ export class ClickHouseProjectionStore implements ProjectionStore {
         position: { partition: h.position.partition, offset: h.position.offset },
       };
       // row_slot 0 (HEAD_SLOT), incarnation '' and record_key '': a head row
-      writeRecordsRow(w, { account: h.account, dataset: h.dataset, slot: HEAD_SLOT, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted }, JSON.stringify(head), noSlots, null);
+      writeRecordsRow(w, { account: h.account, dataset: h.dataset, slot: HEAD_SLOT, incarnation: '', row_key: '', version: h.version, seq: 0, deleted: h.deleted }, JSON.stringify(head), NO_SLOTS, null);
     }
-    // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
-    let last: ProjectedRow | undefined;
-    let key = '';
-    let definition: DatasetDefinition | undefined;
-    let plan: readonly (Slot | undefined)[] = noSlots;
-    let covered: number | undefined;
-    for (const r of rows) {
-      if (last === undefined || r.account !== last.account || r.dataset !== last.dataset || r.incarnation !== last.incarnation) {
-        checkAccount(r.account);
-        parseDatasetId(r.dataset);
-        checkIncarnation(r.incarnation);
-        key = datasetKey(r.account, r.dataset);
-        definition = definitions.get(`${key}/${r.incarnation}`);
-        plan = definition === undefined ? noSlots : storedPlan(definition);
-        covered = newest.get(key);
-        last = r;
+    for (const part of parts) {
+      for (const [key, version] of part.newest) {
+        const covered = newest.get(key);
+        if (covered === undefined || covered < version) {
+          throw new Error(`Rows of ${key} up to version ${version} need a head of at least that version in the same write (its position is where a reload resumes)`);
+        }
       }
-      checkSafeInteger('A row version', r.version);
-      checkSafeInteger('A row seq', r.seq);
-      if (!Number.isInteger(r.slot) || r.slot <= HEAD_SLOT || r.slot > MAX_ROW_SLOT) throw new Error(`A row slot must be an integer from 1 to ${MAX_ROW_SLOT}, got ${r.slot}`);
-      if (covered === undefined || covered < r.version) {
-        throw new Error(`Rows of ${key} up to version ${r.version} need a head of at least that version in the same write (its position is where a reload resumes)`);
+      for (const [incarnation, used] of part.definitions) {
+        const definition = definitions.get(incarnation);
+        if (definition === undefined) throw new Error(`A live row of ${incarnation.replace(/\/([^/]*)$/, ', incarnation $1')}, needs that incarnation's head in the same write`);
+        if (definition !== used && JSON.stringify(definition) !== JSON.stringify(used)) throw new Error(`The live rows of ${incarnation} were encoded with another definition than its head's`);
       }
-      if (!r.deleted) {
-        if (r.record === null) throw new Error(`A live row of ${key} has no record`);
-        if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
-      }
-      writeRecordsRow(w, r, '', plan, r.deleted ? null : r.record); // head: head rows only
     }
+    for (const part of parts) w.bytesFrom(part.bytes());
+    // Copied: the parts' buffers serve the next writes' rows.
+    for (const part of parts) if (this.scratch.length < MAX_SCRATCH_PARTS) this.scratch.push(part.release());
     const body = w.bytes();
     if (body.length > MAX_INSERT_BYTES) {
       throw new Error(`A write of ${body.length} bytes exceeds ${MAX_INSERT_BYTES}, the size of one atomic insert: flush smaller batches`);
     }
-    const what = `a write of ${rows.length} rows and ${heads.length} heads`;
+    const what = `a write of ${rowCount} rows and ${heads.length} heads`;
     // A request given up on may still be reading the body: after any failure (the retry sends the same
     // bytes) its buffer is never handed to another write.
     let reusable = true;

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { LoadedDataset, StreamPosition } from '@pushbase/contracts';
+import type { LoadedDataset, ProjectedHead, StreamPosition } from '@pushbase/contracts';
 import {
   daysFromCivil,
   DomainError,
@@ -236,6 +236,52 @@ describe('ClickHouseProjection store', () => {
     });
     await Promise.all(batches.map((b) => writeBatch(db.store, b)));
     for (const [i, records] of both.entries()) expect([...((await db.store.load(account, `both${i}`))?.state?.rows.values() ?? [])]).toEqual(records);
+  });
+
+  it('takes rows encoded part by part as they were added, several parts in one write, and refuses parts its heads do not match', async () => {
+    // The projector adds each event's rows to its partition's part (write-store.ts, EncodedRows); the
+    // parts' buffers serve the next writes' parts once copied into a body.
+    const account = freshAccount();
+    const definition = parseDefinition({ fields: { s: { type: 'string', name: 'S' }, n: { type: 'number', name: 'N' } } });
+    const streams = [partitionStream(3), partitionStream(4)];
+    const records = (tag: string, n: number) => Array.from({ length: n }, (_, i) => ({ s: `${tag}-${i}-${'é'.repeat(i % 3)}`, n: i }));
+    for (const round of [0, 1]) {
+      const parts = [db.store.begin(), db.store.begin()];
+      const heads: ProjectedHead[] = [];
+      const expected: [string, DatasetRecord[]][] = [];
+      for (const [p, part] of parts.entries()) {
+        const id = `part${p}`;
+        const appended = records(`r${round}p${p}`, 50 + 30 * p);
+        const events: DatasetEvent[] = [
+          ...(round === 0 ? [{ ...base(account, id, `p${p}`), type: 'DatasetDefined' as const, definition }] : []),
+          { ...base(account, id, `p${p}`), type: 'RecordsAppended', records: appended, delete_by: null },
+        ];
+        for (const e of events) {
+          // One event at a time, with its own head, as the projector adds them.
+          const batch = emptyBatch();
+          streams[p]!(batch, e);
+          part.add(batch.rows, [...batch.heads.values()]);
+          heads.push(...batch.heads.values());
+        }
+        expected.push([id, round === 0 ? appended : [...records(`r0p${p}`, 50 + 30 * p), ...appended]]);
+      }
+      const newest = new Map(heads.map((h) => [h.dataset, h]));
+      await db.store.prepare(parts, [...newest.values()]).send();
+      for (const [id, want] of expected) expect([...((await db.store.load(account, id))?.state?.rows.values() ?? [])]).toEqual(want);
+    }
+
+    // The heads decide: rows encoded with another definition than their incarnation's head, or not covered.
+    const other = db.store.begin();
+    const batch = emptyBatch();
+    const stream = partitionStream(5);
+    stream(batch, { ...base(account, 'mismatch', 'm1'), type: 'DatasetDefined', definition });
+    stream(batch, { ...base(account, 'mismatch', 'm1'), type: 'RecordsAppended', records: records('m', 3), delete_by: null });
+    const [head] = [...batch.heads.values()];
+    other.add(batch.rows, [head!]);
+    const changed = parseDefinition({ fields: { n: { type: 'number', name: 'N' }, s: { type: 'string', name: 'S' } } });
+    expect(() => db.store.prepare([other], [{ ...head!, definition: changed }])).toThrow(/another definition/);
+    expect(() => db.store.prepare([other], [{ ...head!, version: 0 }])).toThrow(/need a head of at least that version/);
+    expect(() => db.store.prepare([other], [{ ...head!, incarnation: 'm2' }])).toThrow(/needs that incarnation's head/);
   });
 
   it('loadMany reads many datasets in a few queries, each as load gives it, and mends the heads table of each', async () => {
@@ -529,7 +575,8 @@ describe('ClickHouseProjection store', () => {
     // Unreachable: an error other than `unavailable` proves nothing was sent.
     const nowhere = projectionIn(connectClickHouse('http://127.0.0.1:1'), 'pushbase');
     await expect(nowhere.store.write([row], [head])).rejects.toThrow(/need a head of at least that version/);
-    await expect(nowhere.store.write([row], [])).rejects.toThrow(/need a head/);
+    await expect(nowhere.store.write([{ ...row, deleted: true, record: null }], [])).rejects.toThrow(/need a head/);
+    await expect(nowhere.store.write([row], [])).rejects.toThrow(/needs that incarnation's head/);
     await expect(nowhere.store.write([{ ...row, version: 5, incarnation: 'i2' }], [head])).rejects.toThrow(/needs that incarnation's head/);
     await expect(nowhere.store.write([], [{ ...head, account: "acc' OR 1=1" }])).rejects.toMatchObject({ code: 'invalid' });
     await expect(nowhere.store.write([{ ...row, version: 5, dataset: 'X;DROP' }], [head])).rejects.toMatchObject({ code: 'invalid' });

@@ -86,13 +86,29 @@ export interface PreparedWrite {
   send(): Promise<void>;
 }
 
+/**
+ * Rows of a coming write, checked (and encoded, by a store that encodes) as they are added, so that a caller
+ * need not hold the row objects of a large write until it is prepared (ProjectionStore.begin).
+ */
+export interface PendingRows {
+  /**
+   * Adds rows; `heads` are heads whose definitions the live rows take (an event's head after it, or the
+   * write's heads). Throws for a row that breaks the write's rules; the rows are then not to be written.
+   */
+  add(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void;
+  /** Rows added so far. */
+  readonly size: number;
+}
+
 export interface ProjectionStore {
+  /** Rows for a later prepare(), added as they come. */
+  begin(): PendingRows;
   /**
    * `write`'s checks and encoding without the sending, so that a caller can encode its next write while the
    * store still takes the one before: throws what `write` rejects with for a write that breaks its rules.
-   * `write(rows, heads)` is `prepare(rows, heads).send()`.
+   * `write(rows, heads)` is `prepare([rows added to begin()], heads).send()`; each PendingRows is used once.
    */
-  prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): PreparedWrite;
+  prepare(pending: readonly PendingRows[], heads: readonly ProjectedHead[]): PreparedWrite;
   /**
    * Writes rows and heads of many events at once, atomically per dataset; resolves when the store has them.
    * Every dataset with rows in the write needs a head in it whose version is at least that of its rows

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { DomainError, streamKey } from '@pushbase/domain';
-import type { PositionedEvent, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, SchemaStoreWriter, StoredDatasetRef } from '@pushbase/contracts';
+import type { PendingRows, PositionedEvent, PreparedWrite, ProjectedHead, ProjectionStore, SchemaStoreWriter, StoredDatasetRef } from '@pushbase/contracts';
 import type { DatasetEvent } from '@pushbase/domain';
 import type { BatchControl, CommitResult, ConsumedBatch, EventConsumerHandlers } from '@pushbase/kafka';
 import type { ProjectorMetrics } from '@pushbase/metrics';
@@ -75,10 +75,18 @@ interface Cached {
 }
 
 interface PendingPartition {
-  readonly rows: ProjectedRow[];
+  /** The rows, given to the store as they come (ProjectionStore.begin says why). */
+  readonly rows: PendingRows;
+  /** What the store refused to take into `rows`: the write fails with it in its turn. */
+  refused: Error | undefined;
+  /** Time spent adding rows to the store's encoding. */
+  encodeMs: number;
   /** The newest head per dataset and incarnation (the store needs each live row's own incarnation). */
   readonly heads: Map<string, ProjectedHead>;
-  /** Every event of the partition since the last write, skipped ones included, for the schema store. */
+  /**
+   * Every event of the partition since the last write, skipped ones included, for the schema store, which
+   * reads no records: held without them, so they are garbage once their rows are encoded.
+   */
   readonly events: DatasetEvent[];
   last: number;
   /** Where the partition's reading goes on after the events held here (markers included): what the lag counts from. */
@@ -97,6 +105,9 @@ interface Prepared {
 
 /** As OpenTelemetry's default limit of links per span: more would be dropped by the SDK anyway. */
 const MAX_WRITE_LINKS = 128;
+
+/** An event as the schema store reads it: its records are not. */
+const withoutRecords = (event: DatasetEvent): DatasetEvent => (event.type === 'RecordsAppended' || event.type === 'RecordsReplaced' ? { ...event, records: [] } : event);
 
 const weightOf = (d: ProjectedDataset | undefined): number => 1 + (d?.state?.rows.size ?? 0);
 
@@ -299,19 +310,27 @@ export class Projector {
       this.hold(key, batch.partition, step.dataset, step.applied ? this.batch : (cached?.batch ?? 0));
       let pending = this.pending.get(batch.partition);
       if (pending === undefined) {
-        pending = { rows: [], heads: new Map(), events: [], last: position.offset, next: position.offset + 1, links: [] };
+        pending = { rows: this.store.begin(), refused: undefined, encodeMs: 0, heads: new Map(), events: [], last: position.offset, next: position.offset + 1, links: [] };
         this.pending.set(batch.partition, pending);
       }
       if (traced && pending.links.length < MAX_WRITE_LINKS) pending.links.push({ context: span.spanContext() });
       pending.last = position.offset;
       // The batch's own end once its last event is in: the markers it covered are done with it.
       pending.next = position === batch.events.at(-1)?.position ? batch.next : position.offset + 1;
-      if (this.options.schemaStore !== undefined) pending.events.push(event);
+      if (this.options.schemaStore !== undefined) pending.events.push(withoutRecords(event));
       if (!step.applied) {
         this.counters.skipped++;
         continue;
       }
-      for (const row of step.rows) pending.rows.push(row);
+      if (step.rows.length > 0 && pending.refused === undefined) {
+        const started = performance.now();
+        try {
+          pending.rows.add(step.rows, step.head === undefined ? [] : [step.head]);
+        } catch (e) {
+          pending.refused = e instanceof Error ? e : new Error(String(e));
+        }
+        pending.encodeMs += performance.now() - started;
+      }
       this.pendingRows += step.rows.length;
       if (step.head !== undefined) pending.heads.set(`${key}\n${step.head.incarnation}`, step.head);
       if (this.cachedRows > this.options.maxRows) {
@@ -410,17 +429,26 @@ export class Projector {
   }
 
   private prepare(partitions: readonly [number, PendingPartition][]): Prepared {
-    const rows: ProjectedRow[] = [];
     const heads: ProjectedHead[] = [];
+    let rows = 0;
+    let encodeMs = 0;
+    let refused: Error | undefined;
     for (const [, p] of partitions) {
-      for (const r of p.rows) rows.push(r);
       for (const h of p.heads.values()) heads.push(h);
+      rows += p.rows.size;
+      encodeMs += p.encodeMs;
+      refused ??= p.refused;
     }
+    if (refused !== undefined) return { rows, heads: heads.length, write: refused, encodeMs };
     const started = performance.now();
     try {
-      return { rows: rows.length, heads: heads.length, write: this.store.prepare(rows, heads), encodeMs: performance.now() - started };
+      const write = this.store.prepare(
+        partitions.map(([, p]) => p.rows),
+        heads,
+      );
+      return { rows, heads: heads.length, write, encodeMs: encodeMs + performance.now() - started };
     } catch (e) {
-      return { rows: rows.length, heads: heads.length, write: e instanceof Error ? e : new Error(String(e)), encodeMs: 0 };
+      return { rows, heads: heads.length, write: e instanceof Error ? e : new Error(String(e)), encodeMs };
     }
   }
 
@@ -524,7 +552,7 @@ export class Projector {
     for (const p of revoked) {
       const pending = this.pending.get(p);
       if (pending === undefined) continue;
-      this.pendingRows -= pending.rows.length;
+      this.pendingRows -= pending.rows.size;
       this.pending.delete(p);
     }
     for (const [key, cached] of this.cache) {

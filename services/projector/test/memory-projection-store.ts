@@ -1,6 +1,6 @@
 import type { DatasetRecord, DatasetState, RowKey } from '@pushbase/domain';
 import { heldState } from '../src/project';
-import type { LoadedDataset, LoadOptions, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
+import type { LoadedDataset, LoadOptions, PendingRows, PreparedWrite, ProjectedHead, ProjectedRow, ProjectionStore, StoredDatasetRef } from '@pushbase/contracts';
 
 /*
  * A ProjectionStore in memory with the semantics the ClickHouse tables have after `FINAL`: per key
@@ -26,8 +26,20 @@ export class MemoryProjectionStore implements ProjectionStore {
     }
   }
 
+  begin(): PendingRows & { readonly rows: ProjectedRow[] } {
+    const rows: ProjectedRow[] = [];
+    return {
+      rows,
+      add: (more: readonly ProjectedRow[]) => void rows.push(...more),
+      get size() {
+        return rows.length;
+      },
+    };
+  }
+
   /** Checks now, as the ClickHouse store does; `send` goes through `write`, so a subclass's write sees it. */
-  prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): PreparedWrite {
+  prepare(pending: readonly PendingRows[], heads: readonly ProjectedHead[]): PreparedWrite {
+    const rows = pending.flatMap((p) => (p as ReturnType<MemoryProjectionStore['begin']>).rows);
     checkWrite(rows, heads);
     return { send: () => this.write(rows, heads) };
   }

@@ -3,7 +3,7 @@
  * behaves while the store is down, what a revocation and the memory bound drop. No Kafka, no ClickHouse.
  */
 import { DomainError, fold, recordsOf, type DatasetEvent } from '@pushbase/domain';
-import type { ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
+import type { PendingRows, ProjectedHead, ProjectedRow, StreamPosition } from '@pushbase/contracts';
 import type { BatchControl, CommitResult, EventConsumerHandlers } from '@pushbase/kafka';
 import { LARGE_STATE_ROWS, Projector, type ProjectorOptions, type ProjectorSource } from '../src/projector';
 import { MemoryProjectionStore } from './memory-projection-store';
@@ -120,9 +120,9 @@ describe('Projector', () => {
     let release = (): void => undefined;
     const gate = new Promise<void>((resolve) => (release = resolve));
     class GatedStore extends MemoryProjectionStore {
-      override prepare(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]) {
-        calls.push(`prepare ${rows.length}`);
-        return super.prepare(rows, heads);
+      override prepare(pending: readonly PendingRows[], heads: readonly ProjectedHead[]) {
+        calls.push(`prepare ${pending.reduce((n, p) => n + p.size, 0)}`);
+        return super.prepare(pending, heads);
       }
       override async write(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): Promise<void> {
         calls.push(`insert ${rows.length}`);
