@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import { DomainError, streamKey } from '@pushbase/domain';
 import type { PendingRows, PositionedEvent, PreparedWrite, ProjectedHead, ProjectionStore, SchemaStoreWriter, StoredDatasetRef } from '@pushbase/contracts';
 import type { DatasetEvent } from '@pushbase/domain';
@@ -127,6 +127,12 @@ export const LARGE_STATE_ROWS = 512;
  * chunks of a batch that misses many datasets run side by side.
  */
 const LOAD_CHUNK = 8;
+
+/**
+ * While a write is in flight, folding gives the event loop a turn at least this often: the insert's body
+ * goes out through the socket only when the loop runs, so a long fold stalls ClickHouse on its input.
+ */
+const YIELD_MS = 5;
 const isUnavailable = (e: unknown): boolean => e instanceof DomainError && e.code === 'unavailable';
 const describe = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 
@@ -284,7 +290,12 @@ export class Projector {
     if (!this.progress.has(batch.partition)) this.progress.set(batch.partition, { highWatermark: batch.highWatermark, written: batch.events[0]?.position.offset ?? batch.next });
     this.advance(batch.partition, batch.highWatermark, undefined);
     await this.loadMissing(batch.partition, batch.events);
+    let turn = performance.now();
     for (const { event, position, trace: carrier } of batch.events) {
+      if (this.writing > 0 && performance.now() - turn >= YIELD_MS) {
+        await nextTurn();
+        turn = performance.now();
+      }
       const key = streamKey(event.account, event.dataset);
       // A write in the middle of this batch may have dropped a state loaded for it.
       if (!this.cache.has(key)) await this.loadMissing(batch.partition, [{ event, position }]);
