@@ -202,7 +202,8 @@ export class ClickHouseProjectionStore implements ProjectionStore {
     // rows encoded as they were added, into a spare buffer of a landed write when one is large enough.
     const estimate = 4096 + heads.length * 1024 + parts.reduce((n, p) => n + p.bytes().length, 0);
     const spare = this.spares.findIndex((b) => b.length >= estimate);
-    const w = new RowBinaryWriter(spare === -1 ? estimate : (this.spares.splice(spare, 1)[0] ?? estimate));
+    // A new body gets a power of two, so that the next write, a little larger or smaller, fits its buffer.
+    const w = new RowBinaryWriter(spare === -1 ? 2 ** Math.ceil(Math.log2(estimate)) : (this.spares.splice(spare, 1)[0] ?? estimate));
     for (const h of heads) {
       checkAccount(h.account);
       parseDatasetId(h.dataset);
