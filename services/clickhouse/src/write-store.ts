@@ -76,7 +76,7 @@ const FIRST_PART_BYTES = 256 * 1024;
  * Rows checked and encoded as the projector adds them (ProjectionStore.begin): an event's row objects are
  * garbage right after its fold, instead of living until their write is prepared, long enough to reach the
  * projector's old generation and set off full collections of a heap of hundreds of MB of held states
- * (docs/performance.md → The projector at the peak). What needs the write's heads (that they cover these
+ * (docs/performance.md → The projector's catch-up). What needs the write's heads (that they cover these
  * rows, and give the definitions the live rows were encoded with) is checked by prepare().
  */
 class EncodedRows implements PendingRows {

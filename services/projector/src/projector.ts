@@ -130,7 +130,8 @@ const LOAD_CHUNK = 8;
 
 /**
  * While a write is in flight, folding gives the event loop a turn at least this often: the insert's body
- * goes out through the socket only when the loop runs, so a long fold stalls ClickHouse on its input.
+ * goes out through the socket only when the loop runs, so a long fold stalls ClickHouse on its input
+ * (docs/performance.md → The projector's catch-up).
  */
 const YIELD_MS = 5;
 const isUnavailable = (e: unknown): boolean => e instanceof DomainError && e.code === 'unavailable';
