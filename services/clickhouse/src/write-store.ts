@@ -92,6 +92,7 @@ class EncodedRows implements PendingRows {
   }
 
   add(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void {
+    if (this.released) throw new Error('These rows went into a write already; begin() anew');
     const byIncarnation = heads.length > 1 ? new Map(heads.map((h) => [`${datasetKey(h.account, h.dataset)}/${h.incarnation}`, h.definition])) : undefined;
     // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
     let last: ProjectedRow | undefined;
@@ -134,12 +135,17 @@ class EncodedRows implements PendingRows {
     if (last !== undefined) this.newest.set(key, Math.max(this.newest.get(key) ?? 0, newest));
   }
 
+  private released = false;
+
   bytes(): Buffer {
+    // Its buffer may be another part's by now: rows added here would be lost, or another write's overwritten.
+    if (this.released) throw new Error('These rows went into a write already; begin() anew');
     return this.w.bytes();
   }
 
   /** The buffer, for another part once these bytes are copied; this part is not used again. */
   release(): Buffer {
+    this.released = true;
     const buffer = this.w.buffer();
     this.w = new RowBinaryWriter(0);
     return buffer;
@@ -241,7 +247,10 @@ export class ClickHouseProjectionStore implements ProjectionStore {
     }
     for (const part of parts) w.bytesFrom(part.bytes());
     // Copied: the parts' buffers serve the next writes' rows.
-    for (const part of parts) if (this.scratch.length < MAX_SCRATCH_PARTS) this.scratch.push(part.release());
+    for (const part of parts) {
+      const buffer = part.release();
+      if (this.scratch.length < MAX_SCRATCH_PARTS && buffer.length <= MAX_SCRATCH_BYTES) this.scratch.push(buffer);
+    }
     const body = w.bytes();
     if (body.length > MAX_INSERT_BYTES) {
       throw new Error(`A write of ${body.length} bytes exceeds ${MAX_INSERT_BYTES}, the size of one atomic insert: flush smaller batches`);

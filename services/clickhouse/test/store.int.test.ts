@@ -267,6 +267,9 @@ describe('ClickHouseProjection store', () => {
       }
       const newest = new Map(heads.map((h) => [h.dataset, h]));
       await db.store.prepare(parts, [...newest.values()]).send();
+      // A part goes into one write: its buffer now serves the next parts.
+      expect(() => db.store.prepare(parts, [...newest.values()])).toThrow(/went into a write already/);
+      expect(() => parts[0]!.add([], [])).toThrow(/went into a write already/);
       for (const [id, want] of expected) expect([...((await db.store.load(account, id))?.state?.rows.values() ?? [])]).toEqual(want);
     }
 
