@@ -1,5 +1,4 @@
 import {
-  daysFromCivil,
   formatUtcMillis,
   LIMITS,
   parseDateMillis,
@@ -80,10 +79,11 @@ export function doubleFromBits(bits: string): number {
   return word.getFloat64(0);
 }
 
-const MS_PER_DAY = 86_400_000;
-
+/** Epoch milliseconds of a date the domain took (`YYYY-MM-DD`); throws for anything else. */
 export function dateMillis(date: string): number {
-  return daysFromCivil(Number(date.slice(0, 4)), Number(date.slice(5, 7)), Number(date.slice(8, 10))) * MS_PER_DAY;
+  const ms = parseDateMillis(date);
+  if (ms === undefined) throw new Error(`${JSON.stringify(date)} is not a calendar date`);
+  return ms;
 }
 
 // Lone surrogates have no UTF-8 form; ClickHouse's JSON reader refuses `\ud800` with a parse error, which

@@ -1,6 +1,6 @@
 import { fieldOf } from './definition';
 import { invalid, quoteValue } from './errors';
-import { civilFromDays, daysFromCivil, isCalendarDate, parseDateTimeMillis } from './time';
+import { civilFromDays, isCalendarDate, parseDateMillis, parseDateTimeMillis } from './time';
 import type { DatasetDefinition, DatasetRecord, FieldType, FieldValue } from './types';
 
 /*
@@ -262,7 +262,7 @@ const MS_PER_DAY = 86_400_000;
 
 /** A stored date or datetime as epoch milliseconds. */
 export function timeMillis(type: FieldType, v: string): number {
-  return type === 'date' ? daysFromCivil(Number(v.slice(0, 4)), Number(v.slice(5, 7)), Number(v.slice(8, 10))) * MS_PER_DAY : (parseDateTimeMillis(v) as number);
+  return (type === 'date' ? parseDateMillis(v) : parseDateTimeMillis(v)) as number;
 }
 
 /** Compares two non-null values of one field by the order above. */
