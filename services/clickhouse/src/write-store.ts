@@ -81,11 +81,12 @@ const FIRST_PART_BYTES = 256 * 1024;
  */
 class EncodedRows implements PendingRows {
   private w: RowBinaryWriter;
+  private released = false;
   size = 0;
   /** datasetKey → the newest version of its rows added. */
   readonly newest = new Map<string, number>();
-  /** `${datasetKey}/${incarnation}` → the definition its live rows were encoded with. */
-  readonly definitions = new Map<string, DatasetDefinition>();
+  /** `${datasetKey}/${incarnation}` → the incarnation whose live rows were added, and the definition they were encoded with. */
+  readonly definitions = new Map<string, { readonly key: string; readonly incarnation: string; readonly definition: DatasetDefinition }>();
 
   constructor(buffer: Buffer | undefined) {
     this.w = new RowBinaryWriter(buffer ?? FIRST_PART_BYTES);
@@ -93,7 +94,7 @@ class EncodedRows implements PendingRows {
 
   add(rows: readonly ProjectedRow[], heads: readonly ProjectedHead[]): void {
     if (this.released) throw new Error('These rows went into a write already; begin() anew');
-    const byIncarnation = heads.length > 1 ? new Map(heads.map((h) => [`${datasetKey(h.account, h.dataset)}/${h.incarnation}`, h.definition])) : undefined;
+    const byIncarnation = new Map(heads.map((h) => [`${datasetKey(h.account, h.dataset)}/${h.incarnation}`, h.definition]));
     // Rows come grouped by dataset: the checks and lookups of a run of rows of one incarnation are done once.
     let last: ProjectedRow | undefined;
     let key = '';
@@ -109,13 +110,7 @@ class EncodedRows implements PendingRows {
         checkIncarnation(r.incarnation);
         key = datasetKey(r.account, r.dataset);
         incarnation = `${key}/${r.incarnation}`;
-        const only = heads[0];
-        definition =
-          byIncarnation !== undefined
-            ? byIncarnation.get(incarnation)
-            : only !== undefined && only.account === r.account && only.dataset === r.dataset && only.incarnation === r.incarnation
-              ? only.definition
-              : undefined;
+        definition = byIncarnation.get(incarnation);
         plan = definition === undefined ? NO_SLOTS : storedPlan(definition);
         newest = 0;
         last = r;
@@ -126,7 +121,7 @@ class EncodedRows implements PendingRows {
       if (!r.deleted) {
         if (r.record === null) throw new Error(`A live row of ${key} has no record`);
         if (definition === undefined) throw new Error(`A live row of ${key}, incarnation ${r.incarnation}, needs that incarnation's head in the same write`);
-        this.definitions.set(incarnation, definition);
+        this.definitions.set(incarnation, { key, incarnation: r.incarnation, definition });
       }
       newest = Math.max(newest, r.version);
       writeRecordsRow(this.w, r, '', plan, r.deleted ? null : r.record); // head: head rows only
@@ -134,8 +129,6 @@ class EncodedRows implements PendingRows {
     }
     if (last !== undefined) this.newest.set(key, Math.max(this.newest.get(key) ?? 0, newest));
   }
-
-  private released = false;
 
   bytes(): Buffer {
     // Its buffer may be another part's by now: rows added here would be lost, or another write's overwritten.
@@ -239,10 +232,12 @@ export class ClickHouseProjectionStore implements ProjectionStore {
           throw new Error(`Rows of ${key} up to version ${version} need a head of at least that version in the same write (its position is where a reload resumes)`);
         }
       }
-      for (const [incarnation, used] of part.definitions) {
-        const definition = definitions.get(incarnation);
-        if (definition === undefined) throw new Error(`A live row of ${incarnation.replace(/\/([^/]*)$/, ', incarnation $1')}, needs that incarnation's head in the same write`);
-        if (definition !== used && JSON.stringify(definition) !== JSON.stringify(used)) throw new Error(`The live rows of ${incarnation} were encoded with another definition than its head's`);
+      for (const [id, used] of part.definitions) {
+        const definition = definitions.get(id);
+        if (definition === undefined) throw new Error(`A live row of ${used.key}, incarnation ${used.incarnation}, needs that incarnation's head in the same write`);
+        if (definition !== used.definition && JSON.stringify(definition) !== JSON.stringify(used.definition)) {
+          throw new Error(`The live rows of ${used.key}, incarnation ${used.incarnation}, were encoded with another definition than its head's`);
+        }
       }
     }
     for (const part of parts) w.bytesFrom(part.bytes());
