@@ -173,27 +173,23 @@ export function writeSlots(w: RowBinaryWriter, plan: readonly (Slot | undefined)
 /** A stored row's columns (as text, the way the store selects them) back into the fold's record. */
 export function decodeRecord(slots: readonly Slot[], row: Readonly<Record<string, string | null | undefined>>): DatasetRecord {
   const record: Record<string, FieldValue> = {};
-  for (const s of slots) {
-    const raw = row[s.stored];
-    if (raw === null || raw === undefined) {
-      record[s.key] = null;
-      continue;
-    }
-    switch (s.kind) {
-      case 'num':
-        record[s.key] = doubleFromBits(raw);
-        break;
-      case 'str':
-        record[s.key] = raw;
-        break;
-      case 'time': {
-        const iso = formatUtcMillis(Number(raw));
-        record[s.key] = s.type === 'date' ? iso.slice(0, 10) : iso;
-        break;
-      }
+  for (const s of slots) record[s.key] = decodeValue(s, row[s.stored]);
+  return record;
+}
+
+/** One slot's column, as text the way the store selects it, back into the field's value. */
+export function decodeValue(s: Slot, raw: string | null | undefined): FieldValue {
+  if (raw === null || raw === undefined) return null;
+  switch (s.kind) {
+    case 'num':
+      return doubleFromBits(raw);
+    case 'str':
+      return raw;
+    case 'time': {
+      const iso = formatUtcMillis(Number(raw));
+      return s.type === 'date' ? iso.slice(0, 10) : iso;
     }
   }
-  return record;
 }
 
 /** Every stored column of the slots, for SELECT lists and the table definition. */

@@ -1,7 +1,7 @@
 import type { LoadedValues, ProjectedHead, StoredDatasetRef } from '@pushbase/contracts';
-import type { DatasetRecord, DatasetState, DatasetSummary, RowKey } from '@pushbase/domain';
-import { selectRows, type ClickHouseConnection } from './client';
-import { decodeRecord, slotsOf, STORED_COLUMNS } from './layout';
+import type { DatasetRecord, DatasetState, DatasetSummary, FieldValue, RowKey } from '@pushbase/domain';
+import { selectCompact, type ClickHouseConnection } from './client';
+import { decodeValue, slotsOf, STORED_COLUMNS } from './layout';
 import type { ProjectionTables } from './migrations';
 import { accountLiteral, datasetLiteral } from './sql';
 
@@ -37,16 +37,39 @@ export interface StoredDataset {
   readonly slots: Map<RowKey, number>;
 }
 
-type StoredRow = Readonly<Record<string, string | null>> & {
-  readonly account: string;
-  readonly dataset: string;
-  readonly row_slot: number | string;
-  readonly incarnation: string;
-  readonly record_key: string;
-  readonly head: string;
-  readonly deleted: number | string;
-  readonly version: string;
-};
+/** A cell of a load's JSONCompact answer: numbers as numbers, 64-bit ones and the slots as text (toString). */
+type Cell = string | number | null;
+type StoredRow = readonly Cell[];
+
+/** Where each selected column sits in a row of the answer. */
+interface RowLayout {
+  readonly account: number;
+  readonly dataset: number;
+  readonly slot: number;
+  readonly incarnation: number;
+  readonly key: number;
+  readonly head: number;
+  readonly deleted: number;
+  readonly version: number;
+  /** Stored slot column → its index. */
+  readonly slots: ReadonlyMap<string, number>;
+}
+
+function rowLayout(columns: readonly string[]): RowLayout {
+  const at = (name: string): number => {
+    const i = columns.indexOf(name);
+    if (i === -1) throw new Error(`a load's answer lacks the column ${name}`);
+    return i;
+  };
+  const slots = new Map<string, number>();
+  for (const c of STORED_COLUMNS) {
+    const i = columns.indexOf(c.stored);
+    if (i !== -1) slots.set(c.stored, i);
+  }
+  return { account: at('account'), dataset: at('dataset'), slot: at('row_slot'), incarnation: at('incarnation'), key: at('record_key'), head: at('head'), deleted: at('deleted'), version: at('version'), slots };
+}
+
+const text = (cell: Cell | undefined): string => (cell === null || cell === undefined ? '' : String(cell));
 
 const slotSelect = (columns: typeof STORED_COLUMNS): string => columns.map((c) => `, toString(${c.stored}) AS ${c.stored}`).join('');
 // What a read selects besides the keys and the head. `dates` reads every time slot (the columns of every
@@ -66,7 +89,7 @@ const SLOT_SELECT: Readonly<Record<LoadedValues | 'head', string>> = {
 export async function readDatasets(conn: ClickHouseConnection, tables: ProjectionTables, refs: readonly StoredDatasetRef[], values: LoadedValues | 'head'): Promise<(StoredDataset | undefined)[]> {
   if (refs.length === 0) return [];
   const headOnly = values === 'head';
-  const rows = await selectRows<StoredRow>(
+  const { columns, rows } = await selectCompact<Cell>(
     conn,
     `SELECT account, dataset, row_slot, incarnation, record_key, head, deleted, toString(version) AS version${SLOT_SELECT[values]}
 FROM ${tables.records} FINAL
@@ -74,17 +97,18 @@ WHERE ${whereDatasets(refs)} AND ${headOnly ? `row_slot = ${HEAD_SLOT}` : `(row_
 ORDER BY account, dataset, seq`,
     refs.length === 1 ? `loading ${datasetKey(refs[0]?.account ?? '', refs[0]?.dataset ?? '')}` : `loading ${refs.length} datasets`,
   );
+  const layout = rowLayout(columns);
   // Rows come grouped by dataset, each dataset's by seq.
   const byDataset = new Map<string, StoredRow[]>();
   for (const r of rows) {
-    const key = datasetKey(r.account, r.dataset);
+    const key = datasetKey(text(r[layout.account]), text(r[layout.dataset]));
     let group = byDataset.get(key);
     if (group === undefined) byDataset.set(key, (group = []));
     group.push(r);
   }
   return refs.map(({ account, dataset }) => {
     const group = byDataset.get(datasetKey(account, dataset));
-    return group === undefined ? undefined : decodeDataset(account, dataset, group, values);
+    return group === undefined ? undefined : decodeDataset(account, dataset, group, layout, values);
   });
 }
 
@@ -102,24 +126,32 @@ export async function readSummary(conn: ClickHouseConnection, tables: Projection
   return summary;
 }
 
-function decodeDataset(account: string, dataset: string, rows: readonly StoredRow[], values: LoadedValues | 'head'): StoredDataset | undefined {
-  const headRow = rows.find((r) => Number(r.row_slot) === HEAD_SLOT);
+function decodeDataset(account: string, dataset: string, rows: readonly StoredRow[], layout: RowLayout, values: LoadedValues | 'head'): StoredDataset | undefined {
+  const headRow = rows.find((r) => Number(r[layout.slot]) === HEAD_SLOT);
   if (headRow === undefined) return undefined;
-  const head = JSON.parse(headRow.head) as HeadJson;
-  const deleted = Number(headRow.deleted) === 1;
+  const head = JSON.parse(text(headRow[layout.head])) as HeadJson;
+  const deleted = Number(headRow[layout.deleted]) === 1;
   // Date and datetime fields are exactly the fields in time slots (layout.ts).
-  const slots = values === 'dates' ? slotsOf(head.definition).filter((s) => s.kind === 'time') : slotsOf(head.definition);
+  const read = values === 'head' ? [] : values === 'dates' ? slotsOf(head.definition).filter((s) => s.kind === 'time') : slotsOf(head.definition);
+  const slots = read.map((s) => {
+    const at = layout.slots.get(s.stored);
+    if (at === undefined) throw new Error(`a load's answer lacks the column ${s.stored}`);
+    return { slot: s, at };
+  });
   const numbered = head.definition.unique_by.length === 0;
   const records = new Map<RowKey, DatasetRecord>();
   const rowSlots = new Map<RowKey, number>();
   if (!deleted && values !== 'head') {
     for (const r of rows) {
+      const slot = Number(r[layout.slot]);
       // Rows of an earlier incarnation that were never tombstoned are not this dataset's: their slots
       // count as free, and the next rows written take them over.
-      if (r.incarnation !== head.incarnation || Number(r.row_slot) === HEAD_SLOT) continue;
-      const key = numbered ? Number(r.record_key) : r.record_key;
-      records.set(key, decodeRecord(slots, r));
-      rowSlots.set(key, Number(r.row_slot));
+      if (r[layout.incarnation] !== head.incarnation || slot === HEAD_SLOT) continue;
+      const key = numbered ? Number(r[layout.key]) : text(r[layout.key]);
+      const record: Record<string, FieldValue> = {};
+      for (const { slot: s, at } of slots) record[s.key] = decodeValue(s, r[at] as string | null);
+      records.set(key, record);
+      rowSlots.set(key, slot);
     }
   }
   const state: DatasetState = {
@@ -132,5 +164,5 @@ function decodeDataset(account: string, dataset: string, rows: readonly StoredRo
     rows: records,
     nextRow: head.next_row,
   };
-  return { head, headVersion: Number(headRow.version), deleted, state, slots: rowSlots };
+  return { head, headVersion: Number(headRow[layout.version]), deleted, state, slots: rowSlots };
 }
