@@ -14,9 +14,11 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { ProjectedHead, ProjectedRow } from '@pushbase/contracts';
 import { parseDefinition, formatUtcMillis } from '@pushbase/domain';
-import { ClickHouseProjectionStore, connectClickHouse, INDEX_GRANULARITY, migrate, quoteIdentifier, slotsOf } from '@pushbase/clickhouse';
+import { ClickHouseProjectionStore, connectClickHouse, INDEX_GRANULARITY, migrate, quoteIdentifier } from '@pushbase/clickhouse';
 import { insertBody } from '../services/clickhouse/src/client';
-import { encodeRecord } from '../services/clickhouse/src/layout';
+import { storedPlan } from '../services/clickhouse/src/layout';
+import { RowBinaryWriter } from '../services/clickhouse/src/row-binary';
+import { RECORDS_INSERT_COLUMNS, writeRecordsRow } from '../services/clickhouse/src/write-store';
 
 const batches = Number(process.argv[2] ?? 20);
 const perBatch = Number(process.argv[3] ?? 5000);
@@ -82,17 +84,13 @@ async function main(): Promise<void> {
         num_0: r.record?.visits, num_1: r.record?.revenue, str_0: r.record?.page,
         time_0: Date.parse(String(r.record?.day)), time_1: Date.parse(String(r.record?.at)),
       }));
-      const encoded = Buffer.from(
-        rows
-          .map((r) => {
-            const row: Record<string, unknown> = { account: r.account, dataset: r.dataset, incarnation: r.incarnation, row_key: r.row_key, version: r.version, seq: r.seq, deleted: 0 };
-            if (r.record !== null) encodeRecord(slotsOf(definition), r.record, row);
-            return `${JSON.stringify(row)}\n`;
-          })
-          .join(''),
-      );
+      // The store's own RowBinary rows (write-store.ts), without its head rows, checks or heads table.
+      const w = new RowBinaryWriter();
+      const plan = storedPlan(definition);
+      for (const r of rows) writeRecordsRow(w, r, '', plan, r.record);
+      const encoded = w.bytes();
       let t = performance.now();
-      await insertBody(conn, copy, encoded, 'the same rows');
+      await insertBody(conn, copy, encoded, 'the same rows', { format: 'RowBinary', columns: RECORDS_INSERT_COLUMNS });
       times.same.push(performance.now() - t);
       t = performance.now();
       await store.write(rows, heads);
