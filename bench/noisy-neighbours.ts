@@ -203,6 +203,29 @@ function summary(samples: readonly Sample[], kind: Sample['kind']): { n: number;
   return { n: mine.length, errors: mine.filter((s) => s.status !== 200).length, p50: at(0.5), p99: at(0.99), max: ms.at(-1) ?? NaN };
 }
 
+/** Cumulative bucket counts (upper bound → count) of a histogram on the admin listener's /metrics; undefined where the process has none. */
+async function histogram(server: TestServer, name: string): Promise<Map<number, number> | undefined> {
+  const res = await adminRequest(server, 'GET', '/metrics');
+  if (res.status !== 200) return undefined;
+  const buckets = new Map<number, number>();
+  const line = new RegExp(`^${name}_bucket\\{[^}]*le="([^"]+)"[^}]*\\} (\\d+)`, 'gm');
+  for (const m of res.text.matchAll(line)) buckets.set(m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2]));
+  return buckets.size === 0 ? undefined : buckets;
+}
+
+/** Count and bucket-bound p50/p99 of what a histogram gained between two readings. */
+function between(before: Map<number, number>, after: Map<number, number>): string {
+  const bounds = [...after.keys()].sort((a, b) => a - b);
+  const delta = bounds.map((le) => (after.get(le) ?? 0) - (before.get(le) ?? 0));
+  const total = delta.at(-1) ?? 0;
+  const at = (q: number): string => {
+    const i = delta.findIndex((n) => n >= q * total);
+    const le = bounds[i] ?? Infinity;
+    return le === Infinity ? '> the largest bucket' : `≤ ${le * 1000} ms`;
+  };
+  return `n=${total} p50 ${at(0.5)}, p99 ${at(0.99)}`;
+}
+
 async function createKeys(server: TestServer, account: string, n: number): Promise<string[]> {
   const created = await adminRequest(server, 'POST', '/admin/accounts', { account });
   if (created.status !== 201) throw new Error(`creating account ${account}: ${created.status} ${created.text}`);
@@ -234,7 +257,11 @@ async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostil
     await putDataset(server, keysB[0]!, idB, { fields: { day: { type: 'date', name: 'Day' }, team: { type: 'string', name: 'Team' }, amount: { type: 'number', name: 'Amount' } } });
     await sleep(3000);
 
+    // Embedded only: the event log's group commits, every tenant's appends in them.
+    const COMMITS = 'pushbase_event_log_commit_duration_seconds';
+    const commitsAtStart = await histogram(server, COMMITS);
     const alone = await neighbour(server.baseUrl, server.ca, keysB, idB, seconds);
+    const commitsAlone = await histogram(server, COMMITS);
     const child = fork(__filename, ['--hostile'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const report = new Promise<HostileReport>((resolve, reject) => {
       child.once('message', (m) => resolve(m as HostileReport));
@@ -243,7 +270,9 @@ async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostil
     child.send({ origin: server.baseUrl, ca: server.ca, account: ACCOUNT_A, keys: keysA, datasets, slowUploads } satisfies HostileOrders);
     // A warms up (its datasets fill, its slow uploads take their share) before B is measured again.
     await sleep(10_000);
+    const commitsBeforeCrowded = await histogram(server, COMMITS);
     const crowded = await neighbour(server.baseUrl, server.ca, keysB, idB, seconds);
+    const commitsCrowded = await histogram(server, COMMITS);
     child.send('stop');
     const hostileReport = await report;
 
@@ -255,6 +284,9 @@ async function runMode(mode: 'embedded' | 'distributed', seconds: number, hostil
       line(`  B ${kind.padEnd(6)} alone   n=${a.n} errors=${a.errors} p50=${a.p50.toFixed(1)} ms p99=${a.p99.toFixed(1)} ms max=${a.max.toFixed(1)} ms`);
       line(`  B ${kind.padEnd(6)} with A  n=${c.n} errors=${c.errors} p50=${c.p50.toFixed(1)} ms p99=${c.p99.toFixed(1)} ms max=${c.max.toFixed(1)} ms`);
       line(`  B ${kind.padEnd(6)} p99 ratio (with A / alone): ${(c.p99 / a.p99).toFixed(2)}  (target ≤ 2)`);
+    }
+    if (commitsAtStart !== undefined && commitsAlone !== undefined && commitsBeforeCrowded !== undefined && commitsCrowded !== undefined) {
+      line(`  event log group commits (write + fdatasync), B alone: ${between(commitsAtStart, commitsAlone)}; with A: ${between(commitsBeforeCrowded, commitsCrowded)}`);
     }
     line(`  tenant A's answers: ${JSON.stringify(hostileReport.statuses)}`);
   } finally {
