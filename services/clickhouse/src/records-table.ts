@@ -20,6 +20,17 @@ export type HeadJson = Omit<ProjectedHead, 'account' | 'dataset' | 'version' | '
 // Unambiguous: an account has no '/' (checkAccount).
 export const datasetKey = (account: string, dataset: string): string => `${account}/${dataset}`;
 
+/** The newest head (the highest version) of each dataset among `heads`, by datasetKey: a write may hold several of one dataset. */
+export function newestHeads(heads: readonly ProjectedHead[]): Map<string, ProjectedHead> {
+  const newest = new Map<string, ProjectedHead>();
+  for (const h of heads) {
+    const key = datasetKey(h.account, h.dataset);
+    const seen = newest.get(key);
+    if (seen === undefined || seen.version <= h.version) newest.set(key, h);
+  }
+  return newest;
+}
+
 /** The WHERE clause of some datasets: `(account, dataset) IN (…)` uses the primary key on 18.16 too. */
 export function whereDatasets(refs: readonly StoredDatasetRef[]): string {
   if (refs.length === 1) {

@@ -4,6 +4,7 @@ import { FIELD_KEY, type DatasetDefinition } from '@pushbase/domain';
 import { command, selectRows, type ClickHouseConnection } from './client';
 import { slotsOf, type Slot } from './layout';
 import { tablesIn } from './migrations';
+import { newestHeads } from './records-table';
 import { accountLiteral, datasetLiteral, isIdentifier, quoteIdentifier, quoteString } from './sql';
 
 /*
@@ -154,14 +155,9 @@ export class DatasetViews {
   async sync(heads: readonly ProjectedHead[]): Promise<void> {
     await this.ensureDatabase();
     if (this.stale) await this.reconcile();
-    // A write may hold several heads of one dataset; the newest (highest version) is the one in force.
-    const newest = new Map<string, ProjectedHead>();
-    for (const h of heads) {
+    // A write may hold several heads of one dataset; the newest is the one in force.
+    for (const h of newestHeads(heads).values()) {
       const name = viewName(h.account, h.dataset);
-      const seen = newest.get(name);
-      if (seen === undefined || seen.version <= h.version) newest.set(name, h);
-    }
-    for (const [name, h] of newest) {
       if (this.failing.has(name)) continue;
       if (h.deleted) {
         if (this.known.get(name) !== '') await this.mend(name, () => this.drop(name));

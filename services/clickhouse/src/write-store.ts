@@ -3,7 +3,7 @@ import { parseDatasetId, type DatasetDefinition, type DatasetRecord } from '@pus
 import { insertBody, selectRows, type ClickHouseConnection } from './client';
 import { columnsOf, storedPlan, STORED_COLUMNS, writeSlots, type Slot } from './layout';
 import { tablesIn, type ProjectionTables } from './migrations';
-import { datasetKey, HEAD_SLOT, readDatasets, whereDatasets, type HeadJson, type StoredDataset } from './records-table';
+import { datasetKey, HEAD_SLOT, newestHeads, readDatasets, whereDatasets, type HeadJson, type StoredDataset } from './records-table';
 import { RowBinaryWriter } from './row-binary';
 import { checkAccount } from './sql';
 import type { DatasetViews } from './views';
@@ -288,14 +288,8 @@ export class ClickHouseProjectionStore implements ProjectionStore {
   private followViews(heads: readonly ProjectedHead[]): void {
     const views = this.views;
     if (views === undefined || heads.length === 0) return;
-    const newest = new Map<string, ProjectedHead>();
-    for (const h of heads) {
-      const key = datasetKey(h.account, h.dataset);
-      const seen = newest.get(key);
-      if (seen === undefined || seen.version <= h.version) newest.set(key, h);
-    }
     // Most writes touch datasets whose views are right: those start nothing.
-    for (const [key, h] of newest) if (this.viewsPending.has(key) || views.outOfStep(h)) this.viewsPending.set(key, h);
+    for (const [key, h] of newestHeads(heads)) if (this.viewsPending.has(key) || views.outOfStep(h)) this.viewsPending.set(key, h);
     if (this.viewsPending.size === 0) return;
     this.viewsRunning ??= (async () => {
       try {
