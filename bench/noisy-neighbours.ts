@@ -218,6 +218,7 @@ function between(before: Map<number, number>, after: Map<number, number>): strin
   const bounds = [...after.keys()].sort((a, b) => a - b);
   const delta = bounds.map((le) => (after.get(le) ?? 0) - (before.get(le) ?? 0));
   const total = delta.at(-1) ?? 0;
+  if (total === 0) return 'n=0';
   const at = (q: number): string => {
     const i = delta.findIndex((n) => n >= q * total);
     const le = bounds[i] ?? Infinity;
